@@ -1,0 +1,1 @@
+"""Workbench: a tensor-program compiler, runtime and auto-tuner for Jupyter."""

@@ -1,0 +1,117 @@
+"""IRModule: functions (PrimFuncs, graph functions) by global name, plus module attrs."""
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping
+
+from workbench.ir.node import FrozenDict, Node, frozen, node
+
+
+@node
+class GlobalVar(Node):
+    """The name of a function in an IRModule; compared by name inside a module."""
+
+    name_hint: str
+    __hash__ = object.__hash__
+
+
+class IRModule:
+    """A collection of functions keyed by name.
+
+    ``mod["main"]`` returns a function; ``mod["f"] = func`` adds or replaces one (the module is
+    a container, like TVM's; the functions in it are immutable). Iteration order is insertion
+    order, which printing and hashing keep.
+    """
+
+    def __init__(self, functions: Mapping[Any, Any] | None = None,
+                 attrs: Mapping[str, Any] | None = None):
+        self._funcs: dict[str, Any] = {}
+        self._gvars: dict[str, GlobalVar] = {}
+        for key, func in (functions or {}).items():
+            self[key] = func
+        self.attrs: FrozenDict = frozen(attrs)
+
+    @staticmethod
+    def from_expr(func: Any, name: str = "main") -> "IRModule":
+        if isinstance(func, IRModule):
+            return func
+        attrs = getattr(func, "attrs", None) or {}
+        return IRModule({attrs.get("global_symbol", name): func})
+
+    def _name(self, key: Any) -> str:
+        if isinstance(key, GlobalVar):
+            return key.name_hint
+        if isinstance(key, str):
+            return key
+        raise TypeError(f"IRModule keys are names or GlobalVars, got {key!r}")
+
+    def __getitem__(self, key: Any) -> Any:
+        name = self._name(key)
+        if name not in self._funcs:
+            raise KeyError(f"IRModule has no function {name!r}; it has {list(self._funcs)}")
+        return self._funcs[name]
+
+    def __setitem__(self, key: Any, func: Any) -> None:
+        name = self._name(key)
+        if name not in self._gvars:
+            self._gvars[name] = key if isinstance(key, GlobalVar) else GlobalVar(name)
+        self._funcs[name] = func
+
+    def __delitem__(self, key: Any) -> None:
+        name = self._name(key)
+        del self._funcs[name]
+        del self._gvars[name]
+
+    def __contains__(self, key: Any) -> bool:
+        return self._name(key) in self._funcs
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._funcs)
+
+    def __len__(self) -> int:
+        return len(self._funcs)
+
+    def items(self):
+        return self._funcs.items()
+
+    @property
+    def functions(self) -> dict[GlobalVar, Any]:
+        return {self._gvars[n]: f for n, f in self._funcs.items()}
+
+    def get_global_var(self, name: str) -> GlobalVar:
+        if name not in self._gvars:
+            raise KeyError(f"IRModule has no function {name!r}; it has {list(self._funcs)}")
+        return self._gvars[name]
+
+    def get_global_vars(self) -> list[GlobalVar]:
+        return list(self._gvars.values())
+
+    def update_func(self, gv: Any, func: Any) -> None:
+        self[gv] = func
+
+    def copy(self) -> "IRModule":
+        new = IRModule(attrs=self.attrs)
+        new._funcs = dict(self._funcs)
+        new._gvars = dict(self._gvars)
+        return new
+
+    def with_attr(self, key: str, value: Any) -> "IRModule":
+        new = self.copy()
+        new.attrs = self.attrs.set(key, value)
+        return new
+
+    def script(self) -> str:
+        from workbench.ir.printer import script
+        return script(self)
+
+    def show(self) -> None:
+        print(self.script())
+
+    def __str__(self) -> str:
+        return self.script()
+
+    def __repr__(self) -> str:
+        return self.script()
+
+    def _repr_html_(self) -> str:
+        from workbench.ir.printer import html_highlight
+        return html_highlight(self.script())

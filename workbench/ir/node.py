@@ -1,0 +1,93 @@
+"""The base of every IR node: frozen, slotted dataclasses compared by identity.
+
+Nodes are immutable; an edit makes a new node with :meth:`Node.replace`, which returns the very
+same object when nothing changed, so rewriters share unchanged subtrees and "did anything
+change" is an ``is`` test. Structural comparison is :func:`workbench.ir.structural_equal`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterator, Mapping
+
+# Every node class by name, for JSON load and for dispatch tables built from method names.
+NODE_REGISTRY: dict[str, type] = {}
+
+
+class FrozenDict(dict):
+    """An immutable, hashable dict used for annotations, attrs and buffer maps."""
+
+    __slots__ = ()
+
+    def _readonly(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("FrozenDict is immutable; build a new one instead")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _readonly  # type: ignore
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(sorted(self.items(), key=lambda kv: repr(kv[0]))))
+
+    def set(self, key: Any, value: Any) -> "FrozenDict":
+        d = dict(self)
+        d[key] = value
+        return FrozenDict(d)
+
+    def without(self, key: Any) -> "FrozenDict":
+        d = dict(self)
+        d.pop(key, None)
+        return FrozenDict(d)
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({dict.__repr__(self)})"
+
+    def __reduce__(self):
+        return (FrozenDict, (dict(self),))
+
+
+def frozen(mapping: Mapping | None) -> FrozenDict:
+    if isinstance(mapping, FrozenDict):
+        return mapping
+    return FrozenDict(mapping or {})
+
+
+class Node:
+    """Base class for IR nodes. Subclasses are declared with :func:`node`."""
+
+    __slots__ = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        NODE_REGISTRY[cls.__name__] = cls
+
+    def replace(self, **changes: Any):
+        """A copy with some fields changed; ``self`` when every value is the same object."""
+        if all(getattr(self, k) is v for k, v in changes.items()):
+            return self
+        return dataclasses.replace(self, **changes)
+
+    def fields(self) -> Iterator[tuple[str, Any]]:
+        for name in field_names(type(self)):
+            yield name, getattr(self, name)
+
+    def __repr__(self) -> str:
+        # Readable default: printers give the real text form (see workbench.tir.printer).
+        from workbench.ir.printer import short_repr
+        return short_repr(self)
+
+    def same_as(self, other: Any) -> bool:
+        return self is other
+
+
+_FIELDS_CACHE: dict[type, tuple[str, ...]] = {}
+
+
+def field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELDS_CACHE.get(cls)
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        _FIELDS_CACHE[cls] = names
+    return names
+
+
+def node(cls):
+    """Decorator: make ``cls`` a frozen, slotted dataclass compared by identity."""
+    return dataclasses.dataclass(frozen=True, slots=True, eq=False, repr=False)(cls)
