@@ -1,0 +1,169 @@
+"""Target: what to compile for. Only the CPU ("llvm") kind exists.
+
+``Target("llvm")`` means the host CPU with all its features. The string form takes TVM's flags
+(``-mcpu``, ``-mattr``, ``-mtriple``, ``-num-cores``, ``-fast-math``, ``-opt-level``) and the dict
+form takes the same keys (``{"kind": "llvm", "mcpu": "skylake", "num-cores": 4}``).
+"""
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import llvmlite.binding as llvm
+
+_KNOWN_KEYS = ("mcpu", "mattr", "mtriple", "num-cores", "fast-math", "opt-level", "keys",
+               "tag", "host")
+
+
+def _init_llvm() -> None:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+
+
+@dataclass(frozen=True, init=False)
+class Target:
+    """A compilation target; build with ``Target("llvm -mcpu=... -num-cores=2")`` or a dict."""
+
+    kind: str = "llvm"
+    mcpu: str = ""
+    mattr: tuple[str, ...] = ()
+    mtriple: str = ""
+    num_cores: int = 0
+    fast_math: bool = False
+    opt_level: int = 3
+    tag: str = ""
+    attrs: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    def __init__(self, target: Any = "llvm", host: Any = None) -> None:
+        parsed = _parse(target)
+        for key, value in parsed.items():
+            object.__setattr__(self, key, value)
+        object.__setattr__(self, "attrs", {})
+
+    # -- derived facts -------------------------------------------------------------------------
+    @property
+    def host_cpu(self) -> str:
+        _init_llvm()
+        return self.mcpu or llvm.get_host_cpu_name()
+
+    @property
+    def features(self) -> str:
+        """The LLVM feature string: explicit ``-mattr`` or, for the host, all host features."""
+        _init_llvm()
+        if self.mattr:
+            return ",".join(self.mattr)
+        if self.mcpu and self.mcpu != llvm.get_host_cpu_name():
+            return ""
+        return llvm.get_host_cpu_features().flatten()
+
+    @property
+    def triple(self) -> str:
+        _init_llvm()
+        return self.mtriple or llvm.get_process_triple()
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return ("cpu",)
+
+    @property
+    def vector_width_bits(self) -> int:
+        """The widest native SIMD register, used to pick vector lengths."""
+        feats = self.features
+        if "+avx512f" in feats:
+            return 512
+        if "+avx2" in feats or "+avx" in feats:
+            return 256
+        return 128
+
+    def max_num_threads(self) -> int:
+        return self.num_cores or (os.cpu_count() or 1)
+
+    def export(self) -> dict[str, Any]:
+        """TVM's dict form."""
+        d: dict[str, Any] = {"kind": self.kind, "keys": list(self.keys)}
+        if self.mcpu:
+            d["mcpu"] = self.mcpu
+        if self.mattr:
+            d["mattr"] = list(self.mattr)
+        if self.mtriple:
+            d["mtriple"] = self.mtriple
+        if self.num_cores:
+            d["num-cores"] = self.num_cores
+        if self.fast_math:
+            d["fast-math"] = True
+        if self.opt_level != 3:
+            d["opt-level"] = self.opt_level
+        return d
+
+    def __str__(self) -> str:
+        parts = [self.kind]
+        if self.mtriple:
+            parts.append(f"-mtriple={self.mtriple}")
+        if self.mcpu:
+            parts.append(f"-mcpu={self.mcpu}")
+        if self.mattr:
+            parts.append(f"-mattr={','.join(self.mattr)}")
+        if self.num_cores:
+            parts.append(f"-num-cores={self.num_cores}")
+        if self.fast_math:
+            parts.append("-fast-math")
+        if self.opt_level != 3:
+            parts.append(f"-opt-level={self.opt_level}")
+        return " ".join(parts)
+
+    def __repr__(self) -> str:
+        return f"Target({str(self)!r})"
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    @staticmethod
+    def current() -> "Target":
+        return Target("llvm")
+
+
+def _parse(target: Any) -> dict[str, Any]:
+    if isinstance(target, Target):
+        return {k: getattr(target, k) for k in
+                ("kind", "mcpu", "mattr", "mtriple", "num_cores", "fast_math", "opt_level", "tag")}
+    if isinstance(target, Mapping):
+        return _from_dict(target)
+    if not isinstance(target, str):
+        raise TypeError(f"Target takes a string, a dict or a Target, got {target!r}")
+    words = shlex.split(target)
+    if not words:
+        raise ValueError("empty target string; use 'llvm'")
+    kind, flags = words[0], words[1:]
+    d: dict[str, Any] = {"kind": kind}
+    for flag in flags:
+        if not flag.startswith("-"):
+            raise ValueError(f"target {target!r}: expected a -flag, got {flag!r}")
+        key, _, value = flag.lstrip("-").partition("=")
+        d[key] = True if value == "" else value
+    return _from_dict(d)
+
+
+def _from_dict(d: Mapping[str, Any]) -> dict[str, Any]:
+    kind = d.get("kind", "llvm")
+    if kind not in ("llvm", "c") and kind != "cpu":
+        raise ValueError(f"unsupported target kind {kind!r}: Workbench compiles for the CPU "
+                         "('llvm')")
+    unknown = [k for k in d if k not in _KNOWN_KEYS and k != "kind"]
+    if unknown:
+        raise ValueError(f"unknown target option(s) {unknown}; known: {list(_KNOWN_KEYS)}")
+    mattr = d.get("mattr", ())
+    if isinstance(mattr, str):
+        mattr = tuple(a for a in mattr.split(",") if a)
+    try:
+        num_cores = int(d.get("num-cores", 0))
+        opt_level = int(d.get("opt-level", 3))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"target option num-cores/opt-level must be integers: {e}") from None
+    if num_cores < 0:
+        raise ValueError(f"target option num-cores must be >= 0, got {num_cores}")
+    return {"kind": "llvm", "mcpu": str(d.get("mcpu", "")), "mattr": tuple(mattr),
+            "mtriple": str(d.get("mtriple", "")), "num_cores": num_cores,
+            "fast_math": bool(d.get("fast-math", False)), "opt_level": opt_level,
+            "tag": str(d.get("tag", ""))}

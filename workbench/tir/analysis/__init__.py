@@ -1,0 +1,1 @@
+"""Analyses over TIR: verification, and later access regions and features."""

@@ -1,0 +1,95 @@
+"""The lowering pipeline: one flat, named list of passes from block-form TIR to codegen-ready TIR.
+
+Each stage is a :class:`Pass` over PrimFuncs. :func:`lower` runs them in order on every PrimFunc
+of a module and reports each step to an optional instrument (the pass name, the function, the
+IR after the pass and the seconds it took), which is how notebooks show the IR pass by pass.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from workbench.ir.module import IRModule
+from workbench.tir.analysis.verify import verify_prim_func
+from workbench.tir.function import PrimFunc
+from workbench.tir.transform.flatten_buffer import flatten_buffer
+from workbench.tir.transform.lower_blocks import lower_init_block, lower_opaque_block
+from workbench.tir.transform.simplify import simplify_func
+from workbench.tir.transform.unroll_loop import unroll_loop
+from workbench.tir.transform.vectorize_loop import vectorize_loop
+
+
+@dataclass(frozen=True)
+class Pass:
+    """A named function-level pass."""
+
+    name: str
+    fn: Callable[[PrimFunc], PrimFunc]
+
+    def __call__(self, obj: PrimFunc | IRModule) -> PrimFunc | IRModule:
+        if isinstance(obj, PrimFunc):
+            return self.fn(obj)
+        out = obj.copy()
+        for name, func in obj.items():
+            if isinstance(func, PrimFunc):
+                out[name] = self.fn(func)
+        return out
+
+
+# The order matters: blocks go first (so later passes see plain loops), buffers are flattened
+# before vectorizing (so a vector access is one Ramp index), and simplification runs after each
+# pass that creates index arithmetic.
+LOWERING_PIPELINE: tuple[Pass, ...] = (
+    Pass("VerifyInput", verify_prim_func),        # user IR is well formed
+    Pass("LowerInitBlock", lower_init_block),     # reduction init -> guarded store
+    Pass("LowerOpaqueBlock", lower_opaque_block), # blocks -> loops, predicates, allocations
+    Pass("FlattenBuffer", flatten_buffer),        # N-d accesses -> 1-d linear indices
+    Pass("Simplify", simplify_func),              # clean index expressions
+    Pass("UnrollLoop", unroll_loop),              # unroll kinds and auto-unroll pragmas
+    Pass("VectorizeLoop", vectorize_loop),        # vectorized loops -> Ramp/Broadcast
+    Pass("Simplify", simplify_func),              # fold what vectorizing exposed
+    Pass("VerifyLowered", verify_prim_func),      # nothing malformed reaches LLVM
+)
+
+# (pass name, function name, IR after the pass, seconds)
+Instrument = Callable[[str, str, PrimFunc, float], None]
+
+
+def lower(mod: IRModule | PrimFunc, instrument: Instrument | None = None,
+          passes: Iterable[Pass] = LOWERING_PIPELINE) -> IRModule:
+    """Lower every PrimFunc in ``mod`` through ``passes``; other functions pass through."""
+    mod = IRModule.from_expr(mod) if isinstance(mod, PrimFunc) else mod
+    if not isinstance(mod, IRModule):
+        raise TypeError(f"lower expects an IRModule or PrimFunc, got {type(mod).__name__}")
+    out = mod.copy()
+    for name, func in mod.items():
+        if not isinstance(func, PrimFunc):
+            continue
+        if "global_symbol" not in func.attrs:
+            func = func.with_attr("global_symbol", name)
+        for p in passes:
+            start = time.perf_counter()
+            func = p.fn(func)
+            if instrument is not None:
+                instrument(p.name, name, func, time.perf_counter() - start)
+        out[name] = func
+    return out
+
+
+@dataclass
+class PassRecord:
+    pass_name: str
+    func_name: str
+    seconds: float
+    script: str
+
+
+def lower_with_log(mod: IRModule | PrimFunc) -> tuple[IRModule, list[PassRecord]]:
+    """Lower and keep the IR text and time after every pass (for notebooks and debugging)."""
+    log: list[PassRecord] = []
+
+    def record(pass_name: str, func_name: str, func: PrimFunc, seconds: float) -> None:
+        log.append(PassRecord(pass_name, func_name, seconds, func.script(func_name)))
+
+    return lower(mod, record), log
