@@ -1,0 +1,251 @@
+"""``tir.Schedule``: a traced schedule over an IRModule, handing out block/loop/expr handles.
+
+Every primitive call checks its arguments, runs the pure primitive on the current PrimFunc, and,
+only if that succeeded, installs the new PrimFunc and records one instruction in the trace. A
+failing primitive raises :class:`ScheduleError` and leaves the schedule exactly as it was.
+Primitive families live in mixins (``loop_methods`` etc.), composed in ``schedule.py``.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable
+
+from workbench.ir.module import IRModule
+from workbench.tir.expr import Var
+from workbench.tir.function import PrimFunc
+from workbench.tir.schedule.error import ScheduleError
+from workbench.tir.schedule.handles import BlockRV, ExprRV, LoopRV, RandomEngine
+from workbench.tir.schedule.instruction import Instruction, get_kind
+from workbench.tir.schedule.state import FuncIndex
+from workbench.tir.schedule.trace import Trace
+
+
+def traced(kind_name: str, sampling: bool = False) -> Callable:
+    """Record a successful call of a Schedule method as an instruction of ``kind_name``.
+
+    The method's parameters are split into the kind's inputs and attrs by name. A sampling
+    method returns ``(result, decision)``; the decision is stored in the trace. Calls made by
+    other primitives (nested) are not recorded.
+    """
+    kind = get_kind(kind_name)
+
+    def wrap(method: Callable) -> Callable:
+        sig = inspect.signature(method)
+        input_names = [n.lstrip("*") for n in kind.inputs]
+
+        @functools.wraps(method)
+        def call(self: "Schedule", *args: Any, **kwargs: Any) -> Any:
+            bound = sig.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            self._depth += 1
+            try:
+                result = method(self, *args, **kwargs)
+            finally:
+                self._depth -= 1
+            decision = None
+            if sampling:
+                result, decision = result
+            if self._depth == 0:
+                params = bound.arguments
+                inputs = [_freeze(params[n]) for n in input_names]
+                attrs = [_freeze(params[n]) for n in kind.attrs]
+                outputs = [] if result is None else \
+                    list(result) if isinstance(result, (list, tuple)) else [result]
+                self._trace.append(Instruction(kind, inputs, attrs, outputs), decision)
+            return result
+        return call
+    return wrap
+
+
+def _freeze(x: Any) -> Any:
+    if isinstance(x, tuple):
+        return list(x)
+    return x
+
+
+class _SRef:
+    """What ``get_sref`` returns: the statement a handle points to and its parent statement."""
+
+    def __init__(self, stmt: Any, parent: Any) -> None:
+        self.stmt = stmt
+        self.parent = parent
+
+    def __repr__(self) -> str:
+        return f"StmtSRef({type(self.stmt).__name__})"
+
+
+class ScheduleCore:
+    """State, handle table and lookups shared by all primitive families."""
+
+    def __init__(self, mod: IRModule | PrimFunc, *, seed: int | None = None,
+                 debug_mask: str | int = "all", error_render_level: str = "detail",
+                 enable_check: bool = True) -> None:
+        if isinstance(mod, PrimFunc):
+            mod = IRModule({mod.attrs.get("global_symbol", "main"): mod})
+        if not isinstance(mod, IRModule):
+            raise TypeError(f"Schedule takes an IRModule or a PrimFunc, got {type(mod).__name__}")
+        funcs = [name for name, f in mod.items() if isinstance(f, PrimFunc)]
+        if not funcs:
+            raise ValueError("Schedule needs an IRModule with at least one PrimFunc")
+        self._mod = mod.copy()
+        self._func_name = "main" if "main" in funcs else funcs[0]
+        self._rand = RandomEngine(seed)
+        self._trace = Trace()
+        self._symbols: dict[Any, Any] = {}
+        self._index_cache: tuple[PrimFunc, FuncIndex] | None = None
+        self._depth = 0
+        self.debug_mask = debug_mask
+        self.error_render_level = error_render_level
+        self.enable_check = enable_check
+        FuncIndex(self._func)  # fail early on duplicate block names
+
+    # -- state -----------------------------------------------------------------------------
+    @property
+    def mod(self) -> IRModule:
+        return self._mod.copy()
+
+    @property
+    def trace(self) -> Trace:
+        return self._trace
+
+    @property
+    def func_working_on(self) -> str:
+        return self._func_name
+
+    @property
+    def _func(self) -> PrimFunc:
+        return self._mod[self._func_name]
+
+    def _index(self) -> FuncIndex:
+        func = self._func
+        if self._index_cache is None or self._index_cache[0] is not func:
+            self._index_cache = (func, FuncIndex(func))
+        return self._index_cache[1]
+
+    def _commit(self, func: PrimFunc) -> None:
+        self._mod[self._func_name] = func
+
+    def work_on(self, func_name: str) -> None:
+        if func_name not in self._mod or not isinstance(self._mod[func_name], PrimFunc):
+            raise ValueError(f"work_on: the module has no PrimFunc {func_name!r}")
+        self._func_name = func_name
+
+    def copy(self) -> "Schedule":
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new._mod = self._mod.copy()
+        new._trace = self._trace.copy()
+        new._symbols = dict(self._symbols)
+        new._rand = RandomEngine(self._rand.fork_seed())
+        new._depth = 0
+        return new
+
+    def seed(self, seed: int) -> None:
+        self._rand.seed(seed)
+
+    def fork_seed(self) -> int:
+        return self._rand.fork_seed()
+
+    # -- handles ---------------------------------------------------------------------------
+    def _new_block_rv(self, name: str) -> BlockRV:
+        rv = BlockRV()
+        self._symbols[rv] = name
+        return rv
+
+    def _new_loop_rv(self, var: Var | str) -> LoopRV:
+        rv = LoopRV()
+        self._symbols[rv] = var
+        return rv
+
+    def _new_expr_rv(self, value: int) -> ExprRV:
+        rv = ExprRV()
+        self._symbols[rv] = int(value)
+        return rv
+
+    def _block_name(self, rv: Any, primitive: str) -> str:
+        if not isinstance(rv, BlockRV):
+            raise TypeError(f"{primitive}: expected a BlockRV, got {rv!r}")
+        name = self._symbols.get(rv)
+        if name is None:
+            raise ScheduleError(primitive, repr(rv), "this handle does not belong to the schedule")
+        if name not in self._index().blocks:
+            raise ScheduleError(primitive, f"block {name!r}", "the block no longer exists "
+                                "(an earlier primitive removed it)")
+        return name
+
+    def _loop_var(self, rv: Any, primitive: str) -> Var:
+        if not isinstance(rv, LoopRV):
+            raise TypeError(f"{primitive}: expected a LoopRV, got {rv!r}")
+        var = self._symbols.get(rv, rv.special)
+        if var is None:
+            raise ScheduleError(primitive, repr(rv), "this handle does not belong to the schedule")
+        if isinstance(var, str):
+            raise ScheduleError(primitive, f"the {var} location", "it is not a real loop")
+        if var not in self._index().loops:
+            raise ScheduleError(primitive, f"loop {var.name!r}", "the loop no longer exists "
+                                "(an earlier split, fuse or inline removed it)")
+        return var
+
+    def _block_or_loop(self, rv: Any, primitive: str) -> str | Var:
+        if isinstance(rv, BlockRV):
+            return self._block_name(rv, primitive)
+        if isinstance(rv, LoopRV):
+            return self._loop_var(rv, primitive)
+        raise TypeError(f"{primitive}: expected a BlockRV or LoopRV, got {rv!r}")
+
+    def _int(self, x: Any, primitive: str) -> int | None:
+        """An integer argument given as int, ExprRV or None."""
+        if x is None or isinstance(x, int):
+            return x
+        if isinstance(x, ExprRV):
+            if x not in self._symbols:
+                raise ScheduleError(primitive, repr(x), "this handle does not belong to the "
+                                    "schedule")
+            return self._symbols[x]
+        if hasattr(x, "value"):
+            return int(x.value)
+        raise TypeError(f"{primitive}: expected an int or ExprRV, got {x!r}")
+
+    def get(self, rv: Any) -> Any:
+        """The Block, For or int a handle stands for now."""
+        if isinstance(rv, BlockRV):
+            return self._index().blocks[self._block_name(rv, "get")].block
+        if isinstance(rv, LoopRV):
+            value = self._symbols.get(rv, rv.special)
+            if isinstance(value, str):
+                return value
+            return self._index().loops[self._loop_var(rv, "get")].loop
+        if isinstance(rv, ExprRV):
+            return self._int(rv, "get")
+        raise TypeError(f"get: expected a BlockRV, LoopRV or ExprRV, got {rv!r}")
+
+    def get_sref(self, rv: Any) -> _SRef:
+        if isinstance(rv, BlockRV):
+            info = self._index().blocks[self._block_name(rv, "get_sref")]
+            return _SRef(info.block, info.ancestors[-1] if info.ancestors else None)
+        info = self._index().loops[self._loop_var(rv, "get_sref")]
+        return _SRef(info.loop, info.ancestors[-1] if info.ancestors else None)
+
+    def remove_rv(self, rv: Any) -> None:
+        self._symbols.pop(rv, None)
+
+    # -- display ---------------------------------------------------------------------------
+    def show(self) -> None:
+        print(self._func.script(self._func_name))
+        print()
+        print(self._trace)
+
+    def _repr_html_(self) -> str:
+        from workbench.ir.printer import html_highlight
+        return ("<div><b>IR</b>" + html_highlight(self._func.script(self._func_name)) +
+                "<b>Trace</b>" + html_highlight(str(self._trace)) + "</div>")
+
+    def __repr__(self) -> str:
+        return f"<Schedule of {self._func_name!r}: {len(self._trace)} instruction(s)>"
+
+    def enter_postproc(self) -> None:
+        self._trace.append(Instruction(get_kind("EnterPostproc"), [], [], []))
+
+
+__all__ = ["ScheduleCore", "traced", "ScheduleError"]

@@ -1,0 +1,1 @@
+"""Schedule primitives as pure functions over PrimFuncs, one module per family."""

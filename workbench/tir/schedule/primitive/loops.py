@@ -1,0 +1,243 @@
+"""Loop primitives: split, fuse, reorder, add_unit_loop, and the loop kinds.
+
+Each function takes the PrimFunc and its :class:`FuncIndex`, checks preconditions (raising
+:class:`ScheduleError`), and returns the new PrimFunc plus whatever new loop variables the
+caller hands out as LoopRVs.
+"""
+from __future__ import annotations
+
+from functools import reduce
+from typing import Sequence
+
+from workbench.ir.node import FrozenDict
+from workbench.tir import op
+from workbench.tir.expr import IntImm, PrimExpr, Var
+from workbench.tir.function import PrimFunc
+from workbench.tir.functor import IRMutator, substitute
+from workbench.tir.schedule.error import ScheduleError
+from workbench.tir.schedule.state import FuncIndex, replace_stmt
+from workbench.tir.schedule.utils import (
+    and_predicate, loop_binds_reduction, realizes_under, simplify_bindings, uses_var,
+)
+from workbench.tir.stmt import BlockRealize, For, ForKind, Stmt
+
+
+def _loop_name(loop: For) -> str:
+    return f"loop {loop.loop_var.name!r}"
+
+
+def _outer_loops(index: FuncIndex, loop_var: Var) -> list[For]:
+    return [s for s in index.loops[loop_var].ancestors if isinstance(s, For)]
+
+
+class _AddPredicate(IRMutator):
+    def __init__(self, pred: PrimExpr) -> None:
+        super().__init__()
+        self.pred = pred
+
+    def visit_BlockRealize(self, r: BlockRealize) -> Stmt:
+        return r.replace(predicate=and_predicate(r.predicate, self.pred))
+
+
+def split(func: PrimFunc, index: FuncIndex, loop_var: Var,
+          factors: Sequence[int | None], preserve_unit_iters: bool = True,
+          disable_predication: bool = False) -> tuple[PrimFunc, list[Var]]:
+    info = index.loops[loop_var]
+    loop = info.loop
+    name = "split"
+    nones = [i for i, f in enumerate(factors) if f is None]
+    if len(nones) > 1:
+        raise ScheduleError(name, _loop_name(loop), "at most one factor may be None")
+    if len(factors) < 2:
+        raise ScheduleError(name, _loop_name(loop), "needs at least two factors")
+    for f in factors:
+        if f is not None and (not isinstance(f, int) or f < 1):
+            raise ScheduleError(name, _loop_name(loop), f"factors must be positive ints or "
+                                f"None, got {list(factors)}")
+    extent = loop.extent
+    known = reduce(lambda a, b: a * b, [f for f in factors if f is not None], 1)
+    dtype = loop.loop_var.dtype
+    if nones:
+        inferred = op.floordiv(op.add(extent, known - 1), known)
+        sizes = [inferred if f is None else op.const(f, dtype) for f in factors]
+    else:
+        sizes = [op.const(f, dtype) for f in factors]
+        if isinstance(extent, IntImm) and known < extent.value:
+            raise ScheduleError(name, _loop_name(loop), f"the factors {list(factors)} multiply to "
+                                f"{known}, less than the loop extent {extent.value}")
+    new_vars = [Var(f"{loop.loop_var.name}_{i}", dtype) for i in range(len(factors))]
+    fused: PrimExpr = new_vars[0]
+    for v, size in zip(new_vars[1:], sizes[1:]):
+        fused = op.add(op.mul(fused, size), v)
+    fused_expr = op.add(loop.min, fused)
+    body = substitute(loop.body, {loop.loop_var: fused_expr})
+    product = reduce(op.mul, sizes)
+    exact = isinstance(product, IntImm) and isinstance(extent, IntImm) and \
+        product.value == extent.value
+    if not exact and not disable_predication:
+        body = _AddPredicate(op.lt(fused, extent)).visit(body)
+    for v, size in reversed(list(zip(new_vars, sizes))):
+        body = For(v, op.const(0, dtype), size, ForKind.SERIAL, body)
+    outer = _outer_loops(index, loop_var)
+    body = simplify_bindings(body, outer)
+    return replace_stmt(func, info.ancestors, loop, body), new_vars
+
+
+def _check_chain(index: FuncIndex, loops: list[For], name: str) -> None:
+    """Loops to fuse must be directly nested: each one's body is the next one."""
+    for outer, inner in zip(loops, loops[1:]):
+        if outer.body is not inner:
+            raise ScheduleError(name, _loop_name(inner), f"it is not the only child of "
+                                f"{_loop_name(outer)}; fused loops must be directly nested")
+
+
+def fuse(func: PrimFunc, index: FuncIndex, loop_vars: Sequence[Var],
+         preserve_unit_iters: bool = True) -> tuple[PrimFunc, Var]:
+    name = "fuse"
+    if not loop_vars:
+        raise ScheduleError(name, "no loops", "needs at least one loop")
+    loops = [index.loops[v].loop for v in loop_vars]
+    _check_chain(index, loops, name)
+    for lp in loops:
+        if not isinstance(lp.min, IntImm) or lp.min.value != 0:
+            raise ScheduleError(name, _loop_name(lp), "loops must start at 0")
+    dtype = loops[0].loop_var.dtype
+    fused = Var("_".join(lp.loop_var.name for lp in loops) + "_fused", dtype)
+    vmap: dict[Var, PrimExpr] = {}
+    stride: PrimExpr = op.const(1, dtype)
+    for k in range(len(loops) - 1, -1, -1):
+        lp = loops[k]
+        q = op.floordiv(fused, stride)
+        vmap[lp.loop_var] = q if k == 0 else op.floormod(q, lp.extent)
+        stride = op.mul(stride, lp.extent)
+    body = substitute(loops[-1].body, vmap)
+    new_loop = For(fused, op.const(0, dtype), stride, ForKind.SERIAL, body)
+    info = index.loops[loop_vars[0]]
+    new_loop = simplify_bindings(new_loop, _outer_loops(index, loop_vars[0]))
+    return replace_stmt(func, info.ancestors, loops[0], new_loop), fused
+
+
+def reorder(func: PrimFunc, index: FuncIndex, loop_vars: Sequence[Var]) -> PrimFunc:
+    name = "reorder"
+    if len(set(loop_vars)) != len(loop_vars):
+        raise ScheduleError(name, "loops", "a loop is listed twice")
+    if len(loop_vars) <= 1:
+        return func
+    wanted = set(loop_vars)
+    # Find the outermost listed loop: the one no other listed loop is an ancestor of.
+    depth = {v: len(index.loops[v].ancestors) for v in loop_vars}
+    top = min(loop_vars, key=lambda v: depth[v])
+    chain: list[For] = []
+    cur: Stmt = index.loops[top].loop
+    found = 0
+    while isinstance(cur, For):
+        chain.append(cur)
+        if cur.loop_var in wanted:
+            found += 1
+            if found == len(wanted):
+                break
+        nxt = cur.body
+        if not isinstance(nxt, For):
+            break
+        cur = nxt
+    if found != len(wanted):
+        missing = [v.name for v in loop_vars if v not in {lp.loop_var for lp in chain}]
+        raise ScheduleError(name, f"loops {missing}", "they are not in one chain of directly "
+                            f"nested loops under loop {top.name!r}")
+    listed = iter(index.loops[v].loop for v in loop_vars)
+    new_order = [next(listed) if lp.loop_var in wanted else lp for lp in chain]
+    # A loop's bounds may not use a loop that would end up inside it.
+    for pos, lp in enumerate(new_order):
+        for inner in new_order[pos + 1:]:
+            if uses_var(lp.extent, inner.loop_var) or uses_var(lp.min, inner.loop_var):
+                raise ScheduleError(name, _loop_name(lp), f"its bounds depend on "
+                                    f"{_loop_name(inner)}, which would move inside it")
+    body: Stmt = chain[-1].body
+    for lp in reversed(new_order):
+        body = lp.replace(body=body)
+    info = index.loops[top]
+    return replace_stmt(func, info.ancestors, chain[0], body)
+
+
+def add_unit_loop(func: PrimFunc, index: FuncIndex, target: str | Var) -> tuple[PrimFunc, Var]:
+    """A new loop of extent 1 directly above a block (by name) or a loop (by variable)."""
+    if isinstance(target, str):
+        info = index.blocks[target]
+        stmt, ancestors = info.realize, info.ancestors
+    else:
+        linfo = index.loops[target]
+        stmt, ancestors = linfo.loop, linfo.ancestors
+    v = Var("u", "int32")
+    new = For(v, op.const(0), op.const(1), ForKind.SERIAL, stmt)
+    return replace_stmt(func, ancestors, stmt, new), v
+
+
+_KIND_NAMES = {ForKind.PARALLEL: "parallel", ForKind.VECTORIZED: "vectorize",
+               ForKind.UNROLLED: "unroll", ForKind.SERIAL: "serial"}
+
+
+def set_loop_kind(func: PrimFunc, index: FuncIndex, loop_var: Var, kind: str) -> PrimFunc:
+    info = index.loops[loop_var]
+    loop = info.loop
+    name = _KIND_NAMES[kind]
+    if kind in (ForKind.PARALLEL, ForKind.VECTORIZED) and loop_binds_reduction(loop):
+        raise ScheduleError(name, _loop_name(loop), "the loop feeds a reduction iteration "
+                            "variable; only data-parallel loops can be parallel or vectorized "
+                            "(use rfactor first)")
+    if kind == ForKind.VECTORIZED and not isinstance(loop.extent, IntImm):
+        raise ScheduleError(name, _loop_name(loop), "a vectorized loop needs a constant extent")
+    if kind == ForKind.PARALLEL:
+        for anc in info.ancestors:
+            if isinstance(anc, For) and anc.kind == ForKind.PARALLEL:
+                raise ScheduleError(name, _loop_name(loop), f"it is already inside parallel "
+                                    f"loop {anc.loop_var.name!r}")
+    return replace_stmt(func, info.ancestors, loop, loop.replace(kind=kind))
+
+
+def annotate(func: PrimFunc, index: FuncIndex, target: str | Var, key: str, value) -> PrimFunc:
+    if isinstance(target, str):
+        info = index.blocks[target]
+        block = info.block
+        new = block.replace(annotations=FrozenDict({**block.annotations, key: value}))
+        return replace_stmt(func, info.ancestors + (info.realize,), block, new)
+    linfo = index.loops[target]
+    loop = linfo.loop
+    new_loop = loop.replace(annotations=FrozenDict({**loop.annotations, key: value}))
+    return replace_stmt(func, linfo.ancestors, loop, new_loop)
+
+
+def unannotate(func: PrimFunc, index: FuncIndex, target: str | Var, key: str) -> PrimFunc:
+    if isinstance(target, str):
+        info = index.blocks[target]
+        node, ancestors = info.block, info.ancestors + (info.realize,)
+        subject = f"block {target!r}"
+    else:
+        linfo = index.loops[target]
+        node, ancestors = linfo.loop, linfo.ancestors
+        subject = f"loop {target.name!r}"
+    if key not in node.annotations:
+        raise ScheduleError("unannotate", subject, f"it has no annotation {key!r}")
+    return replace_stmt(func, ancestors, node, node.replace(annotations=node.annotations.without(key)))
+
+
+def get_child_blocks(index: FuncIndex, parent: str | Var) -> list[str]:
+    stmt = index.blocks[parent].block.body if isinstance(parent, str) else \
+        index.loops[parent].loop.body
+    return [r.block.name_hint for r in realizes_under(stmt)]
+
+
+def producers_consumers(index: FuncIndex, block_name: str) -> tuple[list[str], list[str]]:
+    """Blocks in the same scope that write what this block reads / read what it writes."""
+    info = index.blocks[block_name]
+    scope = info.scope_block
+    siblings = [r.block for r in realizes_under(scope.body)] if scope is not None else \
+        [index.blocks[n].block for n in index.block_order]
+    me = info.block
+    reads = {r.buffer for r in me.reads}
+    writes = {r.buffer for r in me.writes}
+    producers = [b.name_hint for b in siblings if b is not me and
+                 any(w.buffer in reads for w in b.writes)]
+    consumers = [b.name_hint for b in siblings if b is not me and
+                 any(r.buffer in writes for r in b.reads)]
+    return producers, consumers
+

@@ -1,0 +1,86 @@
+"""Helpers shared by the primitives: binding simplification and loop-nest queries."""
+from __future__ import annotations
+
+from typing import Any
+
+from workbench.tir import op
+from workbench.tir.arith import Analyzer
+from workbench.tir.buffer import Range
+from workbench.tir.expr import IntImm, PrimExpr, Var
+from workbench.tir.functor import IRMutator, IRVisitor
+from workbench.tir.stmt import Block, BlockRealize, For, IterType, Stmt
+
+
+class _SimplifyBindings(IRMutator):
+    """Simplify block bindings and predicates knowing the ranges of the loops around them."""
+
+    def __init__(self, analyzer: Analyzer) -> None:
+        super().__init__()
+        self.analyzer = analyzer
+
+    def visit_For(self, loop: For) -> Stmt:
+        self.analyzer.bind(loop.loop_var, Range(loop.min, loop.extent))
+        return loop.replace(body=self.visit(loop.body))
+
+    def visit_BlockRealize(self, realize: BlockRealize) -> Stmt:
+        values = tuple(self.analyzer.simplify(v) for v in realize.iter_values)
+        if all(a is b for a, b in zip(values, realize.iter_values)):
+            values = realize.iter_values
+        pred = self.analyzer.simplify(realize.predicate)
+        block = self.visit(realize.block)
+        return realize.replace(iter_values=values, predicate=pred, block=block)
+
+    def visit_Block(self, block: Block) -> Stmt:
+        # Inner blocks have their own iteration space; bind it for nested realizes.
+        for iv in block.iter_vars:
+            self.analyzer.bind(iv.var, iv.dom)
+        return self.generic_visit(block)
+
+
+def simplify_bindings(stmt: Stmt, outer_loops: list[For]) -> Stmt:
+    """``stmt`` with block bindings/predicates simplified under ``outer_loops``' ranges."""
+    ana = Analyzer()
+    for loop in outer_loops:
+        ana.bind(loop.loop_var, Range(loop.min, loop.extent))
+    return _SimplifyBindings(ana).visit(stmt)
+
+
+def realizes_under(stmt: Stmt) -> list[BlockRealize]:
+    """Every BlockRealize inside ``stmt`` (not descending into found blocks' bodies)."""
+    found: list[BlockRealize] = []
+
+    class _V(IRVisitor):
+        def visit_BlockRealize(self, r: BlockRealize) -> None:
+            found.append(r)
+
+    _V().visit(stmt)
+    return found
+
+
+def uses_var(expr: Any, var: Var) -> bool:
+    hit = False
+
+    class _V(IRVisitor):
+        def visit_Var(self, v: Var) -> None:
+            nonlocal hit
+            hit = hit or v is var
+
+    _V().visit(expr)
+    return hit
+
+
+def loop_binds_reduction(loop: For) -> bool:
+    """True if the loop variable feeds a reduction (or opaque) iter var of a block below it."""
+    for r in realizes_under(loop.body):
+        for iv, value in zip(r.block.iter_vars, r.iter_values):
+            if iv.iter_type != IterType.DATA_PAR and uses_var(value, loop.loop_var):
+                return True
+    return False
+
+
+def const_extent(loop: For) -> int | None:
+    return loop.extent.value if isinstance(loop.extent, IntImm) else None
+
+
+def and_predicate(pred: PrimExpr, extra: PrimExpr) -> PrimExpr:
+    return op.logical_and(pred, extra)
