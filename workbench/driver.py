@@ -1,0 +1,25 @@
+"""``workbench.compile`` / ``build`` / ``lower``: the top-level entry points, as in TVM."""
+from __future__ import annotations
+
+from typing import Any
+
+from workbench.codegen.build import build as _build_tir
+from workbench.ir.module import IRModule
+from workbench.tir.function import PrimFunc
+from workbench.tir.transform.pipeline import Instrument, lower as _lower
+
+
+def lower(mod: IRModule | PrimFunc, instrument: Instrument | None = None) -> IRModule:
+    """Run the TIR lowering pipeline and return the lowered module (for inspection)."""
+    return _lower(mod, instrument)
+
+
+def build(mod: IRModule | PrimFunc, target: Any = "llvm", name: str | None = None,
+          instrument: Instrument | None = None):
+    """Compile the PrimFuncs of ``mod`` for ``target`` into a runtime Module."""
+    return _build_tir(mod, target, name=name, instrument=instrument)
+
+
+def compile(mod: IRModule | PrimFunc, target: Any = "llvm", **kwargs: Any):  # noqa: A001
+    """Compile a module: PrimFuncs give a runtime Module with one function each."""
+    return build(mod, target, **kwargs)

@@ -1,0 +1,252 @@
+"""The one registry of Workbench options: name, type, default, environment variable, doc.
+
+Every tunable knob of the project is declared here (or by a package through :func:`register`)
+instead of being read from ``os.environ`` where it is used, so that a user can list them all
+(:func:`describe`), and a test or notebook cell can change one for a scope::
+
+    from workbench import options
+    options.get("num_threads")                 # effective value
+    with options.override(num_threads=1):      # scoped, restored on exit (even on error)
+        ...
+    options.set("cache_dir", "/tmp/wb-cache")  # process-wide until reset("cache_dir")
+
+Resolution order of a value, first match wins:
+
+1. the innermost active :func:`override` that names the option;
+2. a value given with :func:`set`;
+3. the option's environment variable, read at each :func:`get` (so a changed ``os.environ``
+   is seen), parsed by the option's type;
+4. the default (a callable default is called lazily, e.g. "the machine's cores").
+
+Overrides and set values are process-wide, not per thread: a notebook's worker threads see the
+same options as the cell that started them. Every change made through this module bumps
+:func:`generation`, which lets hot paths (the runtime's thread-count check) notice a change
+with one integer comparison instead of re-reading the registry.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+__all__ = [
+    "Option", "register", "get", "set", "reset", "override", "describe", "all_options",
+    "generation",
+]
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option. ``type`` is one of ``int``, ``float``, ``bool``, ``str``; ``default`` is a
+    value of that type or a zero-argument callable producing one; ``validate`` (optional)
+    raises ``ValueError`` for a value of the right type that is still not allowed."""
+
+    name: str
+    type: type
+    default: Any
+    env: str | None = None
+    doc: str = ""
+    validate: Callable[[Any], None] | None = None
+
+    def default_value(self) -> Any:
+        return self.default() if callable(self.default) else self.default
+
+    def coerce(self, value: Any, source: str) -> Any:
+        """Convert ``value`` to the option's type; ``source`` names where it came from."""
+        if self.type is bool:
+            if isinstance(value, str):
+                low = value.strip().lower()
+                if low in _TRUE:
+                    value = True
+                elif low in _FALSE:
+                    value = False
+                else:
+                    raise ValueError(f"{source}: option {self.name!r} expects a boolean "
+                                     f"(1/0, true/false, yes/no, on/off), got {value!r}")
+            elif not isinstance(value, (bool, int)):
+                raise TypeError(f"{source}: option {self.name!r} expects a bool, got {value!r}")
+            value = bool(value)
+        elif self.type is int:
+            if isinstance(value, str):
+                try:
+                    value = int(value.strip())
+                except ValueError:
+                    raise ValueError(f"{source}: option {self.name!r} expects an integer, "
+                                     f"got {value!r}") from None
+            elif isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{source}: option {self.name!r} expects an int, got {value!r}")
+        elif self.type is float:
+            if isinstance(value, str):
+                try:
+                    value = float(value.strip())
+                except ValueError:
+                    raise ValueError(f"{source}: option {self.name!r} expects a number, "
+                                     f"got {value!r}") from None
+            elif isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{source}: option {self.name!r} expects a float, got {value!r}")
+            value = float(value)
+        elif self.type is str:
+            if isinstance(value, os.PathLike):
+                value = os.fspath(value)
+            if not isinstance(value, str):
+                raise TypeError(f"{source}: option {self.name!r} expects a str, got {value!r}")
+        if self.validate is not None:
+            try:
+                self.validate(value)
+            except ValueError as err:
+                raise ValueError(f"{source}: option {self.name!r}: {err}") from None
+        return value
+
+
+_REGISTRY: dict[str, Option] = {}
+_SET: dict[str, Any] = {}
+_OVERRIDES: list[dict[str, Any]] = []
+_LOCK = threading.RLock()
+# A one-element list so other modules can hold a reference and read ``[0]`` cheaply.
+_GENERATION = [0]
+
+
+def _bump() -> None:
+    _GENERATION[0] += 1
+
+
+def generation() -> int:
+    """A counter that changes whenever an option is set, reset or overridden."""
+    return _GENERATION[0]
+
+
+def register(name: str, type: type, default: Any, env: str | None = None, doc: str = "",
+             validate: Callable[[Any], None] | None = None) -> Option:
+    """Declare an option. Registering the same name twice with the same declaration is a
+    no-op (module reloads); a different declaration raises ``ValueError``."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"option name must be an identifier, got {name!r}")
+    if type not in (int, float, bool, str):
+        raise TypeError(f"option {name!r}: type must be int, float, bool or str, got {type!r}")
+    opt = Option(name, type, default, env, doc, validate)
+    with _LOCK:
+        old = _REGISTRY.get(name)
+        if old is not None:
+            if (old.type, old.env, old.doc) == (opt.type, opt.env, opt.doc):
+                return old
+            raise ValueError(f"option {name!r} is already registered with a different "
+                             f"declaration ({old})")
+        _REGISTRY[name] = opt
+    return opt
+
+
+def _lookup(name: str) -> Option:
+    opt = _REGISTRY.get(name)
+    if opt is None:
+        raise KeyError(f"unknown option {name!r}; known options: {', '.join(sorted(_REGISTRY))}")
+    return opt
+
+
+def get(name: str) -> Any:
+    """The effective value of option ``name`` (see the module docstring for the order)."""
+    opt = _lookup(name)
+    with _LOCK:
+        for layer in reversed(_OVERRIDES):
+            if name in layer:
+                return layer[name]
+        if name in _SET:
+            return _SET[name]
+    if opt.env is not None:
+        raw = os.environ.get(opt.env)
+        if raw is not None and raw.strip() != "":
+            return opt.coerce(raw, f"environment variable {opt.env}")
+    return opt.default_value()
+
+
+def set(name: str, value: Any) -> None:  # noqa: A001 - the module is used as ``options.set``
+    """Set ``name`` process-wide (beats the environment variable) until :func:`reset`."""
+    opt = _lookup(name)
+    value = opt.coerce(value, "options.set")
+    with _LOCK:
+        _SET[name] = value
+        _bump()
+
+
+def reset(name: str | None = None) -> None:
+    """Forget a value given with :func:`set` (all of them when ``name`` is None)."""
+    with _LOCK:
+        if name is None:
+            _SET.clear()
+        else:
+            _lookup(name)
+            _SET.pop(name, None)
+        _bump()
+
+
+@contextlib.contextmanager
+def override(**values: Any) -> Iterator[None]:
+    """Override options for the duration of a ``with`` block; nests, and restores on error."""
+    layer = {name: _lookup(name).coerce(value, "options.override")
+             for name, value in values.items()}
+    with _LOCK:
+        _OVERRIDES.append(layer)
+        _bump()
+    try:
+        yield
+    finally:
+        with _LOCK:
+            # Remove this very layer even if overrides were exited out of order (threads).
+            for i in range(len(_OVERRIDES) - 1, -1, -1):
+                if _OVERRIDES[i] is layer:
+                    del _OVERRIDES[i]
+                    break
+            _bump()
+
+
+def all_options() -> list[Option]:
+    """Every registered option, sorted by name."""
+    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+
+
+def describe() -> str:
+    """A plain-text table of every option: name, type, env var, current value, doc."""
+    rows = [("name", "type", "env", "value", "doc")]
+    for opt in all_options():
+        try:
+            value = repr(get(opt.name))
+        except (TypeError, ValueError) as err:
+            value = f"<invalid: {err}>"
+        rows.append((opt.name, opt.type.__name__, opt.env or "", value, opt.doc))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    return "\n".join("  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4]
+                     for r in rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# The options of the core packages. Other packages register theirs where they are defined.
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _positive(value: int) -> None:
+    if value < 1:
+        raise ValueError(f"must be >= 1, got {value}")
+
+
+def _default_cache_dir() -> str:
+    return os.path.join(os.path.expanduser("~"), ".cache", "workbench")
+
+
+register("num_threads", int, _cpu_count, env="WORKBENCH_NUM_THREADS",
+         doc="Threads for parallel loops when the kernel does not fix a count "
+             "(default: the cores this process may run on).",
+         validate=_positive)
+register("cache_dir", str, _default_cache_dir, env="WORKBENCH_CACHE_DIR",
+         doc="Directory of the on-disk compile cache (default ~/.cache/workbench).")
+register("cc", str, "", env="WORKBENCH_CC",
+         doc="C compiler/linker used by export_library; empty means the first of cc, gcc, "
+             "clang found on PATH.")

@@ -1,0 +1,21 @@
+"""Workbench runtime: devices, arrays, modules, packed functions, time_evaluator.
+
+Floor 1: this package knows nothing of the IR. It loads compiled kernels (object code or a
+shared library following the kernel ABI of docs/internals.md), checks arguments, calls them,
+and times them. ``workbench.runtime.profiling`` and ``workbench.runtime.relax_vm`` are
+subpackages imported on their own.
+"""
+from .device import Device, cpu, device
+from .evaluator import BenchmarkResult, TimeEvaluator, time_evaluator
+from .module import Module, load_module
+from .ndarray import NDArray, Tensor, empty, tensor
+from .packed_func import PackedFunc, ParamInfo
+from .registry import get_global_func, list_global_func_names, register_func, remove_global_func
+
+__all__ = [
+    "Device", "cpu", "device",
+    "NDArray", "Tensor", "tensor", "empty",
+    "Module", "load_module", "PackedFunc", "ParamInfo",
+    "BenchmarkResult", "TimeEvaluator", "time_evaluator",
+    "register_func", "get_global_func", "list_global_func_names", "remove_global_func",
+]

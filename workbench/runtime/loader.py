@@ -1,0 +1,285 @@
+"""Getting native code into the process: MCJIT for object code, dlopen for shared libraries,
+the C compiler for export, and libgomp for parallel loops.
+
+Each loader returns a :class:`LoadedCode`, which resolves symbol addresses and keeps whatever
+owns the code (the MCJIT engine or the ``ctypes.CDLL``) alive; the Module holds it, so code is
+never freed while a PackedFunc can still call it.
+
+libgomp: ``GOMP_parallel(fn, data, nthreads=0, flags)`` runs with the calling thread's
+``nthreads-var``, which ``omp_set_num_threads`` sets *for the calling thread only*. So the
+runtime applies the ``num_threads`` option per thread, lazily, from the call path of modules
+that use libgomp (:func:`apply_num_threads`), keyed on :func:`workbench.options.generation`.
+So a change through ``options.set``/``options.override`` takes effect at the next call; a
+change of ``WORKBENCH_NUM_THREADS`` in ``os.environ`` after a thread's first parallel call is
+only seen after the next option change (or in new threads).
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from typing import Any
+
+from .. import options
+
+__all__ = ["LoadedCode", "load_object", "load_shared", "link_shared", "sources_object",
+           "ensure_gomp", "uses_gomp", "apply_num_threads", "read_metadata",
+           "METADATA_SYMBOL", "SOURCES_SYMBOL"]
+
+METADATA_SYMBOL = "__workbench_metadata"
+SOURCES_SYMBOL = "__workbench_sources"
+METADATA_VERSION = 1
+
+_lock = threading.Lock()
+_gomp: ctypes.CDLL | None = None
+_gomp_error: str | None = None
+_llvm_ready = False
+_tls = threading.local()
+
+
+class LoadedCode:
+    """Native code in the process: ``address(symbol)`` -> int (0 if absent)."""
+
+    def __init__(self, owner: Any, resolve: Any, origin: str) -> None:
+        self.owner = owner          # the engine or CDLL; keeping it referenced keeps the code
+        self._resolve = resolve
+        self.origin = origin        # "mcjit" or the path of the loaded library
+
+    def address(self, symbol: str) -> int:
+        return self._resolve(symbol)
+
+
+# -- libgomp --------------------------------------------------------------------------------
+
+def uses_gomp(obj: bytes) -> bool:
+    """Does this object code reference libgomp? (Symbol names sit in the string table.)"""
+    return b"GOMP_" in obj or b"omp_get_" in obj
+
+
+def ensure_gomp(required: bool) -> ctypes.CDLL | None:
+    """Load libgomp process-wide once (so MCJIT and dlopen resolve GOMP_* against it).
+
+    Returns the library, or None when it is missing and not ``required``; raises
+    ``RuntimeError`` when it is missing and ``required`` (the module uses parallel loops).
+    """
+    global _gomp, _gomp_error
+    with _lock:
+        if _gomp is None and _gomp_error is None:
+            _gomp, _gomp_error = _load_gomp()
+    if _gomp is None and required:
+        raise RuntimeError(
+            "this module uses parallel loops (GOMP_* symbols) but libgomp could not be loaded: "
+            f"{_gomp_error}. Install the GCC OpenMP runtime (e.g. apt-get install libgomp1) "
+            "or compile without parallel loops.")
+    return _gomp
+
+
+def _load_gomp() -> tuple[ctypes.CDLL | None, str | None]:
+    import llvmlite.binding as llvm
+
+    name = ctypes.util.find_library("gomp")
+    if name is None:
+        return None, "ctypes.util.find_library('gomp') found nothing"
+    try:
+        llvm.load_library_permanently(name)
+        lib = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+    except (OSError, RuntimeError) as err:
+        return None, f"loading {name} failed: {err}"
+    lib.omp_set_num_threads.argtypes = [ctypes.c_int]
+    lib.omp_set_num_threads.restype = None
+    lib.omp_get_max_threads.restype = ctypes.c_int
+    return lib, None
+
+
+def apply_num_threads() -> None:
+    """Make the calling thread's OpenMP default thread count follow the ``num_threads`` option.
+    Cheap when nothing changed: one thread-local read and an integer comparison."""
+    gen = options._GENERATION[0]
+    if getattr(_tls, "gen", -1) == gen or _gomp is None:
+        return
+    _gomp.omp_set_num_threads(int(options.get("num_threads")))
+    _tls.gen = gen
+
+
+# -- MCJIT ----------------------------------------------------------------------------------
+
+def _init_llvm() -> None:
+    global _llvm_ready
+    if not _llvm_ready:
+        import llvmlite.binding as llvm
+
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        _llvm_ready = True
+
+
+def load_object(obj: bytes) -> LoadedCode:
+    """Load relocatable object code for the host into a fresh MCJIT engine.
+
+    External symbols resolve against the process (libm via Python, libgomp via
+    :func:`ensure_gomp`). Raises ``ValueError`` if the bytes are not an object file.
+    """
+    import llvmlite.binding as llvm
+
+    if not isinstance(obj, (bytes, bytearray)) or not obj:
+        raise TypeError(f"object code must be non-empty bytes, got {type(obj).__name__}")
+    if not (obj[:4] == b"\x7fELF" or obj[:4] in (b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe")
+            or obj[:2] == b"\x64\x86"):
+        raise ValueError("object code is not an ELF/Mach-O/COFF object file "
+                         f"(starts with {bytes(obj[:4])!r})")
+    ensure_gomp(required=uses_gomp(obj))
+    _init_llvm()
+    with _lock:
+        target = llvm.Target.from_default_triple()
+        tm = target.create_target_machine(jit=True)
+        empty = llvm.parse_assembly("")
+        empty.triple = llvm.get_process_triple()
+        engine = llvm.create_mcjit_compiler(empty, tm)
+        engine.add_object_file(llvm.ObjectFileRef.from_data(bytes(obj)))
+        engine.finalize_object()
+
+    def resolve(symbol: str) -> int:
+        # A missing symbol is address 0 (MCJIT's getGlobalValueAddress contract).
+        return int(engine.get_global_value_address(symbol) or 0)
+
+    return LoadedCode((engine, tm), resolve, "mcjit")
+
+
+# -- shared libraries -----------------------------------------------------------------------
+
+_so_dir: str | None = None
+
+
+def _private_copy(data: bytes) -> str:
+    """dlopen caches by path name: reloading a re-exported file at the same path would return
+    the stale library. Load a content-addressed copy in a private directory instead."""
+    global _so_dir
+    digest = hashlib.sha256(data).hexdigest()[:24]
+    with _lock:
+        if _so_dir is None:
+            _so_dir = tempfile.mkdtemp(prefix="workbench-so-")
+    copy = os.path.join(_so_dir, digest + ".so")
+    if not os.path.exists(copy):
+        tmp = copy + f".{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, copy)
+    return copy
+
+
+def load_shared(data: bytes, origin: str) -> LoadedCode:
+    """dlopen the shared library whose file contents are ``data`` (written by
+    :func:`link_shared`; ``origin`` is its path, for messages). RTLD_LOCAL: its symbols do
+    not leak into other modules."""
+    if data[:4] != b"\x7fELF":
+        raise ValueError(f"{origin} is not an ELF shared library")
+    ensure_gomp(required=b"GOMP_" in data)
+    try:
+        lib = ctypes.CDLL(_private_copy(data), mode=ctypes.RTLD_LOCAL)
+    except OSError as err:
+        raise RuntimeError(f"cannot load the shared library {origin}: {err}") from None
+
+    def resolve(symbol: str) -> int:
+        try:
+            return ctypes.addressof(ctypes.c_char.in_dll(lib, symbol))
+        except ValueError:
+            return 0
+
+    return LoadedCode(lib, resolve, origin)
+
+
+def _find_cc() -> str:
+    configured = options.get("cc")
+    candidates = [configured] if configured else ["cc", "gcc", "clang"]
+    for name in candidates:
+        found = shutil.which(name)
+        if found:
+            return found
+    raise RuntimeError(
+        "export_library needs a C compiler to link a shared library, but none of "
+        f"{candidates} is on PATH; install one (e.g. apt-get install gcc), set the option "
+        "'cc' (WORKBENCH_CC), or export to a path ending in '.o' instead")
+
+
+def link_shared(objects: list[bytes], path: str, need_gomp: bool) -> None:
+    """Link object files into the shared library ``path`` with the system C compiler."""
+    cc = _find_cc()
+    with tempfile.TemporaryDirectory(prefix="workbench-link-") as tmp:
+        files = []
+        for i, obj in enumerate(objects):
+            name = os.path.join(tmp, f"part{i}.o")
+            with open(name, "wb") as f:
+                f.write(obj)
+            files.append(name)
+        out = os.path.join(tmp, "out.so")
+        cmd = [cc, "-shared", "-o", out, *files, "-lm"]
+        if need_gomp:
+            cmd.append("-lgomp")
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            hint = ""
+            if "recompile with -fPIC" in proc.stderr or "relocation" in proc.stderr:
+                hint = (" (the object code is not position-independent: codegen must emit "
+                        "it with reloc='pic' to be exported as a shared library)")
+            raise RuntimeError(f"export_library: linking failed{hint}:\n$ {' '.join(cmd)}\n"
+                               f"{proc.stderr.strip()}")
+        # Write next to the destination and rename, so a reader never sees half a file.
+        dest_tmp = f"{path}.{os.getpid()}.tmp"
+        shutil.copyfile(out, dest_tmp)
+        os.replace(dest_tmp, path)
+
+
+def sources_object(sources: dict[str, str]) -> bytes:
+    """A tiny object file defining ``__workbench_sources``: the sources as NUL-terminated JSON,
+    so an exported library can still answer ``get_source``."""
+    import llvmlite.binding as llvm
+    import llvmlite.ir as ir
+
+    _init_llvm()
+    data = json.dumps(sources).encode("utf-8") + b"\0"
+    mod = ir.Module(name="workbench_sources")
+    mod.triple = llvm.get_process_triple()
+    ty = ir.ArrayType(ir.IntType(8), len(data))
+    gv = ir.GlobalVariable(mod, ty, SOURCES_SYMBOL)
+    gv.global_constant = True
+    gv.initializer = ir.Constant(ty, bytearray(data))
+    tm = llvm.Target.from_default_triple().create_target_machine(reloc="pic", codemodel="default")
+    return tm.emit_object(llvm.parse_assembly(str(mod)))
+
+
+# -- metadata -------------------------------------------------------------------------------
+
+def read_metadata(code: LoadedCode) -> dict:
+    """Read and validate ``__workbench_metadata`` (NUL-terminated JSON, docs/internals.md)."""
+    addr = code.address(METADATA_SYMBOL)
+    if not addr:
+        raise ValueError(f"the compiled code defines no {METADATA_SYMBOL!r} global; it was not "
+                         "produced by workbench.codegen (or the symbol is not external)")
+    try:
+        meta = json.loads(ctypes.string_at(addr).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{METADATA_SYMBOL} is not valid JSON: {err}") from None
+    if not isinstance(meta, dict) or meta.get("version") != METADATA_VERSION:
+        raise ValueError(f"{METADATA_SYMBOL}: unsupported metadata version "
+                         f"{meta.get('version') if isinstance(meta, dict) else meta!r} "
+                         f"(this runtime reads version {METADATA_VERSION})")
+    if not isinstance(meta.get("functions"), list):
+        raise ValueError(f"{METADATA_SYMBOL}: 'functions' must be a list")
+    return meta
+
+
+def read_sources(code: LoadedCode) -> dict[str, str]:
+    addr = code.address(SOURCES_SYMBOL)
+    if not addr:
+        return {}
+    try:
+        found = json.loads(ctypes.string_at(addr).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return found if isinstance(found, dict) else {}
