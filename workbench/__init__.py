@@ -15,7 +15,7 @@ from workbench.runtime import Device, cpu, device, get_global_func, register_fun
 from workbench.ir import IRModule
 from workbench import ir, target, te, tir
 from workbench.target import Target
-# build, compile and lower are wired in once the simplify pass lands (see driver.py)
+from workbench.driver import build, compile, lower
 
 __version__ = "0.1.0"
 

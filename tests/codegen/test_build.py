@@ -1,4 +1,6 @@
 """The build driver: targets, sources, the object cache and the per-pass log."""
+import re
+
 import numpy as np
 import pytest
 
@@ -37,7 +39,7 @@ def test_sources_and_cache(tmp_path):
         assert not first.cache_hit and second.cache_hit
         assert first.obj == second.obj
     rt = wb.build(f)
-    assert "define i32 @main" in rt.get_source("ll")
+    assert re.search(r'define i32 @"?main"?\(', rt.get_source("ll"))
     assert "main" in rt.get_source("asm")
 
 
@@ -50,7 +52,8 @@ def test_lowering_log_names_every_pass():
 
 
 def test_num_cores_target_runs():
-    f = _scale(64).with_body(_scale(64).body.replace(kind="parallel"))
+    f = _scale(64)
+    f = f.with_body(f.body.replace(kind="parallel"))
     rt = wb.build(f, target="llvm -num-cores=2")
     a = wb.nd.array(np.arange(64, dtype="float32"))
     rt["main"](a)

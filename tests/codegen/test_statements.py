@@ -55,10 +55,10 @@ def test_if_while_let_select():
     # B[i] = number of halvings to reach 0, with a let and a select
     C = tir.decl_buffer((1,), "int32", "C", scope="local")
     loop_body = S.Allocate(C.data, "int32", (tir.const(1),), tir.const(True), S.DeclBuffer(C, S.SeqStmt((
-        S.BufferStore(C, A[i], (0,)),
+        S.BufferStore(C, A[i], (tir.const(0),)),
         S.BufferStore(B, tir.const(0), (i,)),
-        S.While(C[0] > 0, S.SeqStmt((
-            S.BufferStore(C, C[0] // 2, (0,)),
+        S.While(C[tir.const(0)] > 0, S.SeqStmt((
+            S.BufferStore(C, C[tir.const(0)] // 2, (tir.const(0),)),
             S.BufferStore(B, B[i] + 1, (i,)),
         ))),
         S.IfThenElse(A[i] < 0, S.BufferStore(B, tir.select(A[i] < -5, -2, -1), (i,))),
@@ -74,8 +74,8 @@ def test_if_while_let_select():
 
 def test_assert_failure_raises_and_process_survives():
     A = tir.decl_buffer((4,), "float32", "A")
-    body = S.AssertStmt(A[0] > 0.0, tir.StringImm("A[0] must be positive"),
-                        S.BufferStore(A, A[0] * 2.0, (0,)))
+    body = S.AssertStmt(A[tir.const(0)] > 0.0, tir.StringImm("A[tir.const(0)] must be positive"),
+                        S.BufferStore(A, A[tir.const(0)] * 2.0, (tir.const(0),)))
     rt = wb.build(tir.prim_func([A], body))
     good = wb.nd.array(np.ones(4, "float32"))
     rt["main"](good)

@@ -562,7 +562,8 @@ def shape_vars(func: PrimFunc) -> list[E.Var]:
     seen: list[E.Var] = []
     for buf in func.buffers:
         for dim in buf.shape:
-            if isinstance(dim, E.Var) and dim not in seen and dim not in func.params:
+            if isinstance(dim, E.Var) and not any(dim is v for v in seen) and \
+                    not any(dim is p for p in func.params):
                 seen.append(dim)
     return seen
 

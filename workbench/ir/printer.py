@@ -1,19 +1,196 @@
-"""Placeholder text forms until the TVMScript-style printer lands."""
+"""Text forms of IR: the printer registry and the generic entry points.
+
+Each IR layer registers its printers here (``workbench.tir`` does on import; relax will), so
+this floor-1 module never imports the layers above it:
+
+- ``register_script(cls, fn)``: ``fn(obj) -> str``, the full text of an object (``script``).
+- ``register_function_printer(cls, fn)``: ``fn(func, name) -> str``, a function's text as it
+  appears inside ``@I.ir_module class Module:`` (unindented; the module indents it).
+- ``register_short_repr(cls, fn)``: ``fn(node) -> str``, a one-line form for ``repr``.
+
+Lookups follow the class's MRO, so registering a base class covers its subclasses.
+"""
 from __future__ import annotations
 
 import html
-from typing import Any
+import json
+import re
+from typing import Any, Callable
+
+from workbench.ir.module import GlobalVar, IRModule
+from workbench.ir.node import FrozenDict, Node, field_names
+
+_SCRIPT: dict[type, Callable[[Any], str]] = {}
+_FUNCTION: dict[type, Callable[[Any, str], str]] = {}
+_SHORT: dict[type, Callable[[Any], str]] = {}
+_CACHE: dict[tuple[int, type], Callable | None] = {}
+
+
+def _register(table: dict, cls: type, fn: Callable | None):
+    def deco(f: Callable) -> Callable:
+        table[cls] = f
+        _CACHE.clear()
+        return f
+    return deco if fn is None else deco(fn)
+
+
+def register_script(cls: type, fn: Callable[[Any], str] | None = None):
+    """Register ``fn(obj) -> str`` as the full text form of ``cls``; usable as a decorator."""
+    return _register(_SCRIPT, cls, fn)
+
+
+def register_function_printer(cls: type, fn: Callable[[Any, str], str] | None = None):
+    """Register ``fn(func, name) -> str`` to print a function of type ``cls`` in a module."""
+    return _register(_FUNCTION, cls, fn)
+
+
+def register_short_repr(cls: type, fn: Callable[[Any], str] | None = None):
+    """Register ``fn(node) -> str`` as the one-line ``repr`` of ``cls``."""
+    return _register(_SHORT, cls, fn)
+
+
+def _lookup(table: dict, cls: type) -> Callable | None:
+    key = (id(table), cls)
+    try:
+        return _CACHE[key]
+    except KeyError:
+        pass
+    found = next((table[b] for b in cls.__mro__ if b in table), None)
+    _CACHE[key] = found
+    return found
+
+
+# ---- entry points -----------------------------------------------------------------------------
+
+def script(obj: Any) -> str:
+    """The full text form of ``obj`` (an IRModule, a function, a statement, ...)."""
+    fn = _lookup(_SCRIPT, type(obj))
+    if fn is not None:
+        return fn(obj)
+    return short_repr(obj) if isinstance(obj, Node) else repr(obj)
+
+
+def script_or_repr(obj: Any) -> str:
+    """``script(obj)`` for IR, ``repr`` otherwise; never raises (used in error messages)."""
+    try:
+        if isinstance(obj, (Node, IRModule)):
+            return script(obj)
+        return format_value(obj)
+    except Exception:  # noqa: BLE001 - an error message must not fail while being built
+        return object.__repr__(obj)
 
 
 def short_repr(node: Any) -> str:
-    from workbench.ir.node import field_names
-    parts = ", ".join(f"{n}={getattr(node, n)!r}" for n in field_names(type(node)))
-    return f"{type(node).__name__}({parts})"
+    """A one-line readable form of ``node``; never raises (it backs ``Node.__repr__``)."""
+    fn = _lookup(_SHORT, type(node))
+    if fn is not None:
+        try:
+            return fn(node)
+        except Exception:  # noqa: BLE001 - fall back to the generic form below
+            pass
+    return generic_repr(node)
 
 
-def script(mod: Any) -> str:
-    return "\n".join(f"# {name}\n{f!r}" for name, f in mod.items())
+def generic_repr(node: Any, limit: int = 200) -> str:
+    """``ClassName(field=value, ...)`` built from the dataclass fields, cut at ``limit``."""
+    try:
+        parts = ", ".join(f"{n}={format_value(getattr(node, n))}"
+                          for n in field_names(type(node)))
+    except Exception:  # noqa: BLE001
+        return object.__repr__(node)
+    text = f"{type(node).__name__}({parts})"
+    return text if len(text) <= limit else text[:limit - 4] + " ...)"
+
+
+def quote(s: str) -> str:
+    """A double-quoted Python string literal (as TVMScript writes them)."""
+    return json.dumps(s, ensure_ascii=False)
+
+
+def format_value(v: Any, node_fmt: Callable[[Any], str] | None = None) -> str:
+    """A Python-literal text of an attribute value; nodes go through ``node_fmt``."""
+    fmt = node_fmt or short_repr
+    t = type(v)
+    if t is str:
+        return quote(v)
+    if t is float:
+        return repr(v) if v == v and v not in (float("inf"), float("-inf")) else f'float("{v}")'
+    if isinstance(v, Node):
+        return fmt(v)
+    if t is tuple:
+        inner = ", ".join(format_value(x, node_fmt) for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    if t is list:
+        return "[" + ", ".join(format_value(x, node_fmt) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{format_value(k, node_fmt)}: {format_value(x, node_fmt)}"
+                               for k, x in v.items()) + "}"
+    return repr(v)
+
+
+def indent(text: str, by: str = "    ") -> str:
+    return "\n".join(by + line if line else line for line in text.split("\n"))
+
+
+# ---- IRModule ---------------------------------------------------------------------------------
+
+def module_script(mod: IRModule) -> str:
+    """``@I.ir_module class Module:`` with each function printed by its registered printer."""
+    out = ["@I.ir_module", "class Module:"]
+    if mod.attrs:
+        out.append(f"    I.module_attrs({format_value(dict(mod.attrs))})")
+    for name, func in mod.items():
+        fn = _lookup(_FUNCTION, type(func))
+        text = fn(func, name) if fn is not None else f"{name} = {short_repr(func)}"
+        if len(out) > 2:
+            out.append("")
+        out.append(indent(text))
+    if len(out) == 2:
+        out.append("    pass")
+    return "\n".join(out)
+
+
+register_script(IRModule, module_script)
+register_short_repr(GlobalVar, lambda gv: f"I.GlobalVar({quote(gv.name_hint)})")
+register_short_repr(FrozenDict, lambda d: repr(d))
+
+
+# ---- HTML -------------------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"""
+    (?P<comment>\#[^\n]*)
+  | (?P<string>"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')
+  | (?P<decorator>@[\w.]+)
+  | (?P<keyword>\b(?:def|class|for|in|with|if|elif|else|while|assert|return|and|or|not|as
+                   |pass|True|False|None|lambda)\b)
+  | (?P<namespace>\b[TI]\.[\w.]+)
+  | (?P<number>\b\d+(?:\.\d*)?(?:[eE][+-]?\d+)?\b)
+""", re.VERBOSE)
+
+_STYLE = {
+    "comment": "color:#6a737d;font-style:italic", "string": "color:#032f62",
+    "decorator": "color:#6f42c1", "keyword": "color:#d73a49;font-weight:bold",
+    "namespace": "color:#005cc5", "number": "color:#098658",
+}
 
 
 def html_highlight(text: str) -> str:
-    return f"<pre>{html.escape(text)}</pre>"
+    """``text`` as an HTML ``<pre>`` block with simple Python-style syntax colouring.
+
+    Styles are inline so the output renders the same in Jupyter, VS Code and static HTML.
+    """
+    out: list[str] = []
+    pos = 0
+    for m in _TOKEN.finditer(text):
+        out.append(html.escape(text[pos:m.start()]))
+        kind = m.lastgroup or ""
+        out.append(f'<span style="{_STYLE[kind]}">{html.escape(m.group())}</span>')
+        pos = m.end()
+    out.append(html.escape(text[pos:]))
+    return ('<pre class="workbench-script" style="font-family:monospace;font-size:12px;'
+            'line-height:1.35">' + "".join(out) + "</pre>")
+
+
+__all__ = ["script", "short_repr", "html_highlight", "register_script",
+           "register_function_printer", "register_short_repr", "format_value", "quote",
+           "generic_repr", "script_or_repr", "module_script", "indent"]

@@ -60,8 +60,10 @@ class Module:
         """Load object code for the host (ABI of docs/internals.md) with MCJIT. ``sources``
         maps a format ("ll", "asm") to text for :meth:`get_source`."""
         if sources is not None and not (isinstance(sources, dict) and all(
-                isinstance(k, str) and isinstance(v, str) for k, v in sources.items())):
-            raise TypeError("Module.from_object: sources must be a dict of str to str")
+                isinstance(k, str) and (isinstance(v, str) or callable(v))
+                for k, v in sources.items())):
+            raise TypeError("Module.from_object: sources must map str to str (or to a "
+                            "zero-argument callable producing the text on first use)")
         obj = bytes(obj)
         code = loader.load_object(obj)
         return cls(code, object_code=obj, sources=sources, uses_gomp=loader.uses_gomp(obj))
@@ -75,7 +77,7 @@ class Module:
     def __reduce__(self):
         # Lets a Module cross process boundaries (tuner workers) without a file.
         if self._object is not None:
-            return (Module.from_object, (self._object, self._sources or None))
+            return (Module.from_object, (self._object, self._resolved_sources() or None))
         return (Module._from_library_bytes, (self._library, self._code.origin))
 
     # -- functions -----------------------------------------------------------------------------
@@ -136,6 +138,10 @@ class Module:
         return self.get_function(self._entry)(*args)
 
     # -- sources -------------------------------------------------------------------------------
+    def _resolved_sources(self) -> dict[str, str]:
+        """Every source as text (lazy ones are produced now)."""
+        return {k: self.get_source(k) for k in self._sources}
+
     def get_source(self, fmt: str = "") -> str:
         """The source text in ``fmt``: "ll" (LLVM IR, the default) or "asm"."""
         if fmt not in _SOURCE_ALIASES:
@@ -147,7 +153,10 @@ class Module:
             raise ValueError(f"get_source: the {key!r} source is not available for this module "
                              f"(available: {have}; modules loaded from '.o' files or built "
                              "without sources carry none)")
-        return self._sources[key]
+        text = self._sources[key]
+        if callable(text):  # produced lazily: assembly costs a second code generation
+            text = self._sources[key] = text()
+        return text
 
     # -- export --------------------------------------------------------------------------------
     def export_library(self, file_name: str | os.PathLike, **kwargs: Any) -> None:
@@ -170,7 +179,7 @@ class Module:
             return
         objects = [self._object]
         if self._sources:
-            objects.append(loader.sources_object(self._sources))
+            objects.append(loader.sources_object(self._resolved_sources()))
         loader.link_shared(objects, path, need_gomp=self._uses_gomp)
 
     def save(self, file_name: str | os.PathLike, fmt: str = "") -> None:

@@ -18,3 +18,8 @@ from workbench.tir.op import (
     rsqrt, select, shift_left, shift_right, sigmoid, sin, sqrt, tan, tanh, trunc, truncdiv,
     truncmod,
 )
+
+# Register TIR's structural-equality rules and printers with the ir layer (which cannot import
+# tir itself).
+from workbench.tir import structural_rules as _structural_rules  # noqa: E402,F401
+from workbench.tir import printer as _printer  # noqa: E402,F401

@@ -37,8 +37,11 @@ class PrimExpr(Node):
     def __le__(self, other): return _op().le(self, other)
     def __gt__(self, other): return _op().gt(self, other)
     def __ge__(self, other): return _op().ge(self, other)
-    def __eq__(self, other): return _op().eq(self, other)  # type: ignore[override]
-    def __ne__(self, other): return _op().ne(self, other)  # type: ignore[override]
+    def __eq__(self, other):  # type: ignore[override]
+        return _compare_or_identity(self, other, True)
+
+    def __ne__(self, other):  # type: ignore[override]
+        return _compare_or_identity(self, other, False)
     def __and__(self, other): return _op().bitwise_and(self, other)
     def __rand__(self, other): return _op().bitwise_and(other, self)
     def __or__(self, other): return _op().bitwise_or(self, other)
@@ -57,6 +60,18 @@ class PrimExpr(Node):
 
     def astype(self, dtype: str) -> "PrimExpr":
         return _op().cast(dtype, self)
+
+
+def _compare_or_identity(a: "PrimExpr", b: Any, equal: bool):
+    """``a == b`` builds an EQ node; where no comparison node can exist (a handle, a value of
+    another kind) it falls back to identity, so ``x in tuple_of_exprs`` never raises."""
+    if not isinstance(b, (PrimExpr, int, float)) or a.dtype == "handle" or \
+            getattr(b, "dtype", None) == "handle":
+        return (a is b) == equal
+    try:
+        return _op().eq(a, b) if equal else _op().ne(a, b)
+    except TypeError:
+        return (a is b) == equal
 
 
 def _op():

@@ -39,6 +39,10 @@ class PrimFunc(Node):
     def show(self) -> None:
         print(self.script())
 
+    def __str__(self) -> str:
+        # print(func) shows the script, as in TVM; repr stays the one-line summary.
+        return self.script()
+
     def _repr_html_(self) -> str:
         from workbench.tir.printer import html_highlight
         return html_highlight(self.script())

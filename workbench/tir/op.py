@@ -27,6 +27,11 @@ def const(value: Any, dtype: str | None = None) -> PrimExpr:
     """A constant; the dtype defaults to int32 / float32 / bool from the Python type."""
     if isinstance(value, PrimExpr):
         return value if dtype is None else cast(dtype, value)
+    # Objects standing for an expression (te's axis IterVars) convert through __prim_expr__,
+    # so ``x * k`` works as well as ``k * x``, as in TVM.
+    as_expr = getattr(type(value), "__prim_expr__", None)
+    if as_expr is not None:
+        return const(as_expr(value), dtype)
     if dtype is None:
         if isinstance(value, (bool, np.bool_)):
             dtype = "bool"

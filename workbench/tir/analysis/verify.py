@@ -116,13 +116,18 @@ class _Verifier(IRVisitor):
                        f"{e.false_value.dtype}")
 
     def _check_access(self, kind: str, buf: Buffer, indices: tuple[PrimExpr, ...]) -> None:
-        if buf not in self.buffers:
+        # A flattened view shares its declared buffer's data pointer, which declares it.
+        if buf not in self.buffers and buf.data not in self.data_vars:
             self.error(f"{kind} of buffer {buf.name!r}, which is not declared "
                        "(not a parameter, an alloc_buffer, or a DeclBuffer)")
         if len(indices) != len(buf.shape):
             self.error(f"{kind} of buffer {buf.name!r} with {len(indices)} index(es) for "
                        f"{len(buf.shape)} dimension(s)")
         for i in indices:
+            if not isinstance(i, PrimExpr):
+                self.error(f"{kind} of buffer {buf.name!r} with index {i!r}, which is not an "
+                           "expression (use tir.const)")
+                continue
             if not dt.parse(i.dtype).is_integer:
                 self.error(f"{kind} of buffer {buf.name!r} with a non-integer index {i!r}")
             self.visit(i)

@@ -1,0 +1,254 @@
+"""Analyzer.simplify on the index expressions schedules produce, and on the rule sets."""
+from __future__ import annotations
+
+import pytest
+
+from workbench import tir
+from workbench.tir import expr as E
+from workbench.tir.arith import Analyzer, evaluate
+from workbench.tir.buffer import Range
+
+
+def _text(e: E.PrimExpr) -> str:
+    from workbench.tir.printer import expr_text
+    return expr_text(e)
+
+
+def _analyzer(**extents: int | tuple[int, int]) -> tuple[Analyzer, dict[str, tir.Var]]:
+    an = Analyzer()
+    vs = {}
+    for name, r in extents.items():
+        lo, ext = (0, r) if isinstance(r, int) else r
+        v = tir.Var(name)
+        an.bind(v, Range.from_min_extent(lo, ext))
+        vs[name] = v
+    return an, vs
+
+
+def test_split_index_pieces():
+    an, v = _analyzer(i0=32, i1=4)
+    i0, i1 = v["i0"], v["i1"]
+    assert an.simplify((i0 * 4 + i1) // 4) is i0
+    assert an.simplify((i0 * 4 + i1) % 4) is i1
+
+
+def test_fuse_roundtrip():
+    an, v = _analyzer(f=512)
+    f = v["f"]
+    assert an.simplify(f // 16 * 16 + f % 16) is f
+    an, v = _analyzer(i=16, j=8)
+    i, j = v["i"], v["j"]
+    assert _text(an.simplify((i * 8 + j) // 8 * 8 + (i * 8 + j) % 8)) == "i * 8 + j"
+
+
+def test_fuse_roundtrip_needs_no_bounds():
+    # x // c * c + x % c == x for every integer x (floor semantics)
+    x = tir.Var("x")
+    assert Analyzer().simplify(x // 16 * 16 + x % 16) is x
+    assert _text(Analyzer().simplify(x - x // 8 * 8)) == "x % 8"
+    assert _text(Analyzer().simplify(x // 4 % 4 * 4 + x % 4)) == "x % 16"
+
+
+def test_three_level_split_then_fuse():
+    # i = ((f // 8) * 4 + i1) * 2 + i2 with f fusing (i0, j0); i1 in [0, 4), i2 in [0, 2)
+    an, v = _analyzer(f=64, i1=4, i2=2)
+    f, i1, i2 = v["f"], v["i1"], v["i2"]
+    i = (f // 8 * 4 + i1) * 2 + i2
+    assert _text(an.simplify(i // 8)) == "f // 8"
+    assert _text(an.simplify(i % 8)) == "i1 * 2 + i2"
+    assert _text(an.simplify(i // 2 % 4)) == "i1"
+
+
+def test_linear_folding():
+    x = tir.Var("x")
+    an = Analyzer()
+    assert _text(an.simplify(x * 2 + x * 3)) == "x * 5"
+    assert _text(an.simplify((x + 3) - x)) == "3"
+    assert an.simplify(x - x).value == 0
+    assert _text(an.simplify((x + 1) * 4 - 4)) == "x * 4"
+
+
+def test_min_max():
+    x = tir.Var("x")
+    an, v = _analyzer(i=10)
+    assert an.simplify(tir.min(x, x + 1)) is x
+    assert _text(an.simplify(tir.max(x, x + 1))) == "x + 1"
+    assert an.simplify(tir.max(v["i"], 0)) is v["i"]
+    assert an.simplify(tir.min(v["i"], 10)) is v["i"]
+    assert _text(an.simplify(tir.min(tir.min(x, 8), 4))) == "T.min(x, 4)"
+    assert _text(an.simplify(tir.min(tir.max(x, 8), 4))) == "4"
+
+
+def test_nested_division():
+    x = tir.Var("x")
+    an = Analyzer()
+    assert _text(an.simplify((x // 4) // 8)) == "x // 32"
+    assert _text(an.simplify(x % 16 % 4)) == "x % 4"
+    assert _text(an.simplify(x // 4 % 8)) == "x // 4 % 8"
+    assert _text(an.simplify(x % 32 // 4)) == "x // 4 % 8"
+    assert _text(an.simplify((x * 6 + 4) // 2)) == "x * 3 + 2"
+    assert _text(an.simplify((x * 6) % 4)) == "x * 2 % 4"
+
+
+def test_digit_splits():
+    an, v = _analyzer(i=8, j=8, k=4)
+    i, j, k = v["i"], v["j"], v["k"]
+    e = i * 32 + j * 4 + k
+    assert _text(an.simplify(e // 32)) == "i"
+    assert _text(an.simplify(e % 32)) == "j * 4 + k"
+    assert _text(an.simplify(e // 4 % 8)) == "j"
+    assert _text(an.simplify(e // 8)) == "i * 4 + j // 2"
+
+
+def test_comparisons_from_bounds():
+    an, v = _analyzer(i=128)
+    i = v["i"]
+    assert an.simplify(i < 128).value == 1
+    assert an.simplify(i >= 0).value == 1
+    assert an.simplify(i > 200).value == 0
+    assert _text(an.simplify(i < 64)) == "i < 64"
+    assert an.can_prove(i * 2 + 1 < 256)
+    assert not an.can_prove(i < 127)
+
+
+def test_select_and_logic():
+    an, v = _analyzer(i=16)
+    i = v["i"]
+    x = tir.Var("x")
+    assert an.simplify(tir.select(i < 16, x, x + 1)) is x
+    assert _text(an.simplify(tir.if_then_else(i >= 16, 0, x))) == "x"
+    c = i < 8
+    assert an.simplify(tir.logical_and(c, tir.const(True))) is an.simplify(c)
+    assert an.simplify(tir.logical_or(c, tir.logical_not(c))).value == 1
+    assert an.simplify(tir.logical_and(i < 4, i >= 4)).value == 0
+    assert _text(an.simplify(tir.logical_and(i < 4, i < 6))) == "i < 4"
+    assert _text(an.simplify(tir.logical_not(x < 3))) == "x >= 3"
+    # branches are simplified knowing their condition
+    got = an.simplify(tir.select(x < 4, tir.min(x, 4), tir.max(x, 4)))
+    assert _text(got) == "T.Select(x < 4, x, x)" or got is x
+
+
+def test_float_only_folds_constants():
+    a = tir.Var("a", "float32")
+    an = Analyzer()
+    e = (a + tir.const(1.0, "float32")) - tir.const(1.0, "float32")
+    assert _text(an.simplify(e)) == _text(e)  # never reassociated
+    third = an.simplify(E.Div(tir.const(1.0, "float32"), tir.const(3.0, "float32"), "float32"))
+    assert isinstance(third, E.FloatImm)
+    import numpy as np
+    assert third.value == float(np.float32(1.0) / np.float32(3.0))
+
+
+def test_casts():
+    an = Analyzer()
+    x = tir.Var("x")
+    assert an.simplify(tir.Cast("int32", tir.Cast("int64", x))) is x
+    assert an.simplify(E.Cast("int8", tir.const(300))).value == 44
+    assert an.simplify(E.Cast("int32", tir.const(-2.7, "float32"))).value == -2
+    f64 = an.simplify(E.Cast("float64", tir.const(0.1, "float32")))
+    import numpy as np
+    assert f64.value == float(np.float32(0.1))
+
+
+def test_int64_int32_mix_keeps_dtypes():
+    an = Analyzer()
+    i = tir.Var("i", "int64")
+    j = tir.Var("j")
+    an.bind(i, Range(tir.const(0, "int64"), tir.const(1 << 40, "int64")))
+    an.bind(j, Range.from_min_extent(0, 8))
+    e = i * 8 + tir.Cast("int64", j)
+    s = an.simplify(e // 8)
+    assert s.dtype == "int64"
+    assert s is i
+    t = an.simplify(tir.Cast("int32", e % 8))
+    assert t.dtype == "int32"
+    assert _text(t) == "T.Cast(\"int32\", T.Cast(\"int64\", j))" or t is j
+
+
+def test_truncdiv_becomes_floordiv_when_nonnegative():
+    an, v = _analyzer(i=32, j=4)
+    i, j = v["i"], v["j"]
+    assert an.simplify(tir.truncdiv(i * 4 + j, 4)) is i
+    assert an.simplify(tir.truncmod(i * 4 + j, 4)) is j
+    x = tir.Var("x")
+    e = an.simplify(tir.truncdiv(x, 4))
+    assert isinstance(e, E.Div)  # sign unknown: stays a truncating division
+
+
+def test_constraint_scope():
+    an = Analyzer()
+    i, n = tir.Var("i"), tir.Var("n")
+    an.bind(i, Range(tir.const(0), n))  # symbolic extent
+    assert an.can_prove(i < n)
+    assert an.can_prove(i + 1 <= n)
+    assert an.simplify(tir.min(i, n - 1)) is i
+    x = tir.Var("x")
+    with an.constraint_scope(x < 10):
+        assert an.can_prove(x < 11)
+        assert an.const_int_bound(x).max_value == 9
+        assert an.simplify(tir.min(x, 9)) is x
+    assert not an.can_prove(x < 11)
+    with an.constraint_scope(tir.logical_and(x >= 2, x < 4)):
+        assert an.simplify(x // 4) .value == 0
+    assert not isinstance(an.simplify(x // 4), E.IntImm)
+
+
+def test_bind_expression_substitutes():
+    an = Analyzer()
+    x, y = tir.Var("x"), tir.Var("y")
+    an.bind(x, y + 1)
+    assert _text(an.simplify(x - y)) == "1"
+    with pytest.raises(ValueError, match="already bound"):
+        an.bind(x, y + 2)
+    an.bind(x, y + 2, allow_override=True)
+    assert _text(an.simplify(x - y)) == "2"
+
+
+def test_rebinding_a_range_drops_old_results():
+    an = Analyzer()
+    i = tir.Var("i")
+    an.bind(i, Range.from_min_extent(0, 1))
+    assert an.simplify(i * 4).value == 0  # one-value range folds
+    an.bind(i, Range.from_min_extent(0, 8), allow_override=True)
+    assert _text(an.simplify(i * 4)) == "i * 4"
+
+
+def test_let_expression():
+    an = Analyzer()
+    x, t = tir.Var("x"), tir.Var("t")
+    e = E.Let(t, x * 2, t - x * 2 + t, "int32")
+    s = an.simplify(e)
+    for xv in range(-3, 4):
+        assert evaluate(s, {x: xv}) == evaluate(e, {x: xv})
+
+
+def test_same_object_when_already_simple():
+    an, v = _analyzer(i=16, j=8)
+    e = v["i"] * 8 + v["j"]
+    assert an.simplify(e) is e
+    buf = tir.decl_buffer((128,), "float32", "A")
+    load = buf[e]
+    assert an.simplify(load) is load
+
+
+def test_vector_ramps():
+    an = Analyzer()
+    x = tir.Var("x")
+    r = E.Ramp(x * 4, tir.const(1), 4, "int32x4")
+    b = E.Broadcast(tir.const(8), 4, "int32x4")
+    s = an.simplify(E.Add(r, b, "int32x4"))
+    assert isinstance(s, E.Ramp) and _text(s.base) == "x * 4 + 8"
+    s = an.simplify(E.Mul(r, E.Broadcast(tir.const(2), 4, "int32x4"), "int32x4"))
+    assert isinstance(s, E.Ramp) and _text(s.stride) == "2"
+
+
+def test_rule_sets_compose_and_are_named():
+    from workbench.tir.arith import rewrite_rules as R
+    combined = R.CONST_FOLD + R.MINMAX
+    assert combined.name == "const_fold+minmax"
+    assert "minmax_by_bounds" in combined.names()
+    assert all(r.doc for r in R.DEFAULT_RULES.rules)
+    # An analyzer without the min/max rules leaves min(x, x + 1) alone.
+    an = Analyzer(rules=R.CONST_FOLD)
+    x = tir.Var("x")
+    assert isinstance(an.simplify(tir.min(x, x + 1)), E.Min)

@@ -1,0 +1,363 @@
+"""Structural equality and hashing: compare IR by shape, with variables mapped.
+
+Contract
+--------
+``structural_equal(a, b)`` walks both values in lockstep over their dataclass fields (tuples,
+FrozenDicts, IRModules and plain values too). Variables are not compared by name: a variable
+(or Buffer / IterVar) met first in a *definition* position binds to its counterpart, and every
+later occurrence must map the same way. A variable used without a definition is *free*: free
+variables are equal only when they are the same object, unless ``map_free_vars=True``, in which
+case they bind on first use like definitions.
+
+``structural_hash`` walks the same way and numbers variables in definition order (de Bruijn
+style), so renaming does not change it and ``structural_equal(a, b) => structural_hash(a) ==
+structural_hash(b)``. The hash is deterministic across processes (databases key on it).
+
+Which fields define variables is data, not code: each IR layer registers its node classes with
+:func:`register_structural` (``workbench.tir`` does so on import), so this layer never imports
+the layers above it.
+
+Both walks are iterative (an explicit stack), so deep expressions do not hit Python's recursion
+limit, and they visit a shared subtree once per reference, like the IR's own visitors.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from workbench.ir.module import IRModule
+from workbench.ir.node import FrozenDict, Node, field_names
+
+# Kinds of node class.
+NODE = "node"    # compared field by field
+VAR = "var"      # a variable: mapped, compared by its non-ignored fields only when bound
+BOUND = "bound"  # an object with identity (Buffer, IterVar): compared once, then mapped
+
+# How a field is visited: as a use, always as a definition, or as a definition only when the
+# node holding it is itself in a definition position (a declared Buffer's data var and shape).
+_USE, _DEF, _INHERIT = 0, 1, 2
+
+_ATOMS = (str, int, bool, type(None))
+
+
+@dataclass(frozen=True)
+class _Rule:
+    kind: str
+    fields: tuple[str, ...]   # comparison order, ignored fields dropped
+    codes: tuple[int, ...]    # _USE / _DEF / _INHERIT per field
+    tag: str                  # stable class token for hashing
+    free_fields: tuple[str, ...]  # every field, for the token of a free variable
+    get: Callable[[Any], tuple]   # the values of ``fields``, as a tuple
+
+
+_REGISTERED: dict[type, dict[str, Any]] = {}
+_RULES: dict[type, _Rule] = {}
+
+
+def register_structural(cls: type, *, kind: str = NODE, order: Iterable[str] = (),
+                        defs: Iterable[str] = (), inherit_defs: Iterable[str] = (),
+                        ignore: Iterable[str] = ()) -> None:
+    """Declare how ``cls`` (and its subclasses) take part in structural equality and hashing.
+
+    ``kind`` is ``"node"``, ``"var"`` or ``"bound"``; ``order`` lists fields to visit first
+    (definitions must come before the uses they scope); ``defs`` are fields whose variables are
+    always definitions; ``inherit_defs`` are definitions only when the node itself is being
+    defined; ``ignore`` fields take no part (names of variables and buffers).
+    """
+    if kind not in (NODE, VAR, BOUND):
+        raise ValueError(f"register_structural: kind must be 'node', 'var' or 'bound', got {kind!r}")
+    _REGISTERED[cls] = dict(kind=kind, order=tuple(order), defs=frozenset(defs),
+                            inherit_defs=frozenset(inherit_defs), ignore=frozenset(ignore))
+    _RULES.clear()
+
+
+def _rule(cls: type) -> _Rule:
+    rule = _RULES.get(cls)
+    if rule is not None:
+        return rule
+    spec = next((_REGISTERED[b] for b in cls.__mro__ if b in _REGISTERED), None)
+    spec = spec or dict(kind=NODE, order=(), defs=frozenset(), inherit_defs=frozenset(),
+                        ignore=frozenset())
+    names = field_names(cls)
+    unknown = [f for f in (*spec["order"], *spec["defs"], *spec["inherit_defs"]) if f not in names]
+    if unknown:
+        raise TypeError(f"structural rule for {cls.__name__} names unknown fields {unknown}")
+    ordered = [f for f in spec["order"]] + [f for f in names if f not in spec["order"]]
+    fields = tuple(f for f in ordered if f not in spec["ignore"])
+    codes = tuple(_DEF if f in spec["defs"] else _INHERIT if f in spec["inherit_defs"] else _USE
+                  for f in fields)
+    getter = (operator.attrgetter(*fields) if len(fields) > 1
+              else (lambda o, f=fields[0]: (getattr(o, f),)) if fields else (lambda o: ()))
+    rule = _Rule(spec["kind"], fields, codes, f"{cls.__module__}.{cls.__qualname__}", names,
+                 getter)
+    _RULES[cls] = rule
+    return rule
+
+
+def _float_eq(x: float, y: float) -> bool:
+    if x != x:
+        return y != y
+    # 0.0 and -0.0 differ: a round trip must keep the sign, and a mutation to it is a change.
+    return x == y and (x != 0.0 or math.copysign(1.0, x) == math.copysign(1.0, y))
+
+
+def _key_order(k: Any) -> tuple[str, str]:
+    return (type(k).__name__, repr(k))
+
+
+def _plain_keys(d: dict) -> bool:
+    return all(type(k) in _ATOMS or type(k) is float for k in d)
+
+
+# ---- equality ---------------------------------------------------------------------------------
+
+@dataclass
+class Mismatch:
+    """Where two values first differ: ``path`` from the root, both sub-values and why."""
+
+    path: str
+    lhs: Any
+    rhs: Any
+    reason: str
+    lhs_parent: Any = None
+    rhs_parent: Any = None
+
+
+def _path_text(path: Any) -> str:
+    parts: list[str] = []
+    while path is not None:
+        path, label, _, _ = path
+        parts.append(label)
+    return "root" + "".join(reversed(parts))
+
+
+def _mismatch(path: Any, x: Any, y: Any, reason: str) -> Mismatch:
+    parent = (None, None) if path is None else (path[2], path[3])
+    return Mismatch(_path_text(path), x, y, reason, *parent)
+
+
+def first_mismatch(a: Any, b: Any, map_free_vars: bool = False) -> Mismatch | None:
+    """The first place where ``a`` and ``b`` differ structurally, or ``None`` when equal."""
+    lmap: dict[int, Any] = {}
+    rmap: dict[int, Any] = {}
+    # Entries: (lhs, rhs, in definition position, path). A path is (parent path, label,
+    # lhs parent, rhs parent), built cheaply as tuples and only turned into text on failure.
+    stack: list[tuple[Any, Any, bool, Any]] = [(a, b, False, None)]
+    pop, push = stack.pop, stack.append
+    rules_get = _RULES.get
+    while stack:
+        x, y, d, path = pop()
+        tx = type(x)
+        if tx is not type(y):
+            return _mismatch(path, x, y, f"type {tx.__name__} vs {type(y).__name__}")
+        rule = rules_get(tx)
+        if rule is None:
+            if tx in _ATOMS:
+                if x != y:
+                    return _mismatch(path, x, y, "values differ")
+                continue
+            if tx is float:
+                if not _float_eq(x, y):
+                    return _mismatch(path, x, y, "values differ")
+                continue
+            if tx is tuple or tx is list:
+                if len(x) != len(y):
+                    return _mismatch(path, x, y, f"length {len(x)} vs {len(y)}")
+                for i in range(len(x) - 1, -1, -1):
+                    push((x[i], y[i], d, (path, f"[{i}]", x, y)))
+                continue
+            if tx is FrozenDict or tx is dict:
+                bad = _push_dict_pairs(x, y, d, path, push)
+                if bad is not None:
+                    return bad
+                continue
+            if tx is IRModule:
+                names_x, names_y = sorted(x._funcs), sorted(y._funcs)
+                if names_x != names_y:
+                    return _mismatch(path, x, y, f"functions {names_x} vs {names_y}")
+                for name in reversed(names_x):
+                    push((x[name], y[name], False, (path, f"[{name!r}]", x, y)))
+                push((x.attrs, y.attrs, False, (path, ".attrs", x, y)))
+                continue
+            if not isinstance(x, Node):
+                if x is not y and x != y:
+                    return _mismatch(path, x, y, "values differ")
+                continue
+            rule = _rule(tx)
+        kind = rule.kind
+        if kind is not NODE:
+            m = lmap.get(id(x))
+            if m is not None:
+                if m is not y:
+                    return _mismatch(path, x, y, "maps to a different object earlier")
+                continue
+            if id(y) in rmap:
+                return _mismatch(path, x, y, "the right-hand object maps to another earlier")
+            if kind is VAR and not d and not map_free_vars:
+                if x is not y:
+                    return _mismatch(path, x, y,
+                                     "free variables differ (map_free_vars=True would map them)")
+                lmap[id(x)] = y
+                rmap[id(y)] = x
+                continue
+            lmap[id(x)] = y
+            rmap[id(y)] = x
+        fields, codes = rule.fields, rule.codes
+        for i in range(len(fields) - 1, -1, -1):
+            f = fields[i]
+            c = codes[i]
+            push((getattr(x, f), getattr(y, f), c == _DEF or (c == _INHERIT and d),
+                  (path, "." + f, x, y)))
+    return None
+
+
+def _push_dict_pairs(x: dict, y: dict, d: bool, path: Any, push: Any) -> Mismatch | None:
+    if len(x) != len(y):
+        return _mismatch(path, x, y, f"size {len(x)} vs {len(y)}")
+    if _plain_keys(x) and _plain_keys(y):
+        # Plain keys (attribute names) pair by value, so insertion order does not matter.
+        kx, ky = sorted(x, key=_key_order), sorted(y, key=_key_order)
+        for p, q in zip(kx, ky):
+            if type(p) is not type(q) or not (p == q or (p != p and q != q)):
+                return _mismatch(path, x, y, f"keys {kx} vs {ky}")
+        for p, q in zip(reversed(kx), reversed(ky)):
+            push((x[p], y[q], d, (path, f"[{p!r}]", x, y)))
+        return None
+    # Node keys (a buffer_map's params) pair in insertion order, key before value.
+    items_x, items_y = list(x.items()), list(y.items())
+    for i in range(len(items_x) - 1, -1, -1):
+        (kp, vp), (kq, vq) = items_x[i], items_y[i]
+        push((vp, vq, d, (path, f"[#{i} value]", x, y)))
+        push((kp, kq, d, (path, f"[#{i} key]", x, y)))
+    return None
+
+
+def structural_equal(a: Any, b: Any, map_free_vars: bool = False) -> bool:
+    """True when ``a`` and ``b`` have the same structure up to a consistent renaming of the
+    variables and buffers they define (and of free variables when ``map_free_vars``)."""
+    return first_mismatch(a, b, map_free_vars) is None
+
+
+def assert_structural_equal(a: Any, b: Any, map_free_vars: bool = False) -> None:
+    """Raise ``ValueError`` naming the first mismatching path and showing both sub-values."""
+    m = first_mismatch(a, b, map_free_vars)
+    if m is None:
+        return
+    from workbench.ir.printer import script_or_repr
+
+    lines = [f"structural mismatch at {m.path}: {m.reason}",
+             f"lhs: {script_or_repr(m.lhs)}", f"rhs: {script_or_repr(m.rhs)}"]
+    if m.lhs_parent is not None and not isinstance(m.lhs_parent, (tuple, list, dict)):
+        lines += [f"in lhs: {script_or_repr(m.lhs_parent)}",
+                  f"in rhs: {script_or_repr(m.rhs_parent)}"]
+    raise ValueError("\n".join(lines))
+
+
+# ---- hashing ----------------------------------------------------------------------------------
+
+def structural_hash(node: Any, map_free_vars: bool = False) -> int:
+    """A deterministic 64-bit hash consistent with :func:`structural_equal`.
+
+    The walk emits one token per node, value and container (with lengths, so the token stream
+    identifies the tree) and digests them with BLAKE2b, which unlike ``hash(str)`` does not
+    change between processes.
+    """
+    return int.from_bytes(hashlib.blake2b("\x00".join(_tokens(node, map_free_vars)).encode(),
+                                          digest_size=8).digest(), "little")
+
+
+def _tokens(node: Any, map_free_vars: bool) -> list[str]:
+    toks: list[str] = []
+    emit = toks.append
+    seen: dict[int, str] = {}  # id -> token for variables / bound objects met before
+    count = 0
+    stack: list[tuple[Any, bool]] = [(node, False)]
+    pop, push = stack.pop, stack.append
+    rules_get = _RULES.get
+    while stack:
+        x, d = pop()
+        tx = type(x)
+        rule = rules_get(tx)
+        if rule is None:
+            if tx is str:
+                emit(repr(x))
+                continue
+            if tx is int or tx is bool or x is None:
+                emit(str(x))
+                continue
+            if tx is float:
+                emit("f" + repr(x))
+                continue
+            if tx is tuple or tx is list:
+                emit(("(%d" if tx is tuple else "[%d") % len(x))
+                for i in range(len(x) - 1, -1, -1):
+                    push((x[i], d))
+                continue
+            if tx is FrozenDict or tx is dict:
+                emit(("F{%d" if tx is FrozenDict else "{%d") % len(x))
+                if _plain_keys(x):
+                    for k in sorted(x, key=_key_order, reverse=True):
+                        push((x[k], d))
+                        push((k, d))
+                else:
+                    for k, v in reversed(list(x.items())):
+                        push((v, d))
+                        push((k, d))
+                continue
+            if tx is IRModule:
+                emit("IRModule")
+                names = sorted(x._funcs)
+                emit("{%d" % len(names))
+                for name in reversed(names):
+                    push((x[name], False))
+                    push((name, False))
+                push((x.attrs, False))
+                continue
+            if not isinstance(x, Node):
+                emit(f"?{tx.__module__}.{tx.__qualname__}:{x!r}")
+                continue
+            rule = _rule(tx)
+        if rule.kind is not NODE:
+            tok = seen.get(id(x))
+            if tok is not None:
+                emit(tok)
+                continue
+            if rule.kind is VAR and not d and not map_free_vars:
+                # A free variable is equal only to itself: identify it by all its plain fields.
+                tok = "F" + rule.tag + repr(tuple(
+                    v for v in (getattr(x, f) for f in rule.free_fields)
+                    if type(v) in _ATOMS))
+                seen[id(x)] = tok
+                emit(tok)
+                continue
+            seen[id(x)] = "v%d" % count
+            count += 1
+            emit("D" + rule.tag)
+        else:
+            emit(rule.tag)
+        # Atom fields (dtypes, names, numbers) are emitted in place, saving a trip through the
+        # stack; a child node leaves a "@" marker there, so the stream still has one token per
+        # field in field order, then each child's tokens in the same order.
+        codes = rule.codes
+        kids = []
+        for i, v in enumerate(rule.get(x)):
+            tv = type(v)
+            if tv is str:
+                emit(repr(v))
+            elif tv is int or tv is bool or v is None:
+                emit(str(v))
+            else:
+                emit("@")
+                c = codes[i]
+                kids.append((v, c == _DEF or (c == _INHERIT and d)))
+        if kids:
+            kids.reverse()
+            stack.extend(kids)
+    return toks
+
+
+__all__ = ["structural_equal", "structural_hash", "assert_structural_equal", "first_mismatch",
+           "register_structural", "Mismatch", "NODE", "VAR", "BOUND"]

@@ -1,0 +1,126 @@
+"""Reports as pandas DataFrames: the call table with numeric columns, and run-to-run diffs.
+
+Imported lazily by ``Report`` so that ``import workbench.runtime.profiling`` does not load
+pandas.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from .metrics import (ARGUMENT_SHAPES, COUNT, DEVICE, DURATION, NAME, PERCENT, START, Count,
+                      Duration, MetricValue, Percent, Ratio, plain)
+from .rows import aggregate as aggregate_rows
+from .rows import group_key, metric_names, sort_by_duration, without
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .report import Report
+
+FIXED_COLUMNS = (NAME, DURATION, PERCENT, DEVICE, COUNT, ARGUMENT_SHAPES)
+# pandas dtype per metric type: counts stay integers (nullable, so a missing cell is <NA>).
+_DTYPES: dict[type, str] = {Count: "Int64", Duration: "float64", Percent: "float64",
+                            Ratio: "float64", str: "object"}
+_FIXED_TYPES: dict[str, type] = {NAME: str, DURATION: Duration, PERCENT: Percent, DEVICE: str,
+                                 COUNT: Count, ARGUMENT_SHAPES: str}
+
+
+def report_rows(report: "Report", aggregate: bool) -> list[dict[str, MetricValue]]:
+    """Calls as-is, or aggregated groups by descending duration (without start timestamps)."""
+    if not aggregate:
+        return [dict(c) for c in report.calls]
+    rows = [without(r, (START,)) for r in aggregate_rows(report.calls)]
+    if all(isinstance(r.get(DURATION), Duration) for r in rows):
+        rows = sort_by_duration(rows)
+    return rows
+
+
+def _column_type(rows: Sequence[Mapping[str, MetricValue]], name: str) -> type:
+    for row in rows:
+        if name in row:
+            return type(row[name])
+    return _FIXED_TYPES.get(name, str)
+
+
+def rows_to_dataframe(rows: Sequence[Mapping[str, MetricValue]]) -> "pd.DataFrame":
+    """A DataFrame with the six fixed columns first, then the others in byte order."""
+    import pandas as pd
+
+    names = metric_names(rows)
+    columns = [*FIXED_COLUMNS, *sorted(n for n in names if n not in FIXED_COLUMNS)]
+    data: dict[str, Any] = {}
+    for name in columns:
+        cls = _column_type(rows, name)
+        missing = "" if cls is str else None
+        values = [plain(r[name]) if name in r else missing for r in rows]
+        data[name] = pd.Series(values, dtype=_DTYPES[cls])
+    return pd.DataFrame(data, columns=columns)
+
+
+def to_dataframe(report: "Report", aggregate: bool = False) -> "pd.DataFrame":
+    if not isinstance(aggregate, bool):
+        raise TypeError(f"Report.to_dataframe: aggregate must be a bool, got {aggregate!r}")
+    return rows_to_dataframe(report_rows(report, aggregate))
+
+
+# ---- diff -------------------------------------------------------------------------------------
+
+DIFF_COLUMNS = (NAME, ARGUMENT_SHAPES, DEVICE, "Occurrence", "Baseline (us)", "New (us)",
+                "Delta (us)", "Speedup", "Change")
+
+
+def _keyed(rows: Sequence[Mapping[str, MetricValue]]) -> dict[tuple, Mapping[str, MetricValue]]:
+    # The k-th call of a (name, shapes, device) matches the k-th such call of the other run.
+    seen: dict[tuple, int] = {}
+    keyed = {}
+    for row in rows:
+        key = group_key(row)
+        occurrence = seen.get(key, 0)
+        seen[key] = occurrence + 1
+        keyed[(*key, occurrence)] = row
+    return keyed
+
+
+def _duration(row: Mapping[str, MetricValue] | None) -> float:
+    value = None if row is None else row.get(DURATION)
+    return value.value if isinstance(value, Duration) else math.nan
+
+
+def _change(base: float, new: float, threshold: float) -> tuple[float, str]:
+    if math.isnan(base):
+        return math.nan, "added"
+    if math.isnan(new):
+        return math.nan, "removed"
+    speedup = base / new if new > 0 else (math.inf if base > 0 else 1.0)
+    if speedup > 1 + threshold:
+        return speedup, "faster"
+    if speedup < 1 / (1 + threshold):
+        return speedup, "slower"
+    return speedup, "same"
+
+
+def diff(base: "Report", new: "Report", aggregate: bool = False,
+         threshold: float = 0.05) -> "pd.DataFrame":
+    import pandas as pd
+
+    from .report import Report
+
+    if not isinstance(new, Report):
+        raise TypeError(f"Report.diff: other must be a Report, got {type(new).__name__}")
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or threshold < 0:
+        raise ValueError(f"Report.diff: threshold must be a number >= 0, got {threshold!r}")
+    base_rows = _keyed(report_rows(base, aggregate))
+    new_rows = _keyed(report_rows(new, aggregate))
+    records = []
+    for key in [*base_rows, *(k for k in new_rows if k not in base_rows)]:
+        b, n = _duration(base_rows.get(key)), _duration(new_rows.get(key))
+        speedup, change = _change(b, n, threshold)
+        name = key[0]
+        row = base_rows.get(key) or new_rows[key]
+        if isinstance(row.get(NAME), str):
+            name = row[NAME]  # the group key may be a Hash; show the name
+        records.append((name, key[1], key[2], key[3], b, n, n - b, speedup, change))
+    frame = pd.DataFrame.from_records(records, columns=list(DIFF_COLUMNS))
+    return frame.astype({"Occurrence": "int64", "Baseline (us)": "float64",
+                         "New (us)": "float64", "Delta (us)": "float64", "Speedup": "float64"})

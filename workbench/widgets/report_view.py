@@ -1,0 +1,204 @@
+"""``ReportView``: a profiling Report in the notebook as a table and plotly charts.
+
+Tabs: the call table (sort, aggregate toggle, name filter), time by operator (bar), share of
+time (pie), a timeline of the calls per device, and, when a second Report is given, the diff
+(speed-up per call). Every control change recomputes the current rows once and updates each
+view in one message (``hold_sync`` / ``batch_update``), so it also works from code, without a
+browser: set ``view.filter_text.value`` and read ``view.frame`` or the figures' trace data.
+"""
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import ipywidgets as widgets
+import pandas as pd
+import plotly.graph_objects as go
+
+from workbench.runtime.profiling import Report
+from workbench.runtime.profiling.frames import FIXED_COLUMNS
+from workbench.runtime.profiling.metrics import DURATION, NAME
+from workbench.runtime.profiling.timeline import call_spans, has_timestamps
+
+ORIGINAL_ORDER = "(original order)"
+_FLOAT_FORMAT = "{:.2f}".format
+_PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2",
+            "#ff9da6", "#9d755d", "#bab0ac")
+
+
+def _frame_html(frame: pd.DataFrame) -> str:
+    return frame.to_html(index=False, na_rep="", float_format=_FLOAT_FORMAT, border=0,
+                         classes="wb-report-view")
+
+
+def _name_mask(frame: pd.DataFrame, text: str) -> pd.Series:
+    # A plain case-insensitive substring: users type part of a kernel name.
+    return frame[NAME].astype(str).str.contains(text.strip(), case=False, regex=False)
+
+
+class ReportView(widgets.VBox):
+    """ReportView(report, other=None, top_k=20): interactive view of ``report``.
+
+    ``other`` (a later Report) adds a Diff tab comparing it against ``report`` (the baseline).
+    ``top_k`` bounds the bar and share charts (the rest is summed as "other").
+    State for code and tests: ``frame`` (rows shown), ``diff_frame``, and the widgets
+    ``aggregate_toggle``, ``sort_dropdown``, ``ascending_check``, ``filter_text``,
+    ``table_html``, ``bar_figure``, ``share_figure``, ``timeline_figure``, ``diff_figure``.
+    """
+
+    def __init__(self, report: Report, other: Report | None = None, top_k: int = 20,
+                 **kwargs: Any) -> None:
+        if not isinstance(report, Report):
+            raise TypeError(f"ReportView: report must be a Report, got {type(report).__name__}")
+        if other is not None and not isinstance(other, Report):
+            raise TypeError(f"ReportView: other must be a Report or None, got "
+                            f"{type(other).__name__}")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise ValueError(f"ReportView: top_k must be an int >= 1, got {top_k!r}")
+        self.report, self.other, self.top_k = report, other, top_k
+        self._frames = {flag: report.to_dataframe(aggregate=flag) for flag in (True, False)}
+        self.frame: pd.DataFrame = self._frames[True]
+        self.diff_frame: pd.DataFrame | None = None
+
+        self.aggregate_toggle = widgets.ToggleButton(
+            value=True, description="Aggregate", tooltip="one row per name, shapes and device")
+        self.sort_dropdown = widgets.Dropdown(options=self._sort_options(), value=DURATION,
+                                              description="Sort by")
+        self.ascending_check = widgets.Checkbox(value=False, description="Ascending")
+        self.filter_text = widgets.Text(value="", placeholder="part of a name",
+                                        description="Filter")
+        self.table_html = widgets.HTML()
+        self.summary_html = widgets.HTML()
+        self.bar_figure = go.FigureWidget(
+            data=[go.Bar(x=[], y=[], orientation="h", name=DURATION)],
+            layout=dict(title=dict(text="Time by operator"), xaxis_title=DURATION,
+                        yaxis=dict(autorange="reversed"), height=360, margin=dict(l=160)))
+        self.share_figure = go.FigureWidget(
+            data=[go.Pie(labels=[], values=[], hole=0.4, sort=False)],
+            layout=dict(title=dict(text="Share of time"), height=360))
+        self.timeline_figure = go.FigureWidget(
+            data=[go.Bar(x=[], y=[], base=[], orientation="h", name="calls")],
+            layout=dict(title=dict(text=self._timeline_title()), barmode="overlay",
+                        xaxis_title="time since start (us)", height=300))
+        self.diff_html = widgets.HTML()
+        self.diff_figure = go.FigureWidget(
+            data=[go.Bar(x=[], y=[], orientation="h", name="Speedup")],
+            layout=dict(title=dict(text="Speedup (baseline / new; > 1 is faster)"),
+                        yaxis=dict(autorange="reversed"), height=360, margin=dict(l=160)))
+
+        pages = {"Table": widgets.VBox([self.summary_html, self.table_html]),
+                 "Time by operator": self.bar_figure, "Share": self.share_figure,
+                 "Timeline": self.timeline_figure}
+        if other is not None:
+            pages["Diff"] = widgets.VBox([self.diff_figure, self.diff_html])
+        self.tabs = widgets.Tab(children=list(pages.values()), titles=list(pages))
+        controls = widgets.HBox([self.aggregate_toggle, self.sort_dropdown,
+                                 self.ascending_check, self.filter_text])
+        super().__init__([controls, self.tabs], **kwargs)
+        for control in (self.aggregate_toggle, self.sort_dropdown, self.ascending_check,
+                        self.filter_text):
+            control.observe(self._on_change, names="value")
+        self.refresh()
+
+    # ---- state ----------------------------------------------------------------------------------
+
+    def _sort_options(self) -> list[str]:
+        columns = dict.fromkeys([*FIXED_COLUMNS, *self._frames[False].columns,
+                                 *self._frames[True].columns])
+        return [ORIGINAL_ORDER, *columns]
+
+    def _timeline_title(self) -> str:
+        if has_timestamps(self.report):
+            return "Timeline"
+        return "Timeline (no recorded start times: calls laid end to end)"
+
+    def _current_frame(self) -> pd.DataFrame:
+        frame = self._frames[self.aggregate_toggle.value]
+        if self.filter_text.value.strip():
+            frame = frame[_name_mask(frame, self.filter_text.value)]
+        column = self.sort_dropdown.value
+        if column != ORIGINAL_ORDER and column in frame.columns:
+            frame = frame.sort_values(column, ascending=self.ascending_check.value,
+                                      kind="stable", na_position="last")
+        return frame.reset_index(drop=True)
+
+    def _on_change(self, change: dict) -> None:
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute the rows from the controls and update every view."""
+        self.frame = self._current_frame()
+        with self.table_html.hold_sync(), self.summary_html.hold_sync():
+            self.table_html.value = _frame_html(self.frame)
+            self.summary_html.value = self._summary()
+        self._update_bar_and_share()
+        self._update_timeline()
+        if self.other is not None:
+            self._update_diff()
+
+    def _summary(self) -> str:
+        total = self.frame[DURATION].sum(skipna=True)
+        devices = ", ".join(
+            f"{html.escape(dev)} total {m[DURATION].value:.2f} us"
+            for dev, m in self.report.device_metrics.items() if DURATION in m)
+        return (f"<b>{len(self.frame)}</b> rows, {total:.2f} us in calls"
+                + (f"; {devices}" if devices else ""))
+
+    # ---- charts ---------------------------------------------------------------------------------
+
+    def _time_by_name(self) -> pd.Series:
+        by_name = (self.frame.groupby(NAME, sort=False)[DURATION].sum()
+                   .sort_values(ascending=False, kind="stable"))
+        if len(by_name) > self.top_k:
+            head = by_name.iloc[:self.top_k]
+            by_name = pd.concat([head, pd.Series({"other": by_name.iloc[self.top_k:].sum()})])
+        return by_name
+
+    def _update_bar_and_share(self) -> None:
+        by_name = self._time_by_name()
+        names, values = [str(n) for n in by_name.index], [float(v) for v in by_name.values]
+        with self.bar_figure.batch_update():
+            self.bar_figure.data[0].x = values
+            self.bar_figure.data[0].y = names
+        with self.share_figure.batch_update():
+            self.share_figure.data[0].labels = names
+            self.share_figure.data[0].values = values
+
+    def _update_timeline(self) -> None:
+        text = self.filter_text.value.strip().lower()
+        spans = [s for s in call_spans(self.report) if text in s.name.lower()]
+        colours = {}
+        for s in spans:
+            colours.setdefault(s.name, _PALETTE[len(colours) % len(_PALETTE)])
+        with self.timeline_figure.batch_update():
+            bar = self.timeline_figure.data[0]
+            bar.x = [s.duration for s in spans]
+            bar.base = [s.start for s in spans]
+            bar.y = [s.device for s in spans]
+            bar.hovertext = [f"{s.name}: {s.duration:.2f} us at {s.start:.2f} us" for s in spans]
+            bar.marker.color = [colours[s.name] for s in spans]
+
+    def _update_diff(self) -> None:
+        diff = self.report.diff(self.other, aggregate=self.aggregate_toggle.value)
+        if self.filter_text.value.strip():
+            diff = diff[_name_mask(diff, self.filter_text.value)].reset_index(drop=True)
+        self.diff_frame = diff
+        labels = [f"{n} #{o}" if not self.aggregate_toggle.value else str(n)
+                  for n, o in zip(diff[NAME], diff["Occurrence"])]
+        known = diff["Speedup"].notna()
+        colours = ["#54a24b" if c == "faster" else "#e45756" if c == "slower" else "#bab0ac"
+                   for c in diff["Change"][known]]
+        self.diff_html.value = _frame_html(diff)
+        with self.diff_figure.batch_update():
+            self.diff_figure.data[0].x = [float(v) for v in diff["Speedup"][known]]
+            self.diff_figure.data[0].y = [l for l, k in zip(labels, known) if k]
+            self.diff_figure.data[0].marker.color = colours
+
+    # ---- static fallback ------------------------------------------------------------------------
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        # Where widgets cannot render (nbconvert, GitHub), the report's own table still shows.
+        bundle = super()._repr_mimebundle_(**kwargs) or {}
+        bundle["text/html"] = self.report._repr_html_()
+        bundle["text/plain"] = str(self.report)
+        return bundle
