@@ -143,7 +143,8 @@ def test_every_registered_ir_and_tir_node_class_round_trips():
     text = save_json(mod)
     saved_types = {n["type"] for n in json.loads(text)["nodes"]}
     ours = {name for name, cls in NODE_REGISTRY.items()
-            if dataclasses.is_dataclass(cls) and cls.__module__.split(".")[1] in ("ir", "tir")}
+            if dataclasses.is_dataclass(cls) and cls.__module__.split(".")[1] in ("ir", "tir")
+            and not cls.__module__.startswith("workbench.tir.schedule")}  # handles, not IR
     assert ours - saved_types == set()
     back = _round_trip(mod)
     assert structural_equal(mod, back)

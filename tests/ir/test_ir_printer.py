@@ -287,3 +287,13 @@ def test_html_highlight_escapes_and_colours():
     assert "&lt;x&gt; &amp; &quot;y&quot;" in out
     assert ">for</span>" in out and ">T.float32</span>" in out
     assert "<x>" not in out
+
+
+def test_deep_expression_prints():
+    x = Var("x")
+    e = x
+    for k in range(3000):
+        e = tir.Add(e, tir.IntImm("int32", 1), "int32")
+    text = repr(e)
+    assert text.startswith("x + 1 + 1") and text.count("+") == 3000
+    assert script(tir.Evaluate(e)).endswith("+ 1)")

@@ -68,7 +68,8 @@ def register_structural(cls: type, *, kind: str = NODE, order: Iterable[str] = (
     defined; ``ignore`` fields take no part (names of variables and buffers).
     """
     if kind not in (NODE, VAR, BOUND):
-        raise ValueError(f"register_structural: kind must be 'node', 'var' or 'bound', got {kind!r}")
+        raise ValueError(
+            f"register_structural: kind must be 'node', 'var' or 'bound', got {kind!r}")
     _REGISTERED[cls] = dict(kind=kind, order=tuple(order), defs=frozenset(defs),
                             inherit_defs=frozenset(inherit_defs), ignore=frozenset(ignore))
     _RULES.clear()

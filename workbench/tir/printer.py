@@ -1,4 +1,6 @@
-"""The TIR printer: registers TIR's text forms with workbench.ir.printer on ``import workbench.tir``.
+"""The TIR printer: registers TIR's text forms with workbench.ir.printer on import.
+
+Imported by ``workbench/tir/__init__.py``, so any use of TIR has its printers registered.
 
 - ``script_func(func, name)``: a PrimFunc as TVMScript-like text (``@T.prim_func def ...``).
 - ``script(obj)`` (from workbench.ir.printer) then works for PrimFuncs, statements and
@@ -16,8 +18,9 @@ from workbench.ir.printer import (
 from workbench.tir.buffer import Buffer, BufferRegion, MatchBufferRegion, Range
 from workbench.tir.expr import IntImm, PrimExpr
 from workbench.tir.function import PrimFunc
-from workbench.tir.script_expr import ExprPrinter, Names
-from workbench.tir.script_stmt import StmtPrinter, script_func, script_stmt
+from workbench.tir.script_expr import ExprPrinter, Names, deep_recursion
+from workbench.tir import script_stmt as _stmt
+from workbench.tir.script_stmt import StmtPrinter
 from workbench.tir.stmt import (
     Allocate, AssertStmt, AttrStmt, Block, BlockRealize, BufferStore, DeclBuffer, Evaluate, For,
     IfThenElse, IterType, IterVar, LetStmt, SeqStmt, Stmt, While,
@@ -106,12 +109,32 @@ _SHORT: dict[type, Callable[[Any], str]] = {
 }
 
 
+def _deep(fn: Callable[..., str]) -> Callable[..., str]:
+    def wrapped(*args: Any) -> str:
+        with deep_recursion():
+            return fn(*args)
+    wrapped.__name__ = getattr(fn, "__name__", "printer")
+    return wrapped
+
+
+def script_func(func: PrimFunc, name: str = "main") -> str:
+    """``func`` as ``@T.prim_func def <name>(...):`` text; equal input gives equal text."""
+    with deep_recursion():
+        return _stmt.script_func(func, name)
+
+
+def script_stmt(s: Any) -> str:
+    """A statement on its own, with declarations of the vars and buffers it uses freely."""
+    with deep_recursion():
+        return _stmt.script_stmt(s)
+
+
 def register() -> None:
     for cls, fn in _SHORT.items():
-        register_short_repr(cls, fn)
+        register_short_repr(cls, _deep(fn))
     register_script(PrimFunc, lambda f: script_func(f, f.attrs.get("global_symbol", "main")))
     register_script(Stmt, script_stmt)
-    register_script(PrimExpr, expr_text)
+    register_script(PrimExpr, _deep(expr_text))
     register_function_printer(PrimFunc, script_func)
 
 

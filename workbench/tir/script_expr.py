@@ -11,10 +11,12 @@ Constants follow TVMScript: int32 literals and bools are bare, every other dtype
 """
 from __future__ import annotations
 
+import contextlib
 import keyword
 import math
 import re
-from typing import Any, Callable
+import sys
+from typing import Any, Callable, Iterator
 
 from workbench.ir import dtype as dt
 from workbench.ir.printer import format_value, generic_repr, quote
@@ -30,6 +32,25 @@ OR, AND, NOT, CMP, BOR, BXOR, BAND, SHIFT, ADD, MUL, UNARY, POW, ATOM = range(1,
 
 _RESERVED = set(keyword.kwlist) | {"T", "I", "range", "True", "False", "None"}
 _NOT_IDENT = re.compile(r"\W")
+
+
+# The printers recurse over expression trees, about three frames per level; a long chain such as
+# a sum of thousands of terms needs more than Python's default limit of 1000. Python 3.11 keeps
+# Python-to-Python calls off the C stack, so a higher limit is safe for this code.
+_DEEP_LIMIT = 30_000
+
+
+@contextlib.contextmanager
+def deep_recursion() -> Iterator[None]:
+    """Raise the recursion limit for the duration of one printout."""
+    old = sys.getrecursionlimit()
+    if old < _DEEP_LIMIT:
+        sys.setrecursionlimit(_DEEP_LIMIT)
+    try:
+        yield
+    finally:
+        if old < _DEEP_LIMIT:
+            sys.setrecursionlimit(old)
 
 
 class Names:

@@ -99,9 +99,8 @@ class StmtPrinter:
             if _is_const(rng.extent, 1):
                 dims.append(self.e(rng.min))
             else:
-                lo = self.e(rng.min)
-                hi = self.e(rng.min + rng.extent) if not _is_const(rng.min, 0) else self.e(rng.extent)
-                dims.append(f"{lo}:{hi}")
+                stop = rng.extent if _is_const(rng.min, 0) else rng.min + rng.extent
+                dims.append(f"{self.e(rng.min)}:{self.e(stop)}")
         return f"{self.names.buffer(r.buffer)}[{', '.join(dims) if dims else '()'}]"
 
     def declarations(self, ind: int) -> list[tuple[int, str]]:

@@ -157,7 +157,7 @@ class Analyzer:
         predicate). Bindings made inside the block stay; the assumption is dropped on exit."""
         c = self.simplify(cond)
         with self._scope():
-            self._assume(c, negate=False)
+            self._assume_fresh(c, negate=False)
             yield
 
     # ---- context and memo -------------------------------------------------------------------
@@ -180,7 +180,7 @@ class Analyzer:
     @contextmanager
     def _negated_scope(self, cond: E.PrimExpr) -> Iterator[None]:
         with self._scope():
-            self._assume(cond, negate=True)
+            self._assume_fresh(cond, negate=True)
             yield
 
     @contextmanager
@@ -272,9 +272,15 @@ class Analyzer:
         d = self._canon.add(self._canon.canon(cond.a), self._canon.canon(cond.b), -1)
         return self._normalize(d, iv)
 
+    def _assume_fresh(self, cond: E.PrimExpr, negate: bool) -> None:
+        """Assume ``cond`` in the current (new) scope; bounds computed while working out the
+        facts predate them, so the scope's memo starts over afterwards."""
+        self._assume(cond, negate)
+        self._memo = _Memo()
+
     def _assume(self, cond: E.PrimExpr, negate: bool) -> None:
-        if isinstance(cond, E.IntImm):
-            return
+        if isinstance(cond, E.IntImm) or dt.lanes_of(cond.dtype) != 1:
+            return  # vector conditions hold lane by lane, never as a whole
         if isinstance(cond, E.Not):
             self._assume(cond.a, not negate)
             return
@@ -430,7 +436,7 @@ class Analyzer:
         if isinstance(c, E.IntImm) and dt.lanes_of(e.dtype) == 1:
             return self._simplify(t if c.value else f)
         with self._scope():
-            self._assume(c, negate=False)
+            self._assume_fresh(c, negate=False)
             nt = self._simplify(t)
         with self._negated_scope(c):
             nf = self._simplify(f)

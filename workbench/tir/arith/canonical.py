@@ -398,11 +398,13 @@ class Canonicalizer:
     # ---- Sum -> expression ------------------------------------------------------------------
 
     def to_expr(self, s: Sum) -> E.PrimExpr:
-        """Print ``s``: positive terms first in key order, then negative ones, then the constant."""
+        """Print ``s``: positive terms, then negative ones, each by decreasing |coefficient|
+        (row-major index order: ``i * 512 + j``), ties by atom key with the higher digit of a
+        split first; the constant last."""
         dtype = s.dtype
         if not s.terms:
             return E.IntImm(dtype, s.const)
-        items = sorted(s.terms.items(), key=lambda kv: (kv[1][1] < 0, kv[0]))
+        items = sorted(s.terms.items(), key=_print_order)
         out: E.PrimExpr | None = None
         for _, (sp, co) in items:
             atom = _split_expr(sp)
@@ -421,6 +423,11 @@ class Canonicalizer:
         # The printed expression canonicalises back to this very Sum; remember that.
         self.an._memo.canon[out] = s
         return out
+
+
+def _print_order(kv: tuple) -> tuple:
+    (ikey, lower, upper), (_, co) = kv
+    return co < 0, -abs(co), ikey, -lower, upper
 
 
 def _split_expr(sp: Split) -> E.PrimExpr:

@@ -159,6 +159,8 @@ def iv_div(a: Interval, b: Interval, floor: bool) -> Interval:
 def iv_floormod(a: Interval, b: Interval) -> Interval:
     nb = _nonzero_divisor(b)
     if nb is None:
+        if b[0] == b[1] == 0:
+            return EVERYTHING  # modulo by zero is undefined: claim nothing
         return add_end(b[0], 1), add_end(b[1], -1)
     blo, bhi = nb
     if blo > 0:
@@ -175,6 +177,8 @@ def iv_floormod(a: Interval, b: Interval) -> Interval:
 
 def iv_truncmod(a: Interval, b: Interval) -> Interval:
     nb = _nonzero_divisor(b)
+    if nb is None and b[0] == b[1] == 0:
+        return EVERYTHING
     m = add_end(_abs_max(nb if nb is not None else b), -1)
     if a[0] >= 0:
         return 0, min(a[1], m)

@@ -71,6 +71,25 @@ def _literal_to_json(x: Any) -> Any:
     raise TypeError(f"cannot write {x!r} ({type(x).__name__}) into a trace")
 
 
+def _input_to_json(x: Any, namer: "_Namer") -> Any:
+    """An input in JSON: handles by name, also inside lists (CacheRead's consumer_blocks)."""
+    if _is_rv(x):
+        return namer.use(x)
+    if isinstance(x, (list, tuple)) and any(_is_rv(v) for v in _flatten([x])):
+        return [_input_to_json(v, namer) for v in x]
+    return _literal_to_json(x)
+
+
+def _input_from_json(x: Any, named: dict[str, Any], idx: int, kind_name: str) -> Any:
+    if isinstance(x, str) and x in named:
+        return named[x]
+    if isinstance(x, str) and x[:1] in "blv" and x[1:].isdigit():
+        raise ValueError(f"trace instruction {idx} ({kind_name}) uses {x} before it is defined")
+    if isinstance(x, list):
+        return [_input_from_json(v, named, idx, kind_name) for v in x]
+    return _literal_from_json(x)
+
+
 def _literal_from_json(x: Any) -> Any:
     if x == "None":
         return None
@@ -160,8 +179,7 @@ class Trace:
         namer = _Namer()
         insts_json, decisions_json = [], []
         for idx, inst in enumerate(self._truncated(remove_postproc)):
-            inputs = [namer.use(x) if _is_rv(x) else _literal_to_json(x)
-                      for x in _flatten_variadic(inst)]
+            inputs = [_input_to_json(x, namer) for x in _flatten_variadic(inst)]
             attrs = [_literal_to_json(a) for a in inst.attrs]
             outputs = [namer.define(o) for o in inst.outputs]
             insts_json.append([inst.kind.name, inputs, attrs, outputs])
@@ -226,15 +244,7 @@ class Trace:
             except (TypeError, ValueError):
                 raise ValueError(f"trace instruction {idx} is malformed: {entry!r}") from None
             kind = get_kind(kind_name)
-            inputs = []
-            for x in inputs_json:
-                if isinstance(x, str) and x in named:
-                    inputs.append(named[x])
-                elif isinstance(x, str) and x[:1] in "blv" and x[1:].isdigit():
-                    raise ValueError(f"trace instruction {idx} ({kind_name}) uses {x} before "
-                                     "it is defined")
-                else:
-                    inputs.append(_literal_from_json(x))
+            inputs = [_input_from_json(x, named, idx, kind_name) for x in inputs_json]
             attrs = [_literal_from_json(a) for a in attrs_json]
             outputs = apply_instruction(sch, kind, _regroup(kind, inputs), attrs,
                                         decisions.get(idx))

@@ -31,7 +31,12 @@ def linear_index(buf: Buffer, indices: tuple[PrimExpr, ...]) -> PrimExpr:
 
 
 def flat_size(buf: Buffer) -> PrimExpr:
-    return reduce(op.mul, buf.shape, op.const(1, buf.shape[0].dtype if buf.shape else "int32"))
+    one = op.const(1, buf.shape[0].dtype if buf.shape else "int32")
+    if buf.strides:
+        # A strided (e.g. storage-aligned) buffer spans up to its last element's offset.
+        return reduce(op.add, [op.mul(op.sub(n, 1), st) for n, st in zip(buf.shape, buf.strides)],
+                      one)
+    return reduce(op.mul, buf.shape, one)
 
 
 class _Flatten(IRMutator):
@@ -63,7 +68,7 @@ class _Flatten(IRMutator):
 
     def visit_Allocate(self, alloc: Allocate) -> Stmt:
         body = self.visit(alloc.body)
-        size = reduce(op.mul, alloc.extents)
+        size = reduce(op.mul, alloc.extents, op.const(1, "int32"))  # 0-d: one element
         return alloc.replace(extents=(size,), body=body)
 
     def visit_DeclBuffer(self, decl: DeclBuffer) -> Stmt:

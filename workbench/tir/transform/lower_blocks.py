@@ -3,16 +3,21 @@
 After these two passes a PrimFunc has no Block/BlockRealize: reduction inits became guarded
 stores, block iteration variables were replaced by their bindings, predicates became
 ``IfThenElse``, and ``alloc_buffers`` became ``Allocate`` + ``DeclBuffer`` at the block's place.
+A buffer named in a block's ``"buffer_dim_align"`` annotation (``sch.storage_align``) is
+allocated with padded strides.
 """
 from __future__ import annotations
 
 from workbench.tir import op
-from workbench.tir.expr import IntImm
+from workbench.tir.buffer import Buffer
+from workbench.tir.expr import IntImm, PrimExpr
 from workbench.tir.function import PrimFunc
-from workbench.tir.functor import IRMutator, substitute
+from workbench.tir.functor import IRMutator, IRVisitor, substitute
 from workbench.tir.stmt import (
     Allocate, Block, BlockRealize, DeclBuffer, IfThenElse, IterType, Stmt, seq,
 )
+
+DIM_ALIGN_KEY = "buffer_dim_align"
 
 
 class _LowerInit(IRMutator):
@@ -33,7 +38,47 @@ def lower_init_block(func: PrimFunc) -> PrimFunc:
     return func.with_body(_LowerInit().visit(func.body))
 
 
+def aligned_strides(shape: tuple[PrimExpr, ...], aligns: dict[int, tuple[int, int]]
+                    ) -> tuple[PrimExpr, ...]:
+    """Row-major strides where the stride of each axis in ``aligns`` ({axis: (factor,
+    offset)}) is padded up to the next value with ``stride % factor == offset`` (TVM's rule)."""
+    strides: list[PrimExpr] = []
+    stride: PrimExpr = op.const(1, shape[-1].dtype if shape else "int32")
+    for axis in range(len(shape) - 1, -1, -1):
+        if axis in aligns:
+            factor, offset = (op.const(x, stride.dtype) for x in aligns[axis])
+            pad = op.floormod(op.sub(op.add(factor, offset), op.floormod(stride, factor)), factor)
+            stride = op.add(stride, pad)
+        strides.append(stride)
+        stride = op.mul(stride, shape[axis])
+    return tuple(reversed(strides))
+
+
+def _collect_dim_aligns(func: PrimFunc) -> dict[Buffer, dict[int, tuple[int, int]]]:
+    """{written buffer: {axis: (factor, offset)}} from every block's ``buffer_dim_align``."""
+    found: dict[Buffer, dict[int, tuple[int, int]]] = {}
+
+    class _V(IRVisitor):
+        def visit_Block(self, block: Block) -> None:
+            for buffer_index, axis, factor, offset in block.annotations.get(DIM_ALIGN_KEY, ()):
+                buf = block.writes[buffer_index].buffer
+                found.setdefault(buf, {})[axis] = (factor, offset)
+            self.generic_visit(block)
+
+    _V().visit(func.body)
+    return found
+
+
 class _LowerOpaque(IRMutator):
+    def __init__(self, aligns: dict[Buffer, dict[int, tuple[int, int]]]) -> None:
+        super().__init__()
+        # An aligned allocation becomes a strided twin of its buffer, used everywhere.
+        self.strided = {buf: buf.replace(strides=aligned_strides(buf.shape, a))
+                        for buf, a in aligns.items() if not buf.strides}
+
+    def rewrite_buffer(self, buf: Buffer) -> Buffer:
+        return self.strided.get(buf) or super().rewrite_buffer(buf)
+
     def visit_BlockRealize(self, realize: BlockRealize) -> Stmt:
         block = realize.block
         vmap = {iv.var: value for iv, value in zip(block.iter_vars, realize.iter_values)}
@@ -42,10 +87,12 @@ class _LowerOpaque(IRMutator):
         if not (isinstance(pred, IntImm) and pred.value):
             body = IfThenElse(substitute(pred, vmap) if vmap else pred, body)
         for buf in reversed(block.alloc_buffers):
-            body = Allocate(buf.data, buf.dtype, buf.shape, op.const(True), DeclBuffer(buf, body))
+            buf = self.visit_Buffer(buf)
+            extents = (op.mul(buf.strides[0], buf.shape[0]),) if buf.strides else buf.shape
+            body = Allocate(buf.data, buf.dtype, extents, op.const(True), DeclBuffer(buf, body))
         return body
 
 
 def lower_opaque_block(func: PrimFunc) -> PrimFunc:
     """Remove blocks: bind iter vars, guard predicates, allocate the blocks' buffers."""
-    return func.with_body(_LowerOpaque().visit(func.body))
+    return func.with_body(_LowerOpaque(_collect_dim_aligns(func)).visit(func.body))

@@ -8,14 +8,14 @@ that reduces that axis into the original buffer.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from workbench.ir.structural import structural_equal
 from workbench.tir import op
 from workbench.tir.buffer import Buffer, BufferRegion, Range
 from workbench.tir.expr import And, BufferLoad, IntImm, PrimExpr, Var
 from workbench.tir.function import PrimFunc
-from workbench.tir.functor import IRMutator, IRVisitor, collect_vars, substitute
+from workbench.tir.functor import IRMutator, IRVisitor, Substitute, collect_vars
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.primitive.reducer import match_reducer
 from workbench.tir.schedule.state import BlockInfo, FuncIndex, replace_stmt
@@ -23,6 +23,11 @@ from workbench.tir.schedule.utils import realizes_under
 from workbench.tir.stmt import (
     Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar, SeqStmt, Stmt, seq,
 )
+
+
+def subst(node: Any, vmap: dict[Var, PrimExpr]) -> Any:
+    """``substitute`` that also takes tuples (regions, index lists)."""
+    return Substitute(vmap).visit_field(node) if vmap else node
 
 
 # ---- shared checks --------------------------------------------------------------------------
@@ -128,8 +133,8 @@ def decompose_reduction(func: PrimFunc, index: FuncIndex, block_name: str,
         vmap[iv.var] = new_iv.var
         init_ivs.append(new_iv)
         init_values.append(value)
-    writes = tuple(BufferRegion(w.buffer, substitute(w.region, vmap)) for w in block.writes)
-    init_block = Block(tuple(init_ivs), (), writes, init_name, substitute(block.init, vmap),
+    writes = tuple(BufferRegion(w.buffer, subst(w.region, vmap)) for w in block.writes)
+    init_block = Block(tuple(init_ivs), (), writes, init_name, subst(block.init, vmap),
                        annotations=block.annotations)
     # Recreate the loops at or below ``loop`` that the init's bindings use; drop the others,
     # and the predicate terms that mention them.
@@ -144,7 +149,7 @@ def decompose_reduction(func: PrimFunc, index: FuncIndex, block_name: str,
         new_var = Var(f"{lp.loop_var.name}_init", lp.loop_var.dtype)
         loop_map[lp.loop_var] = new_var
         body = For(new_var, lp.min, lp.extent, lp.kind, body)
-    body = substitute(body, loop_map)
+    body = subst(body, loop_map)
 
     # The update block: no init, and it now reads what it writes.
     read_bufs = {r.buffer for r in block.reads}
@@ -304,12 +309,12 @@ def _rf_block(block: Block, realize: BlockRealize, loops: list[For], rf_loop: Fo
                 loop_to_iter[v] = new_iv.var
                 ivs.append(new_iv)
                 values.append(v)
-        var_map[iv.var] = substitute(value, loop_to_iter)
+        var_map[iv.var] = subst(value, loop_to_iter)
     indices = list(update.indices)
     indices.insert(factor_axis, rf_iv.var)
     store = BufferStore(rf_buf, reducer.combine(BufferLoad(rf_buf, tuple(indices), rf_buf.dtype),
                                                 rhs), tuple(indices))
-    store = substitute(store, var_map)
+    store = subst(store, var_map)
     init = BufferStore(rf_buf, reducer.identity, store.indices)
 
     def regions(old: tuple[BufferRegion, ...]) -> tuple[BufferRegion, ...]:
@@ -318,9 +323,9 @@ def _rf_block(block: Block, realize: BlockRealize, loops: list[For], rf_loop: Fo
             if r.buffer is update.buffer:
                 region = list(r.region)
                 region.insert(factor_axis, Range(rf_iv.var, op.const(1, rf_iv.var.dtype)))
-                out.append(BufferRegion(rf_buf, substitute(tuple(region), var_map)))
+                out.append(BufferRegion(rf_buf, subst(tuple(region), var_map)))
             else:
-                out.append(BufferRegion(r.buffer, substitute(r.region, var_map)))
+                out.append(BufferRegion(r.buffer, subst(r.region, var_map)))
         return tuple(out)
 
     rf_block = Block(tuple(ivs), regions(block.reads), regions(block.writes),
@@ -343,9 +348,9 @@ def _write_back_block(block: Block, realize: BlockRealize, rf_loop: For, update:
             var_map[iv.var] = new_iv.var
             ivs.append(new_iv)
             values.append(value)
-    wb_lhs = substitute(lhs, var_map)
-    wb_rhs = substitute(BufferLoad(rf_buf, tuple(rf_indices), rf_buf.dtype), var_map)
-    indices = substitute(update.indices, var_map)
+    wb_lhs = subst(lhs, var_map)
+    wb_rhs = subst(BufferLoad(rf_buf, tuple(rf_indices), rf_buf.dtype), var_map)
+    indices = subst(update.indices, var_map)
     store = BufferStore(update.buffer, reducer.combine(wb_lhs, wb_rhs), indices)
     init = BufferStore(update.buffer, reducer.identity, indices)
 
@@ -374,8 +379,8 @@ def _vars_in_order(e: PrimExpr) -> list[Var]:
 def _copy_loop_nest(body: BlockRealize, loops: list[For]) -> Stmt:
     """``body`` under copies of ``loops`` with fresh loop vars (same names, kinds, annotations)."""
     vmap = {lp.loop_var: Var(lp.loop_var.name, lp.loop_var.dtype) for lp in loops}
-    stmt: Stmt = body.replace(iter_values=substitute(body.iter_values, vmap),
-                              predicate=substitute(body.predicate, vmap))
+    stmt: Stmt = body.replace(iter_values=subst(body.iter_values, vmap),
+                              predicate=subst(body.predicate, vmap))
     for lp in reversed(loops):
         stmt = lp.replace(loop_var=vmap[lp.loop_var], body=stmt)
     return stmt
@@ -418,4 +423,4 @@ class _ReplaceLoop(IRMutator):
 
 
 __all__ = ["decompose_reduction", "rfactor", "check_reduction_block", "conjuncts",
-           "conjunction"]
+           "conjunction", "subst"]

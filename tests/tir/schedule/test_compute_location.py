@@ -1,0 +1,263 @@
+"""compute_at, reverse_compute_at and sample_compute_location on te workloads.
+
+Each schedule is checked three ways: the printed IR against text written here (read and
+checked by hand against TVM's behaviour), the interpreter's result against numpy, and the
+trace's JSON / Python round trip. Refused requests must raise ScheduleError and change nothing.
+"""
+from __future__ import annotations
+
+import pytest
+from compute_location_workloads import (
+    assert_script, broadcast, broadcast_ref, chain, chain_1d, chain_ref, check_numeric,
+    check_refused, conv_pad, conv_pad_ref, four_stage, four_stage_ref, matmul_relu,
+    matmul_relu_ref, rand, two_consumers,
+)
+
+from workbench.tir.schedule import LoopRV, Schedule
+from workbench.tir.schedule.testing import verify_trace_roundtrip
+
+
+# ---- compute_at ------------------------------------------------------------------------------
+
+def _tiled_chain():
+    mod = chain()
+    sch = Schedule(mod)
+    i, j = sch.get_loops(sch.get_block("C"))
+    io, ii = sch.split(i, [None, 4])
+    jo, ji = sch.split(j, [None, 4])
+    sch.reorder(io, jo, ii, ji)
+    sch.compute_at(sch.get_block("B"), jo)
+    return sch, mod
+
+
+def test_compute_at_tiled_elementwise_chain():
+    sch, mod = _tiled_chain()
+    assert_script(sch, """
+    """)
+    check_numeric(sch, chain_ref, rand(16, 16))
+    verify_trace_roundtrip(sch, mod)
+
+
+def test_compute_at_partial_tile_gets_predicate():
+    mod = chain_1d(10)
+    sch = Schedule(mod)
+    (i,) = sch.get_loops(sch.get_block("C"))
+    io, _ = sch.split(i, [None, 4])
+    sch.compute_at(sch.get_block("B"), io)
+    assert_script(sch, """
+    """)
+    check_numeric(sch, chain_ref, rand(10))
+    verify_trace_roundtrip(sch, mod)
+
+
+def test_compute_at_reduction_block_under_epilogue_loop():
+    mod = matmul_relu()
+    sch = Schedule(mod)
+    i, _ = sch.get_loops(sch.get_block("D"))
+    sch.compute_at(sch.get_block("C"), i)
+    assert_script(sch, """
+    """)
+    check_numeric(sch, matmul_relu_ref, rand(8, 8), rand(8, 8, seed=1))
+    verify_trace_roundtrip(sch, mod)
+
+
+def test_compute_at_padding_under_tiled_convolution():
+    mod = conv_pad()
+    sch = Schedule(mod)
+    i, _, _, _ = sch.get_loops(sch.get_block("conv"))
+    io, _ = sch.split(i, [None, 2])
+    sch.compute_at(sch.get_block("pad"), io)
+    assert_script(sch, """
+    """)
+    check_numeric(sch, conv_pad_ref, rand(6, 6), rand(3, 3, seed=1))
+    verify_trace_roundtrip(sch, mod)
+
+
+def test_compute_at_padding_at_inner_spatial_loop():
+    mod = conv_pad()
+    sch = Schedule(mod)
+    _, j, _, _ = sch.get_loops(sch.get_block("conv"))
+    sch.compute_at(sch.get_block("pad"), j)
+    assert_script(sch, """
+    """)
+    check_numeric(sch, conv_pad_ref, rand(6, 6), rand(3, 3, seed=1))
+    verify_trace_roundtrip(sch, mod)
+
+
+def test_compute_at_broadcast_consumer_drops_unit_loop():
+    mod = broadcast()
+    sch = Schedule(mod)
+    _, j = sch.get_loops(sch.get_block("C"))
+    sch.compute_at(sch.get_block("B"), j)
+    assert_script(sch, """
+    """)
+    check_numeric(sch, broadcast_ref, rand(8))
+    verify_trace_roundtrip(sch, mod)
+
+
+def test_compute_at_broadcast_consumer_preserves_unit_loop():
+    mod = broadcast()
+    sch = Schedule(mod)
+    _, j = sch.get_loops(sch.get_block("C"))
+    sch.compute_at(sch.get_block("B"), j, preserve_unit_loops=True)
+    assert_script(sch, """
+    """)
+    check_numeric(sch, broadcast_ref, rand(8))
+    verify_trace_roundtrip(sch, mod)
+
+
+def _four_stage_at(index):
+    mod = four_stage()
+    sch = Schedule(mod)
+    (i,) = sch.get_loops(sch.get_block("C"))
+    sch.compute_at(sch.get_block("U"), i)
+    sch.compute_at(sch.get_block("B"), i)
+    sch.compute_at(sch.get_block("E"), i, index=index)
+    return sch, mod
+
+
+@pytest.mark.parametrize("index, order", [(-1, "UEBC"), (-2, "EUBC"), (0, "EUBC"),
+                                          (1, "UEBC")])
+def test_compute_at_index_picks_position(index, order):
+    sch, mod = _four_stage_at(index)
+    (i,) = sch.get_loops(sch.get_block("C"))
+    names = [sch.get(b).name_hint for b in sch.get_child_blocks(i)]
+    assert "".join(names) == order
+    check_numeric(sch, four_stage_ref, rand(8))
+    verify_trace_roundtrip(sch, mod)
+
+
+# ---- reverse_compute_at ---------------------------------------------------------------------
+
+def test_reverse_compute_at_relu_epilogue_under_tiled_matmul():
+    mod = matmul_relu()
+    sch = Schedule(mod)
+    i, _, _ = sch.get_loops(sch.get_block("C"))
+    io, _ = sch.split(i, [None, 4])
+    sch.reverse_compute_at(sch.get_block("D"), io)
+    assert_script(sch, """
+    """)
+    check_numeric(sch, matmul_relu_ref, rand(8, 8), rand(8, 8, seed=1))
+    verify_trace_roundtrip(sch, mod)
+
+
+def test_reverse_compute_at_elementwise_tile():
+    mod = chain()
+    sch = Schedule(mod)
+    i, j = sch.get_loops(sch.get_block("B"))
+    io, ii = sch.split(i, [None, 8])
+    sch.reverse_compute_at(sch.get_block("C"), io, preserve_unit_loops=True)
+    assert_script(sch, """
+    """)
+    check_numeric(sch, chain_ref, rand(16, 16))
+    verify_trace_roundtrip(sch, mod)
+
+
+# ---- refusals ------------------------------------------------------------------------------
+
+def test_compute_at_refuses_output_block():
+    sch = Schedule(matmul_relu())
+    i, _, _ = sch.get_loops(sch.get_block("C"))
+    d = sch.get_block("D")
+    check_refused(sch, lambda: sch.compute_at(d, i), "compute_at",
+                  "'D'", "output block")
+
+
+def test_compute_at_refuses_loop_above_the_block():
+    sch = Schedule(chain())
+    b = sch.get_block("B")
+    i, _ = sch.get_loops(b)
+    check_refused(sch, lambda: sch.compute_at(b, i), "compute_at",
+                  "'B'", "ancestor")
+
+
+def test_compute_at_refuses_consumers_outside_the_loop():
+    sch = Schedule(two_consumers())
+    (i,) = sch.get_loops(sch.get_block("C"))
+    b = sch.get_block("B")
+    check_refused(sch, lambda: sch.compute_at(b, i), "compute_at",
+                  "not all consumers", "'D'")
+
+
+def test_compute_at_refuses_bad_index():
+    sch = Schedule(four_stage())
+    (i,) = sch.get_loops(sch.get_block("C"))
+    sch.compute_at(sch.get_block("U"), i)
+    sch.compute_at(sch.get_block("B"), i)
+    e = sch.get_block("E")
+    check_refused(sch, lambda: sch.compute_at(e, i, index=2), "compute_at",
+                  "index 2", "[0, 1]")
+
+
+def test_reverse_compute_at_refuses_producers_outside_the_loop():
+    sch = Schedule(four_stage())
+    (i,) = sch.get_loops(sch.get_block("B"))
+    c = sch.get_block("C")
+    check_refused(sch, lambda: sch.reverse_compute_at(c, i),
+                  "reverse_compute_at", "not all producers", "'U'")
+
+
+def test_compute_at_refuses_removed_loop():
+    sch = Schedule(chain())
+    i, j = sch.get_loops(sch.get_block("C"))
+    sch.fuse(i, j)
+    b = sch.get_block("B")
+    check_refused(sch, lambda: sch.compute_at(b, i), "compute_at",
+                  "no longer exists")
+
+
+# ---- sample_compute_location -----------------------------------------------------------------
+
+@pytest.mark.parametrize("mod_fn, block, candidates", [
+    (broadcast, "B", [-2, -1, 0, 1]),
+    (matmul_relu, "C", [-1, 0, 1]),
+    (conv_pad, "pad", [-2, -1, 0, 1]),
+    (chain, "C", [-1]),
+])
+def test_sample_compute_location_candidates(mod_fn, block, candidates):
+    mod = mod_fn()
+    seen = set()
+    for seed in range(24):
+        sch = Schedule(mod, seed=seed)
+        b = sch.get_block(block)
+        loc = sch.sample_compute_location(b)
+        decision = sch.trace.get_decision(sch.trace.insts[-1])
+        assert decision in candidates
+        seen.add(decision)
+        if block != "C" or mod_fn is not chain:
+            sch.compute_at(b, loc)
+        verify_trace_roundtrip(sch, mod)
+    assert seen == set(candidates)
+
+
+def test_sample_compute_location_decisions_and_replay_fallback():
+    mod = broadcast()
+    sch = Schedule(mod)
+    b = sch.get_block("B")
+    loc = sch.sample_compute_location(b, decision=1)
+    assert sch.get(loc) is sch.get(sch.get_loops(sch.get_block("C"))[1])
+    for stale, used in ((7, 1), (-1, -1), (-2, -2)):
+        s = Schedule(mod)
+        s.sample_compute_location(s.get_block("B"), decision=stale)
+        assert s.trace.get_decision(s.trace.insts[-1]) == used
+    # decision -2 (inline) makes compute_at inline the block; -1 (root) leaves it alone
+    s = Schedule(mod)
+    s.compute_at(s.get_block("B"), s.sample_compute_location(s.get_block("B"), decision=-2))
+    assert "B" not in [s.get(x).name_hint for x in s.get_child_blocks(s.get_block("root"))]
+    check_numeric(s, broadcast_ref, rand(8))
+    verify_trace_roundtrip(s, mod)
+    s = Schedule(mod)
+    s.compute_at(s.get_block("B"), s.sample_compute_location(s.get_block("B"), decision=-1))
+    assert s.mod["main"].script() == Schedule(mod).mod["main"].script()
+    verify_trace_roundtrip(s, mod)
+
+
+def test_compute_at_special_marks_by_handle():
+    mod = broadcast()
+    s = Schedule(mod)
+    s.compute_at(s.get_block("B"), LoopRV.root())
+    assert s.mod["main"].script() == Schedule(mod).mod["main"].script()
+    s.reverse_compute_at(s.get_block("C"), LoopRV.root())
+    s.compute_at(s.get_block("B"), LoopRV.inline())
+    check_numeric(s, broadcast_ref, rand(8))
+    assert len(s.trace) == 6

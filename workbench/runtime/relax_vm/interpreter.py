@@ -1,0 +1,278 @@
+"""The bytecode interpreter: decodes an Executable once, then runs it with a tight loop.
+
+Decoding (at VM creation) turns every VM function into
+
+- ``template``: the initial register file -- ``register_file_size`` empty registers followed by
+  *literal slots* holding every immediate, constant, function and special register the
+  function reads, and one scratch slot that absorbs writes to ``%void``;
+- ``code``: one 4-tuple per instruction, ``(op, a, b, c)``:
+
+  ========  =====================================  ========================================
+  op        a, b, c                                effect
+  ========  =====================================  ========================================
+  CALL (0)  callee, args getter, dst slot          ``regs[c] = a(*b(regs))``
+  RET (1)   result slot                            ``return regs[a]``
+  GOTO (2)  offset                                 ``pc += a``
+  IF (3)    cond slot, false offset                ``pc += 1 if regs[a] else b``
+  END (4)   --                                     ran past the last instruction: error
+  ========  =====================================  ========================================
+
+Because literals live in the register file, every argument is an index, and the getter is an
+``operator.itemgetter`` (C code) built once: a call costs one tuple unpack, one C-level gather
+and the callee itself -- no dictionary lookups, no per-argument Python branching. Callees are
+resolved once: kernels to their generated checker functions, Python packed functions to the
+wrapped callable, VM functions to their runner.
+
+A second, slower loop (:func:`_run_hooked`) runs whenever an instrument is set or the profiler
+is running; the fast loop checks that with one list lookup per *function* call.
+"""
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Any, Callable, Sequence
+
+from ..ndarray import NDArray
+from ..packed_func import PackedFunc
+from ..profiling.metrics import ARGUMENT_SHAPES
+from .bytecode import BEGIN_SPECIAL_REG, VM_REG, VOID_REG, ArgKind, Call, Goto, If, Ret
+from .executable import Executable, VMFuncInfo, VMFuncKind
+from .objects import InternalError, VMClosure, shape_string
+
+__all__ = ["Interpreter", "SKIP_RUN"]
+
+CALL, RET, GOTO, IF, END = 0, 1, 2, 3, 4
+SKIP_RUN = 1
+
+
+class Hooks:
+    """What the slow loop consults: the instrument and the running profiler (or None)."""
+
+    __slots__ = ("active", "instrument", "profiler")
+
+    def __init__(self) -> None:
+        self.active = [False]        # a list so runners read it with one subscript
+        self.instrument: Callable[..., Any] | None = None
+        self.profiler: Any = None
+
+    def update(self) -> None:
+        self.active[0] = self.instrument is not None or (
+            self.profiler is not None and self.profiler.is_running())
+
+
+def _fast_callable(obj: Any) -> Callable[..., Any]:
+    """The cheapest callable equivalent to calling ``obj``."""
+    if isinstance(obj, PackedFunc):
+        return obj._call    # skips PackedFunc.__call__'s frame
+    if isinstance(obj, VMClosure) and not obj.captured:
+        return obj.impl
+    return obj
+
+
+def _getter(indices: Sequence[int]) -> Callable[[list], Sequence[Any]]:
+    """A C-level function returning ``[regs[i] for i in indices]`` as a sequence."""
+    n = len(indices)
+    if n == 0:
+        return itemgetter(slice(0, 0))
+    first = indices[0]
+    if list(indices) == list(range(first, first + n)):
+        return itemgetter(slice(first, first + n))
+    return itemgetter(*indices)
+
+
+class _Decoder:
+    """Decodes one VM function into (template, code, call_info)."""
+
+    def __init__(self, exe: Executable, func: VMFuncInfo, pool: list[Any], ctx: Any) -> None:
+        self.exe, self.func, self.pool, self.ctx = exe, func, pool, ctx
+        self.nreg = func.register_file_size
+        self.literals: list[Any] = []
+        self.literal_slot: dict[tuple, int] = {}
+
+    def literal(self, key: tuple, value: Any) -> int:
+        slot = self.literal_slot.get(key)
+        if slot is None:
+            slot = self.nreg + len(self.literals)
+            self.literals.append(value)
+            self.literal_slot[key] = slot
+        return slot
+
+    def reg(self, reg: int) -> int:
+        if reg == VOID_REG:
+            return self.literal(("void",), None)
+        if reg == VM_REG:
+            return self.literal(("vm",), self.ctx)
+        if not 0 <= reg < self.nreg:
+            raise InternalError(f"VM function {self.func.name!r} uses register %{reg} but its "
+                                f"register file has {self.nreg} registers")
+        return reg
+
+    def arg(self, arg: Any) -> int:
+        kind, value = arg.kind, arg.value
+        if kind == ArgKind.Register:
+            return self.reg(value)
+        if kind == ArgKind.Immediate:
+            return self.literal(("imm", value), value)
+        if kind == ArgKind.ConstIdx:
+            return self.literal(("const", value), self.exe.constants[value])
+        return self.literal(("func", value), self.pool[value])
+
+    def decode(self) -> tuple[list, list, list]:
+        func = self.func
+        n = func.end_instr - func.start_instr
+        code: list[tuple] = []
+        info: list[tuple | None] = []
+        scratch_key = ("scratch",)
+        for pc in range(func.start_instr, func.end_instr):
+            instr = self.exe.instruction(pc)
+            local = pc - func.start_instr
+            if isinstance(instr, Call):
+                callee = self.pool[instr.func_idx]
+                slots = [self.arg(a) for a in instr.args]
+                dst = (self.literal(scratch_key, None) if instr.dst >= BEGIN_SPECIAL_REG
+                       else self.reg(instr.dst))
+                code.append((CALL, _fast_callable(callee), _getter(slots), dst))
+                info.append((callee, self.exe.func_table[instr.func_idx].name))
+                continue
+            if isinstance(instr, Ret):
+                code.append((RET, self.reg(instr.result), None, None))
+            elif isinstance(instr, Goto):
+                self.check_target(local, instr.pc_offset, n)
+                code.append((GOTO, instr.pc_offset, None, None))
+            elif isinstance(instr, If):
+                self.check_target(local, instr.false_offset, n)
+                code.append((IF, self.reg(instr.cond), instr.false_offset, None))
+            info.append(None)
+        code.append((END, None, None, None))
+        info.append(None)
+        # Writes to %void go to the "scratch" literal, never to the shared None of reads.
+        template = [None] * self.nreg + self.literals
+        return template, code, info
+
+    def check_target(self, pc: int, offset: int, n: int) -> None:
+        if not 0 <= pc + offset <= n:
+            raise InternalError(f"VM function {self.func.name!r}: jump by {offset} at "
+                                f"instruction {pc} leaves the function (0..{n})")
+
+
+class Interpreter:
+    """Runs an executable's VM functions; ``closures[name]`` are callable entry points."""
+
+    def __init__(self, exe: Executable, ctx: Any,
+                 resolve_packed: Callable[[str], Any]) -> None:
+        self.exe = exe
+        self.hooks = Hooks()
+        self.pool: list[Any] = []
+        installers = []
+        self.closures: dict[str, VMClosure] = {}
+        for func in exe.func_table:
+            if func.kind == VMFuncKind.PACKED_FUNC:
+                self.pool.append(resolve_packed(func.name))
+            elif func.kind == VMFuncKind.VM_FUNC:
+                runner, install = _make_runner(func, self.hooks)
+                closure = VMClosure(func.name, runner)
+                self.pool.append(closure)
+                self.closures[func.name] = closure
+                installers.append((func, install))
+            else:
+                raise NotImplementedError(
+                    f"function {func.name!r} is a VM-TIR function (compiled exec mode), which "
+                    "this VM does not run; compile with exec_mode='bytecode'")
+        for func, install in installers:
+            template, code, info = _Decoder(exe, func, self.pool, ctx).decode()
+            install(template, code, info)
+
+
+def _arity_error(func: VMFuncInfo, got: int) -> InternalError:
+    names = f" ({', '.join(func.param_names)})" if func.param_names else ""
+    plural = "s" if func.num_args != 1 else ""
+    return InternalError(f"Invoking function {func.name} expects {func.num_args} argument"
+                         f"{plural}{names}, but {got} arguments were provided.")
+
+
+def _make_runner(func: VMFuncInfo, hooks: Hooks) -> tuple[Callable[..., Any], Callable]:
+    """The runner of one VM function, and the installer that gives it its decoded code (code
+    can only be decoded once every runner exists, since calls refer to each other)."""
+    nargs = func.num_args
+    active = hooks.active
+    template: list = []
+    code: list = []
+    info: list = []
+
+    def install(t: list, c: list, i: list) -> None:
+        nonlocal template, code, info
+        template, code, info = t, c, i
+
+    def run(*args: Any) -> Any:
+        if len(args) != nargs:
+            raise _arity_error(func, len(args))
+        regs = template[:]
+        regs[:nargs] = args
+        if active[0]:
+            return _run_hooked(func, regs, code, info, hooks)
+        pc = 0
+        while True:
+            op, a, b, c = code[pc]
+            if op == CALL:              # most frequent first
+                regs[c] = a(*b(regs))
+                pc += 1
+            elif op == RET:
+                return regs[a]
+            elif op == GOTO:
+                pc += a
+            elif op == IF:
+                pc += 1 if regs[a] else b
+            else:
+                raise _fell_off(func)
+
+    run.__name__ = run.__qualname__ = f"vm_function_{func.name}"
+    return run, install
+
+
+def _fell_off(func: VMFuncInfo) -> InternalError:
+    return InternalError(f"VM function {func.name!r} ran past its last instruction without "
+                         "a Ret")
+
+
+def _run_hooked(func: VMFuncInfo, regs: list, code: list, info: list, hooks: Hooks) -> Any:
+    """The loop with instrument callbacks and profiler frames around every Call."""
+    pc = 0
+    while True:
+        op, a, b, c = code[pc]
+        if op == CALL:
+            callee, name = info[pc]
+            args = tuple(b(regs))
+            regs[c] = _hooked_call(a, callee, name, args, hooks)
+            pc += 1
+        elif op == RET:
+            return regs[a]
+        elif op == GOTO:
+            pc += a
+        elif op == IF:
+            pc += 1 if regs[a] else b
+        else:
+            raise _fell_off(func)
+
+
+def _hooked_call(fn: Callable[..., Any], callee: Any, name: str, args: tuple,
+                 hooks: Hooks) -> Any:
+    profiler = hooks.profiler
+    opened = False
+    if profiler is not None and profiler.is_running():
+        tensors = [x for x in args if isinstance(x, NDArray)]
+        if tensors:
+            profiler.start_call(name, tensors[-1]._device,
+                                {ARGUMENT_SHAPES: shape_string(tensors)})
+            opened = True
+    try:
+        instrument = hooks.instrument
+        if instrument is None:
+            return fn(*args)
+        action = instrument(callee, name, True, None, *args)
+        if isinstance(action, int) and not isinstance(action, bool) and action == SKIP_RUN:
+            return None
+        result = fn(*args)
+        instrument(callee, name, False, result, *args)
+        return result
+    finally:
+        if opened:
+            profiler.stop_call()
