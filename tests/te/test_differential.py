@@ -20,10 +20,6 @@ from diff_helpers import check, erf, rand
 
 FLOATS = ["float32", "float64"]
 
-# A 0-d *intermediate* buffer (sum -> divide for a full mean, argmax's (index, value) temp)
-# trips FlattenBuffer (reduce() of an empty extent list); not strict, so a fix shows as XPASS.
-ZERO_D_INTERMEDIATE = pytest.mark.xfail(reason="FlattenBuffer: 0-d allocation", strict=False)
-
 
 def _sigmoid(x):
     return 1 / (1 + np.exp(-x))
@@ -208,8 +204,8 @@ def test_where_and_comparisons():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
-@pytest.mark.parametrize("axis,keepdims", [pytest.param(None, False, marks=ZERO_D_INTERMEDIATE),
-                                           (None, True), (1, False), ((0, 2), True), (-1, True)])
+@pytest.mark.parametrize("axis,keepdims", [(None, False), (None, True), (1, False),
+                                           ((0, 2), True), (-1, True)])
 def test_reductions(dtype, axis, keepdims):
     shape = (3, 5, 7)
     a = rand(shape, dtype, -10, 10)
@@ -227,7 +223,7 @@ def test_reductions(dtype, axis, keepdims):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int8"])
-@pytest.mark.parametrize("axis", [0, 1, -1, pytest.param(None, marks=ZERO_D_INTERMEDIATE)])
+@pytest.mark.parametrize("axis", [0, 1, -1, None])
 def test_argmax_argmin(dtype, axis):
     a = rand((4, 6, 5), dtype, -3, 3)  # small range: ties, where the first index must win
     A = te.placeholder((4, 6, 5), dtype, "A")

@@ -148,7 +148,10 @@ def _var(ctx: FunctionContext, v: E.Var) -> ir.Value:
 
 
 def _fast(ctx: FunctionContext) -> tuple[str, ...]:
-    return ("fast",) if ctx.target.fast_math else ()
+    """Float flags. ``contract`` (fusing a*b+c into one FMA, as C compilers and TVM do by
+    default) is always on: it rounds once instead of twice and keeps IEEE semantics for
+    NaN/Inf and ordering; the rest of fast-math only when the target asks for it."""
+    return ("fast",) if ctx.target.fast_math else ("contract",)
 
 
 def _arith(int_op: str, float_op: str, uint_op: str | None = None):

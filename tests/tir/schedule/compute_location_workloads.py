@@ -11,7 +11,6 @@ from workbench import te
 from workbench.ir.structural import structural_equal
 from workbench.tir import interpreter
 from workbench.tir.schedule import Schedule, ScheduleError
-from workbench.tir.schedule.testing import verify_trace_roundtrip
 
 
 def chain(n: int = 16, m: int = 16):
@@ -125,10 +124,6 @@ def transpose_epilogue(n: int = 4, m: int = 6):
 def assert_script(sch: Schedule, expected: str) -> None:
     """The scheduled function prints as ``expected`` (indentation of the literal removed)."""
     got = sch.mod["main"].script().strip()
-    import os
-    if os.environ.get("CL_DUMP"):
-        print("\n@@GOLDEN@@\n" + got + "\n@@END@@")
-        return
     want = textwrap.dedent(expected).strip()
     assert got == want, f"got:\n{got}\n\nexpected:\n{want}"
 
@@ -159,6 +154,3 @@ def check_refused(sch: Schedule, call: Callable[[], object], primitive: str, *wo
         assert w in text, f"{w!r} not in {text!r}"
     assert structural_equal(sch.mod, before)
     assert len(sch.trace) == n_insts
-
-
-__all__ = ["verify_trace_roundtrip"]

@@ -6,7 +6,7 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from workbench import te, tir
+from workbench import te
 from workbench.ir.structural import structural_equal
 from workbench.tir import interpreter
 from workbench.tir.schedule import Schedule, ScheduleError
@@ -105,4 +105,4 @@ def assert_schedule_error(sch: Schedule, call: Callable[[], object], match: str)
 
 __all__ = ["matmul", "row_reduce", "sum_2axis", "softmax_like", "elementwise", "two_stages",
            "ref_matmul", "ref_softmax_like", "inputs_for", "check_numerics",
-           "assert_schedule_error", "tir"]
+           "assert_schedule_error"]

@@ -263,6 +263,13 @@ def test_blockize_blocks_errors():
     sch = Schedule(f)
     b, c = sch.get_block("B"), sch.get_block("C")
     assert_schedule_error(sch, lambda: sch.blockize([b, b]), "listed twice")
+    A = te.placeholder((8,), name="A")
+    X = te.compute((8,), lambda i: A[i] + 1.0, name="X")
+    Y = te.compute((8,), lambda i: X[i] * 2.0, name="Y")
+    Z = te.compute((8,), lambda i: Y[i] - 3.0, name="Z")
+    three = Schedule(te.create_prim_func([A, Z]))
+    x, z = three.get_block("X"), three.get_block("Z")
+    assert_schedule_error(three, lambda: three.blockize([x, z]), "must be consecutive")
     i, _ = sch.get_loops(c)
     sch.compute_at(b, i)
     # Blockizing B alone inside loop i works on its own subtree.

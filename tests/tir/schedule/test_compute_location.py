@@ -33,6 +33,26 @@ def _tiled_chain():
 def test_compute_at_tiled_elementwise_chain():
     sch, mod = _tiled_chain()
     assert_script(sch, """
+    @T.prim_func
+    def main(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
+        T.func_attr({"tir.noalias": True})
+        # with T.block("root"):
+        B = T.alloc_buffer((16, 16))
+        for i_0, j_0 in T.grid(4, 4):
+            for ax0, ax1 in T.grid(4, 4):
+                with T.block("B"):
+                    v_i = T.axis.spatial(16, i_0 * 4 + ax0)
+                    v_j = T.axis.spatial(16, j_0 * 4 + ax1)
+                    T.reads(A[v_i, v_j])
+                    T.writes(B[v_i, v_j])
+                    B[v_i, v_j] = A[v_i, v_j] * T.float32(2)
+            for i_1, j_1 in T.grid(4, 4):
+                with T.block("C"):
+                    v_i_1 = T.axis.spatial(16, i_0 * 4 + i_1)
+                    v_j_1 = T.axis.spatial(16, j_0 * 4 + j_1)
+                    T.reads(B[v_i_1, v_j_1])
+                    T.writes(C[v_i_1, v_j_1])
+                    C[v_i_1, v_j_1] = B[v_i_1, v_j_1] + T.float32(1)
     """)
     check_numeric(sch, chain_ref, rand(16, 16))
     verify_trace_roundtrip(sch, mod)
@@ -45,6 +65,26 @@ def test_compute_at_partial_tile_gets_predicate():
     io, _ = sch.split(i, [None, 4])
     sch.compute_at(sch.get_block("B"), io)
     assert_script(sch, """
+    @T.prim_func
+    def main(A: T.Buffer((10,), "float32"), C: T.Buffer((10,), "float32")):
+        T.func_attr({"tir.noalias": True})
+        # with T.block("root"):
+        B = T.alloc_buffer((10,))
+        for i_0 in range(3):
+            for ax0 in range(4):
+                with T.block("B"):
+                    v_i = T.axis.spatial(10, i_0 * 4 + ax0)
+                    T.where(i_0 * 4 + ax0 < 10)
+                    T.reads(A[v_i])
+                    T.writes(B[v_i])
+                    B[v_i] = A[v_i] * T.float32(2)
+            for i_1 in range(4):
+                with T.block("C"):
+                    v_i_1 = T.axis.spatial(10, i_0 * 4 + i_1)
+                    T.where(i_0 * 4 + i_1 < 10)
+                    T.reads(B[v_i_1])
+                    T.writes(C[v_i_1])
+                    C[v_i_1] = B[v_i_1] + T.float32(1)
     """)
     check_numeric(sch, chain_ref, rand(10))
     verify_trace_roundtrip(sch, mod)
@@ -56,6 +96,26 @@ def test_compute_at_reduction_block_under_epilogue_loop():
     i, _ = sch.get_loops(sch.get_block("D"))
     sch.compute_at(sch.get_block("C"), i)
     assert_script(sch, """
+    @T.prim_func
+    def main(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8, 8), "float32"), D: T.Buffer((8, 8), "float32")):
+        T.func_attr({"tir.noalias": True})
+        # with T.block("root"):
+        C = T.alloc_buffer((8, 8))
+        for i in range(8):
+            for ax0, ax1 in T.grid(8, 8):
+                with T.block("C"):
+                    v_i, v_j, v_k = T.axis.remap("SSR", [i, ax0, ax1])
+                    T.reads(A[v_i, v_k], B[v_k, v_j])
+                    T.writes(C[v_i, v_j])
+                    with T.init():
+                        C[v_i, v_j] = T.float32(0)
+                    C[v_i, v_j] = C[v_i, v_j] + A[v_i, v_k] * B[v_k, v_j]
+            for j in range(8):
+                with T.block("D"):
+                    v_i_1, v_j_1 = T.axis.remap("SS", [i, j])
+                    T.reads(C[v_i_1, v_j_1])
+                    T.writes(D[v_i_1, v_j_1])
+                    D[v_i_1, v_j_1] = T.max(C[v_i_1, v_j_1], T.float32(0))
     """)
     check_numeric(sch, matmul_relu_ref, rand(8, 8), rand(8, 8, seed=1))
     verify_trace_roundtrip(sch, mod)
@@ -68,6 +128,30 @@ def test_compute_at_padding_under_tiled_convolution():
     io, _ = sch.split(i, [None, 2])
     sch.compute_at(sch.get_block("pad"), io)
     assert_script(sch, """
+    @T.prim_func
+    def main(A: T.Buffer((6, 6), "float32"), W: T.Buffer((3, 3), "float32"), conv: T.Buffer((6, 6), "float32")):
+        T.func_attr({"tir.noalias": True})
+        # with T.block("root"):
+        pad = T.alloc_buffer((8, 8))
+        for i_0 in range(3):
+            for ax0, ax1 in T.grid(4, 8):
+                with T.block("pad"):
+                    v_i = T.axis.spatial(8, i_0 * 2 + ax0)
+                    v_j = T.axis.spatial(8, ax1)
+                    T.reads(A[v_i - 1, v_j - 1])
+                    T.writes(pad[v_i, v_j])
+                    pad[v_i, v_j] = T.if_then_else(v_i >= 1 and v_i < 7 and v_j >= 1 and v_j < 7, A[v_i - 1, v_j - 1], T.float32(0))
+            for i_1, j, ry, rx in T.grid(2, 6, 3, 3):
+                with T.block("conv"):
+                    v_i_1 = T.axis.spatial(6, i_0 * 2 + i_1)
+                    v_j_1 = T.axis.spatial(6, j)
+                    v_ry = T.axis.reduce(3, ry)
+                    v_rx = T.axis.reduce(3, rx)
+                    T.reads(pad[v_i_1 + v_ry, v_j_1 + v_rx], W[v_ry, v_rx])
+                    T.writes(conv[v_i_1, v_j_1])
+                    with T.init():
+                        conv[v_i_1, v_j_1] = T.float32(0)
+                    conv[v_i_1, v_j_1] = conv[v_i_1, v_j_1] + pad[v_i_1 + v_ry, v_j_1 + v_rx] * W[v_ry, v_rx]
     """)
     check_numeric(sch, conv_pad_ref, rand(6, 6), rand(3, 3, seed=1))
     verify_trace_roundtrip(sch, mod)
@@ -79,6 +163,27 @@ def test_compute_at_padding_at_inner_spatial_loop():
     _, j, _, _ = sch.get_loops(sch.get_block("conv"))
     sch.compute_at(sch.get_block("pad"), j)
     assert_script(sch, """
+    @T.prim_func
+    def main(A: T.Buffer((6, 6), "float32"), W: T.Buffer((3, 3), "float32"), conv: T.Buffer((6, 6), "float32")):
+        T.func_attr({"tir.noalias": True})
+        # with T.block("root"):
+        pad = T.alloc_buffer((8, 8))
+        for i, j in T.grid(6, 6):
+            for ax0, ax1 in T.grid(3, 3):
+                with T.block("pad"):
+                    v_i = T.axis.spatial(8, i + ax0)
+                    v_j = T.axis.spatial(8, j + ax1)
+                    T.reads(A[v_i - 1, v_j - 1])
+                    T.writes(pad[v_i, v_j])
+                    pad[v_i, v_j] = T.if_then_else(v_i >= 1 and v_i < 7 and v_j >= 1 and v_j < 7, A[v_i - 1, v_j - 1], T.float32(0))
+            for ry, rx in T.grid(3, 3):
+                with T.block("conv"):
+                    v_i_1, v_j_1, v_ry, v_rx = T.axis.remap("SSRR", [i, j, ry, rx])
+                    T.reads(pad[v_i_1 + v_ry, v_j_1 + v_rx], W[v_ry, v_rx])
+                    T.writes(conv[v_i_1, v_j_1])
+                    with T.init():
+                        conv[v_i_1, v_j_1] = T.float32(0)
+                    conv[v_i_1, v_j_1] = conv[v_i_1, v_j_1] + pad[v_i_1 + v_ry, v_j_1 + v_rx] * W[v_ry, v_rx]
     """)
     check_numeric(sch, conv_pad_ref, rand(6, 6), rand(3, 3, seed=1))
     verify_trace_roundtrip(sch, mod)
@@ -90,6 +195,22 @@ def test_compute_at_broadcast_consumer_drops_unit_loop():
     _, j = sch.get_loops(sch.get_block("C"))
     sch.compute_at(sch.get_block("B"), j)
     assert_script(sch, """
+    @T.prim_func
+    def main(A: T.Buffer((8,), "float32"), C: T.Buffer((8, 4), "float32")):
+        T.func_attr({"tir.noalias": True})
+        # with T.block("root"):
+        B = T.alloc_buffer((8,))
+        for i, j in T.grid(8, 4):
+            with T.block("B"):
+                v_i = T.axis.remap("S", [i])
+                T.reads(A[v_i])
+                T.writes(B[v_i])
+                B[v_i] = A[v_i] * T.float32(2)
+            with T.block("C"):
+                v_i_1, v_j = T.axis.remap("SS", [i, j])
+                T.reads(B[v_i_1])
+                T.writes(C[v_i_1, v_j])
+                C[v_i_1, v_j] = B[v_i_1] + T.float32(1)
     """)
     check_numeric(sch, broadcast_ref, rand(8))
     verify_trace_roundtrip(sch, mod)
@@ -101,6 +222,23 @@ def test_compute_at_broadcast_consumer_preserves_unit_loop():
     _, j = sch.get_loops(sch.get_block("C"))
     sch.compute_at(sch.get_block("B"), j, preserve_unit_loops=True)
     assert_script(sch, """
+    @T.prim_func
+    def main(A: T.Buffer((8,), "float32"), C: T.Buffer((8, 4), "float32")):
+        T.func_attr({"tir.noalias": True})
+        # with T.block("root"):
+        B = T.alloc_buffer((8,))
+        for i, j in T.grid(8, 4):
+            for ax0 in range(1):
+                with T.block("B"):
+                    v_i = T.axis.spatial(8, i + ax0)
+                    T.reads(A[v_i])
+                    T.writes(B[v_i])
+                    B[v_i] = A[v_i] * T.float32(2)
+            with T.block("C"):
+                v_i_1, v_j = T.axis.remap("SS", [i, j])
+                T.reads(B[v_i_1])
+                T.writes(C[v_i_1, v_j])
+                C[v_i_1, v_j] = B[v_i_1] + T.float32(1)
     """)
     check_numeric(sch, broadcast_ref, rand(8))
     verify_trace_roundtrip(sch, mod)
@@ -136,6 +274,29 @@ def test_reverse_compute_at_relu_epilogue_under_tiled_matmul():
     io, _ = sch.split(i, [None, 4])
     sch.reverse_compute_at(sch.get_block("D"), io)
     assert_script(sch, """
+    @T.prim_func
+    def main(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8, 8), "float32"), D: T.Buffer((8, 8), "float32")):
+        T.func_attr({"tir.noalias": True})
+        # with T.block("root"):
+        C = T.alloc_buffer((8, 8))
+        for i_0 in range(2):
+            for i_1, j, k in T.grid(4, 8, 8):
+                with T.block("C"):
+                    v_i = T.axis.spatial(8, i_0 * 4 + i_1)
+                    v_j = T.axis.spatial(8, j)
+                    v_k = T.axis.reduce(8, k)
+                    T.reads(A[v_i, v_k], B[v_k, v_j])
+                    T.writes(C[v_i, v_j])
+                    with T.init():
+                        C[v_i, v_j] = T.float32(0)
+                    C[v_i, v_j] = C[v_i, v_j] + A[v_i, v_k] * B[v_k, v_j]
+            for ax0, ax1 in T.grid(4, 8):
+                with T.block("D"):
+                    v_i_1 = T.axis.spatial(8, i_0 * 4 + ax0)
+                    v_j_1 = T.axis.spatial(8, ax1)
+                    T.reads(C[v_i_1, v_j_1])
+                    T.writes(D[v_i_1, v_j_1])
+                    D[v_i_1, v_j_1] = T.max(C[v_i_1, v_j_1], T.float32(0))
     """)
     check_numeric(sch, matmul_relu_ref, rand(8, 8), rand(8, 8, seed=1))
     verify_trace_roundtrip(sch, mod)
@@ -148,6 +309,26 @@ def test_reverse_compute_at_elementwise_tile():
     io, ii = sch.split(i, [None, 8])
     sch.reverse_compute_at(sch.get_block("C"), io, preserve_unit_loops=True)
     assert_script(sch, """
+    @T.prim_func
+    def main(A: T.Buffer((16, 16), "float32"), C: T.Buffer((16, 16), "float32")):
+        T.func_attr({"tir.noalias": True})
+        # with T.block("root"):
+        B = T.alloc_buffer((16, 16))
+        for i_0 in range(2):
+            for i_1, j in T.grid(8, 16):
+                with T.block("B"):
+                    v_i = T.axis.spatial(16, i_0 * 8 + i_1)
+                    v_j = T.axis.spatial(16, j)
+                    T.reads(A[v_i, v_j])
+                    T.writes(B[v_i, v_j])
+                    B[v_i, v_j] = A[v_i, v_j] * T.float32(2)
+            for ax0, ax1 in T.grid(8, 16):
+                with T.block("C"):
+                    v_i_1 = T.axis.spatial(16, i_0 * 8 + ax0)
+                    v_j_1 = T.axis.spatial(16, ax1)
+                    T.reads(B[v_i_1, v_j_1])
+                    T.writes(C[v_i_1, v_j_1])
+                    C[v_i_1, v_j_1] = B[v_i_1, v_j_1] + T.float32(1)
     """)
     check_numeric(sch, chain_ref, rand(16, 16))
     verify_trace_roundtrip(sch, mod)
@@ -261,3 +442,29 @@ def test_compute_at_special_marks_by_handle():
     s.compute_at(s.get_block("B"), LoopRV.inline())
     check_numeric(s, broadcast_ref, rand(8))
     assert len(s.trace) == 6
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_tiles_and_locations_keep_results(seed):
+    """Random tilings of the convolution and a sampled location for its padding stage (and
+    for a relu epilogue of a matmul) never change the result."""
+    mod = conv_pad(6, 5)
+    sch = Schedule(mod, seed=seed)
+    conv = sch.get_block("conv")
+    i, j, _, _ = sch.get_loops(conv)
+    io, ii = sch.split(i, sch.sample_perfect_tile(i, 2))
+    jo, ji = sch.split(j, sch.sample_perfect_tile(j, 2))
+    sch.reorder(io, jo, ii, ji)
+    pad = sch.get_block("pad")
+    sch.compute_at(pad, sch.sample_compute_location(pad))
+    check_numeric(sch, conv_pad_ref, rand(6, 5), rand(3, 3, seed=1))
+    verify_trace_roundtrip(sch, mod)
+
+    mod = matmul_relu(8, 6, 4)
+    sch = Schedule(mod, seed=seed)
+    c, d = sch.get_block("C"), sch.get_block("D")
+    i, j, _ = sch.get_loops(c)
+    io, ii = sch.split(i, [None, 3])
+    sch.reverse_compute_at(d, io if seed % 2 else ii)
+    check_numeric(sch, matmul_relu_ref, rand(8, 4), rand(4, 6, seed=1))
+    verify_trace_roundtrip(sch, mod)

@@ -26,7 +26,7 @@ from ..device import Device
 from ..ndarray import ALIGNMENT, NDArray, empty
 from ..packed_func import PackedFunc
 from ..registry import get_global_func, register_func
-from .objects import DataType, InternalError, ShapeTuple, Storage, VMClosure, tensor_view
+from .objects import InternalError, ShapeTuple, Storage, VMClosure, tensor_view
 
 __all__ = ["BUILTINS", "register_builtins"]
 
@@ -56,8 +56,14 @@ def _type_name(x: Any) -> str:
 
 # -- memory ------------------------------------------------------------------------------------
 
+_ITEMSIZE: dict[str, int] = {}
+
+
 def _itemsize(dtype: Any) -> int:
-    return np.dtype(str(dtype)).itemsize
+    size = _ITEMSIZE.get(dtype)
+    if size is None:
+        size = _ITEMSIZE[str(dtype)] = np.dtype(str(dtype)).itemsize
+    return size
 
 
 @builtin("alloc_storage")
@@ -74,7 +80,6 @@ def alloc_storage(ctx: Any, size: ShapeTuple, device_index: int, dtype_hint: Any
 @builtin("alloc_tensor")
 def alloc_tensor(storage: Storage, offset: int, shape: ShapeTuple, dtype: Any) -> NDArray:
     """A tensor viewing ``storage`` at byte ``offset`` (a multiple of 64)."""
-    dtype = str(dtype)
     nbytes = math.prod(shape) * _itemsize(dtype)
     if offset < 0 or offset + nbytes > storage.nbytes:
         raise InternalError(f"storage allocation failure, attempted to allocate {nbytes} at "
@@ -82,7 +87,7 @@ def alloc_tensor(storage: Storage, offset: int, shape: ShapeTuple, dtype: Any) -
     if offset % ALIGNMENT:
         raise ValueError(f"vm.builtin.alloc_tensor: offset {offset} is not a multiple of "
                          f"{ALIGNMENT} bytes; kernels require {ALIGNMENT}-byte aligned tensors")
-    return tensor_view(storage, offset, tuple(shape), dtype)
+    return tensor_view(storage, offset, tuple(shape), str(dtype))
 
 
 @builtin("alloc_shape_heap")

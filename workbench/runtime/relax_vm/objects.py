@@ -16,6 +16,7 @@ TVM passes these through its FFI as objects; here they are small Python classes:
 """
 from __future__ import annotations
 
+import ctypes
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -77,9 +78,12 @@ class Storage:
         if nbytes < 0:
             raise ValueError(f"Storage: size must be >= 0 bytes, got {nbytes}")
         raw = np.empty(max(nbytes, 1) + ALIGNMENT - 1, dtype=np.uint8)
-        self.base = (-raw.ctypes.data) % ALIGNMENT
+        # ctypes' from_buffer + addressof is ~3x cheaper than ``raw.ctypes.data``, and the
+        # allocation is on the path of every unplanned tensor.
+        address = ctypes.addressof(ctypes.c_char.from_buffer(raw))
+        self.base = (-address) % ALIGNMENT
         self.raw = raw
-        self.ptr = raw.ctypes.data + self.base
+        self.ptr = address + self.base
         self.nbytes = nbytes
         self.device = device
 

@@ -58,7 +58,7 @@ class ReductionMethods(ScheduleCore):
             for i, k_0, k_1 in T.grid(8, 4, 4):      for i, k_0, k_1 in T.grid(8, 4, 4):
                 with T.block("B"):                       with T.block("B_rf"):
                     ...                                      vk_1, v_i, vk_0 = ...
-                    B[v_i] = B[v_i] + A[v_i, k]              B_rf[vk_1, v_i] += A[v_i, vk_0 * 4 + vk_1]
+                    B[v_i] = B[v_i] + A[v_i, k]              B_rf[vk_1, v_i] += A[v_i, vk_0*4+vk_1]
                                                      for i, k_1 in T.grid(8, 4):
                                                          with T.block("B"):
                                                              vk_1, v_i = T.axis.remap("RS", ...)

@@ -15,6 +15,7 @@ from workbench.tir.analysis.verify import verify_prim_func
 from workbench.tir.function import PrimFunc
 from workbench.tir.transform.flatten_buffer import flatten_buffer
 from workbench.tir.transform.lower_blocks import lower_init_block, lower_opaque_block
+from workbench.tir.transform.plan_buffers import compact_buffer_allocation, plan_buffer_allocation
 from workbench.tir.transform.simplify import simplify_func
 from workbench.tir.transform.unroll_loop import unroll_loop
 from workbench.tir.transform.vectorize_loop import vectorize_loop
@@ -44,6 +45,8 @@ LOWERING_PIPELINE: tuple[Pass, ...] = (
     Pass("VerifyInput", verify_prim_func),        # user IR is well formed
     Pass("LowerInitBlock", lower_init_block),     # reduction init -> guarded store
     Pass("LowerOpaqueBlock", lower_opaque_block), # blocks -> loops, predicates, allocations
+    Pass("PlanBufferAllocation", plan_buffer_allocation),     # allocate at the accesses' LCA
+    Pass("CompactBufferAllocation", compact_buffer_allocation),  # shrink to the touched region
     Pass("FlattenBuffer", flatten_buffer),        # N-d accesses -> 1-d linear indices
     Pass("Simplify", simplify_func),              # clean index expressions
     Pass("UnrollLoop", unroll_loop),              # unroll kinds and auto-unroll pragmas

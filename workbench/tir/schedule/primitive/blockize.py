@@ -261,10 +261,9 @@ def _relax(regions: Sequence[BufferRegion], inner_ivs: list[IterVar]) -> list[Bu
     return out
 
 
-def _outer_init(block: Block, inner: BlockRealize, inner_loops: list[For]) -> Stmt:
-    """The outer block's init: the original init in a block ``<name>_init`` over the inner
-    spatial iter vars it uses, under copies of the inner loops those bindings use."""
-    init = inner.block.init if inner.block.init is not None else block.init
+def _outer_init(name: str, init: Stmt, inner: BlockRealize, inner_loops: list[For]) -> Stmt:
+    """The outer block's init: ``init`` (over the inner block's vars) in a block ``name`` over
+    the inner spatial iter vars it uses, under copies of the inner loops those bindings use."""
     ivs, values, vmap = [], [], {}
     for iv, value in zip(inner.block.iter_vars, inner.iter_values):
         if iv.iter_type == IterType.DATA_PAR and iv.var in collect_vars(init):
@@ -278,8 +277,7 @@ def _outer_init(block: Block, inner: BlockRealize, inner_loops: list[For]) -> St
     writes = tuple(BufferRegion(w.buffer, subst(w.region, vmap))
                    for w in inner.block.writes)
     stmt: Stmt = BlockRealize(tuple(values), pred,
-                              Block(tuple(ivs), (), writes, f"{block.name_hint}_init",
-                                    subst(init, vmap)))
+                              Block(tuple(ivs), (), writes, name, subst(init, vmap)))
     loop_map: dict[Var, PrimExpr] = {}
     for lp in reversed(inner_loops):
         if lp.loop_var in used:
@@ -323,14 +321,14 @@ def _blockize_loop(func: PrimFunc, index: FuncIndex, loop_var: Var,
     inner_realize = BlockRealize(tuple(div.inner_values), div.inner_pred, inner_block)
     init = None
     if block.init is not None:
-        init = _outer_init(block, inner_realize.replace(
-            block=inner_block.replace(init=subst(block.init, div.subst))), inner_loops)
+        init = _outer_init(f"{block.name_hint}_init", subst(block.init, div.subst),
+                           inner_realize, inner_loops)
     body: Stmt = inner_realize
     for lp in reversed(inner_loops):
         body = lp.replace(body=body)
-    outer_block = Block(tuple(div.outer_ivs), tuple(_relax(_orig_reads(block, div),
-                                                           div.inner_ivs)),
-                        tuple(_relax(inner_block.writes, div.inner_ivs)), outer_name, body, init)
+    reads = _relax(_orig_reads(block, div), div.inner_ivs)
+    writes = _relax(inner_block.writes, div.inner_ivs)
+    outer_block = Block(tuple(div.outer_ivs), tuple(reads), tuple(writes), outer_name, body, init)
     outer = BlockRealize(tuple(div.outer_values), div.outer_pred, outer_block)
     return replace_stmt(func, linfo.ancestors, loop, outer), outer_name
 

@@ -9,7 +9,7 @@ accesses changed get their reads/writes recomputed and the scope stops allocatin
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NoReturn
 
 from workbench.te.regions import block_regions
 from workbench.tir import op
@@ -20,7 +20,7 @@ from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, IRVisitor, collect_vars, substitute
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.primitive import block_scope as S
-from workbench.tir.schedule.state import FuncIndex, replace_stmt
+from workbench.tir.schedule.state import FuncIndex
 from workbench.tir.stmt import Block, BlockRealize, BufferStore, IfThenElse
 
 _INLINE_FORM = "its body must be a single store 'B[v0, v1, ...] = f(v0, v1, ...)' whose " \
@@ -68,7 +68,8 @@ class _OpaqueUse(IRVisitor):
         self.generic_visit(block)
 
 
-def _check_no_opaque_access(func: PrimFunc, buffer: Buffer, fail: Callable[[str], None]) -> None:
+def _check_no_opaque_access(func: PrimFunc, buffer: Buffer,
+                            fail: Callable[[str], NoReturn]) -> None:
     v = _OpaqueUse(buffer)
     v.visit(func.body)
     if v.hit:
@@ -147,7 +148,7 @@ def compute_inline(func: PrimFunc, index: FuncIndex, name: str) -> PrimFunc:
     """Inline block ``name`` into its consumers (see the module docstring)."""
     prim = "compute_inline"
 
-    def fail(reason: str) -> None:
+    def fail(reason: str) -> NoReturn:
         raise ScheduleError(prim, S.subject(name), reason)
 
     scope = S.scope_of(index, name, prim)
@@ -209,7 +210,7 @@ def reverse_compute_inline(func: PrimFunc, index: FuncIndex, name: str) -> PrimF
     """Fold block ``name`` into the producer of the one buffer it reads (module docstring)."""
     prim = "reverse_compute_inline"
 
-    def fail(reason: str) -> None:
+    def fail(reason: str) -> NoReturn:
         raise ScheduleError(prim, S.subject(name), reason)
 
     scope = S.scope_of(index, name, prim)
@@ -251,7 +252,7 @@ def reverse_compute_inline(func: PrimFunc, index: FuncIndex, name: str) -> PrimF
 
 
 def _fuse(producer_realize: BlockRealize, consumer_realize: BlockRealize, buffer: Buffer,
-          fail: Callable[[str], None]) -> BlockRealize:
+          fail: Callable[[str], NoReturn]) -> BlockRealize:
     """The producer's realize writing the consumer's output (TVM's ReverseComputeInliner)."""
     consumer = consumer_realize.block
     store = consumer.body

@@ -20,7 +20,7 @@ producers, covering what they write. The steps follow TVM's ``compute_at.cc``:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, NoReturn, Sequence
 
 from workbench.ir import dtype as dt
 from workbench.tir import op
@@ -143,8 +143,9 @@ def _solve(an: Analyzer, provided: IntervalSet, required: IntervalSet, dim_max: 
     if isinstance(pmin, Add) and isinstance(pmin.a, Var) and isinstance(pmin.b, IntImm):
         # ``v + c``: what TVM's affine inverse gives for an offset index
         c = pmin.b
-        return pmin.a, _VarDom(_interval(an.simplify(op.sub(rmin, c)), an.simplify(op.sub(rmax, c))),
-                               _interval(an.simplify(op.neg(c)), an.simplify(op.sub(dim_max, c))))
+        return pmin.a, _VarDom(
+            _interval(an.simplify(op.sub(rmin, c)), an.simplify(op.sub(rmax, c))),
+            _interval(an.simplify(op.neg(c)), an.simplify(op.sub(dim_max, c))))
     if isinstance(pmin, FloorDiv) and an.can_prove_greater_equal(pmin.b, 1):
         f = pmin.b
         lo, hi = op.mul(rmin, f), an.simplify(op.sub(op.add(op.mul(rmax, f), f), 1))
@@ -158,7 +159,7 @@ def _solve(an: Analyzer, provided: IntervalSet, required: IntervalSet, dim_max: 
 
 
 def _block_var_domains(an: Analyzer, block: Block, provided: dict[Buffer, list[NDSet]],
-                       required: dict[Buffer, list[NDSet]], fail: Callable[[str], None]
+                       required: dict[Buffer, list[NDSet]], fail: Callable[[str], NoReturn]
                        ) -> list[_VarDom]:
     doms = {iv.var: _VarDom() for iv in block.iter_vars}
     for buf, provided_sets in provided.items():
@@ -230,7 +231,7 @@ def _subtrees(loop: For) -> list[Stmt]:
 
 def _insertion_point(subtrees: list[Stmt], producers: list[str], consumers: list[str],
                      need_all: list[str], what: str, index: int,
-                     fail: Callable[[str], None]) -> int:
+                     fail: Callable[[str], NoReturn]) -> int:
     """TVM's FindInsertionPoint: positions after the last producer and up to the first consumer
     among ``subtrees``; every block of ``need_all`` (the ``what``) must be among them."""
     last_producer, first_consumer = -1, len(subtrees)
@@ -258,7 +259,6 @@ def _insertion_point(subtrees: list[Stmt], producers: list[str], consumers: list
         return index
     fail(f"index {index} is not a valid position; use -1 (last), -2 (first) or a value in "
          f"[{lo}, {hi}]")
-    raise AssertionError  # unreachable: fail raises
 
 
 def _relaxed_regions(an: Analyzer, index: FuncIndex, names: list[str], loop: For,
@@ -283,7 +283,7 @@ def _relaxed_regions(an: Analyzer, index: FuncIndex, names: list[str], loop: For
             wanted[br.buffer].append(dims)
 
 
-def _check_scope(index: FuncIndex, name: str, loop_var: Var, fail: Callable[[str], None]
+def _check_scope(index: FuncIndex, name: str, loop_var: Var, fail: Callable[[str], NoReturn]
                  ) -> list[For]:
     """The loop and the block share a scope and the loop does not contain the block; returns
     the loops from the scope down to ``loop`` (inclusive)."""
@@ -310,7 +310,7 @@ def compute_at(func: PrimFunc, index: FuncIndex, name: str, loop_var: Var,
     prim = "reverse_compute_at" if reverse else "compute_at"
     where = f"block {name!r} and loop {loop_var.name!r}"
 
-    def fail(reason: str) -> None:
+    def fail(reason: str) -> NoReturn:
         raise ScheduleError(prim, where, reason)
 
     S.scope_of(index, name, prim)

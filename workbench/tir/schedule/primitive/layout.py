@@ -26,7 +26,9 @@ from workbench.tir.schedule.index_map import IndexMap, free_vars_ok
 from workbench.tir.schedule.primitive.cache import alloc_site
 from workbench.tir.schedule.state import FuncIndex, replace_stmt
 from workbench.tir.schedule.utils import realizes_under
-from workbench.tir.stmt import Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar, Stmt
+from workbench.tir.stmt import (
+    Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar, Stmt,
+)
 
 
 def resolve_buffer(prim: str, block: Block, buffer: Any) -> tuple[str, int]:

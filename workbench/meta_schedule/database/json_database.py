@@ -1,0 +1,234 @@
+"""JSONDatabase: the tuning database as two JSON-lines files (TVM's layout).
+
+``work_dir/database_workload.json``: one line per distinct workload, ``Workload.as_json()``.
+``work_dir/database_tuning_record.json``: one line per record,
+``[<0-based line number of its workload>, TuningRecord.as_json()]``.
+
+Robustness (these files record hours of measurements):
+
+- every line is appended whole with one ``write`` on an ``O_APPEND`` descriptor, so concurrent
+  writers and crashes leave whole lines; ``fsync`` after each line when the option
+  ``ms_database_fsync`` is on;
+- on load a line that does not parse, names a missing workload, or whose trace no longer
+  replays is reported (``DatabaseWarning`` with file and line number) and skipped; the rest
+  loads; a last line cut short by a crash is closed with a newline before anything is appended;
+- line numbers count every physical line (corrupt ones too), so record lines keep pointing at
+  the right workload after a corrupt workload line.
+
+Reopening the same work dir reloads everything, which is how a tuning run resumes.
+"""
+from __future__ import annotations
+
+import bisect
+import itertools
+import json
+import os
+import threading
+import warnings
+from typing import Any
+
+from workbench import options
+from workbench.ir.module import IRModule
+from workbench.meta_schedule.database.database import (
+    Database, TuningRecord, Workload, as_module,
+)
+from workbench.meta_schedule.database.module_equality import ModuleEquality, WorkloadTable
+
+__all__ = ["JSONDatabase", "DatabaseWarning"]
+
+WORKLOAD_FILE = "database_workload.json"
+RECORD_FILE = "database_tuning_record.json"
+
+options.register("ms_database_fsync", bool, False, env="WORKBENCH_MS_DATABASE_FSYNC",
+                 doc="fsync the tuning database files after every appended line (slower; "
+                     "survives power loss, not just process crashes).")
+
+
+class DatabaseWarning(UserWarning):
+    """A line of a database file was skipped (the message names the file and line)."""
+
+
+def dumps(obj: Any) -> str:
+    """TVM's dump style: compact, keys sorted, one line."""
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True)
+
+
+def append_line(path: str, text: str) -> None:
+    """Append ``text`` plus a newline with one write on an O_APPEND descriptor."""
+    data = (text + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        while view:  # a regular file takes it in one call; loop only for safety
+            n = os.write(fd, view)
+            view = view[n:]
+        if options.get("ms_database_fsync"):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_lines(path: str) -> list[bytes]:
+    """Physical lines of ``path``; closes a cut-short last line with a newline."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data:
+        return []
+    if not data.endswith(b"\n"):
+        try:
+            with open(path, "ab") as f:
+                f.write(b"\n")
+        except OSError as err:  # read-only database: loading still works
+            warnings.warn(f"{path}: cannot close the unterminated last line ({err})",
+                          DatabaseWarning, stacklevel=4)
+        data += b"\n"
+    return data.split(b"\n")[:-1]
+
+
+class JSONDatabase(Database):
+    """A database persisted as JSON lines; see the module docstring.
+
+    ``JSONDatabase(path_workload=None, path_tuning_record=None, work_dir=None,
+    allow_missing=True, module_equality="structural")``: give both paths or a ``work_dir``
+    (TVM's file names inside it). With ``allow_missing=False`` missing files raise
+    ``FileNotFoundError``; otherwise they (and their directories) are created.
+    """
+
+    def __init__(self, path_workload: str | None = None, path_tuning_record: str | None = None,
+                 work_dir: str | None = None, allow_missing: bool = True,
+                 module_equality: str = "structural") -> None:
+        if work_dir is not None:
+            work_dir = os.fspath(work_dir)
+            path_workload = path_workload or os.path.join(work_dir, WORKLOAD_FILE)
+            path_tuning_record = path_tuning_record or os.path.join(work_dir, RECORD_FILE)
+        if path_workload is None or path_tuning_record is None:
+            raise ValueError("JSONDatabase needs work_dir, or both path_workload and "
+                             "path_tuning_record")
+        self.path_workload = os.fspath(path_workload)
+        self.path_tuning_record = os.fspath(path_tuning_record)
+        self.module_equality = module_equality
+        self._equality = ModuleEquality(module_equality)
+        self._table = WorkloadTable(self._equality)
+        self._lock = threading.RLock()
+        self._line_of: dict[int, int] = {}            # id(canonical workload) -> its line
+        self._n_workload_lines = 0
+        self._by_workload: dict[int, list[tuple[float, int, TuningRecord]]] = {}
+        self._all: list[tuple[float, int, TuningRecord]] = []
+        self._seq = itertools.count()
+        for path in (self.path_workload, self.path_tuning_record):
+            if not os.path.exists(path):
+                if not allow_missing:
+                    raise FileNotFoundError(f"JSONDatabase: {path} does not exist "
+                                            "(allow_missing=False)")
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                open(path, "ab").close()
+        self._load()
+
+    # -- loading -------------------------------------------------------------------------------
+    def _load(self) -> None:
+        by_line: list[Workload | None] = []
+        for lineno, raw in enumerate(_read_lines(self.path_workload), start=1):
+            by_line.append(None)
+            if not raw.strip():
+                continue
+            try:
+                mod, _ = Workload.decode_module(json.loads(raw.decode("utf-8")))
+            except Exception as err:  # noqa: BLE001 - any failure means "corrupt line"
+                self._warn(self.path_workload, lineno, "workload", err)
+                continue
+            shash = self._equality.hash(mod)
+            wl = self._table.find(mod, shash)
+            if wl is None:  # equal duplicates (two writers) share the first line's object
+                wl = Workload(mod, shash)
+                self._table.add(wl)
+                self._line_of[id(wl)] = lineno - 1
+            by_line[-1] = wl
+        self._n_workload_lines = len(by_line)
+        for lineno, raw in enumerate(_read_lines(self.path_tuning_record), start=1):
+            if not raw.strip():
+                continue
+            try:
+                index, body = json.loads(raw.decode("utf-8"))
+                if not isinstance(index, int) or not 0 <= index < len(by_line):
+                    raise ValueError(f"workload index {index!r} is not a line of "
+                                     f"{os.path.basename(self.path_workload)}")
+                wl = by_line[index]
+                if wl is None:
+                    raise ValueError(f"its workload (line {index + 1}) was skipped")
+                record = TuningRecord.from_json(body, wl)
+            except Exception as err:  # noqa: BLE001
+                self._warn(self.path_tuning_record, lineno, "tuning record", err)
+                continue
+            self._insert(wl, record)
+
+    @staticmethod
+    def _warn(path: str, lineno: int, what: str, err: BaseException) -> None:
+        warnings.warn(f"{path}:{lineno}: skipping a corrupt {what} line: "
+                      f"{type(err).__name__}: {err}", DatabaseWarning, stacklevel=4)
+
+    def _insert(self, wl: Workload, record: TuningRecord) -> None:
+        entry = (record.mean_run_secs, next(self._seq), record)
+        bisect.insort(self._by_workload.setdefault(id(wl), []), entry, key=lambda e: e[:2])
+        bisect.insort(self._all, entry, key=lambda e: e[:2])
+
+    # -- primitives ----------------------------------------------------------------------------
+    def has_workload(self, mod: IRModule) -> bool:
+        with self._lock:
+            return self._table.find(as_module(mod)) is not None
+
+    def commit_workload(self, mod: IRModule) -> Workload:
+        mod = as_module(mod)
+        with self._lock:
+            shash = self._equality.hash(mod)
+            wl = self._table.find(mod, shash)
+            if wl is not None:
+                return wl
+            wl = Workload(mod, shash)
+            append_line(self.path_workload, dumps(wl.as_json()))
+            self._table.add(wl)
+            self._line_of[id(wl)] = self._n_workload_lines
+            self._n_workload_lines += 1
+            return wl
+
+    def commit_tuning_record(self, record: TuningRecord) -> None:
+        with self._lock:
+            wl = self._table.canonical(record.workload) or \
+                self.commit_workload(record.workload.mod)
+            append_line(self.path_tuning_record,
+                        dumps([self._line_of[id(wl)], record.as_json()]))
+            self._insert(wl, record)
+
+    def get_top_k(self, workload: Workload, top_k: int) -> list[TuningRecord]:
+        if top_k < 0:
+            raise ValueError(f"get_top_k: top_k must be >= 0, got {top_k}")
+        if top_k == 0:
+            return []
+        with self._lock:
+            wl = self._table.canonical(workload)
+            if wl is None:
+                return []
+            out = []
+            for _, _, record in self._by_workload.get(id(wl), ()):
+                if record.is_valid():
+                    out.append(record)
+                    if len(out) == top_k:
+                        break
+            return out
+
+    def get_all_tuning_records(self) -> list[TuningRecord]:
+        """Every record, fastest first (TVM keeps them in one sorted set)."""
+        with self._lock:
+            return [r for _, _, r in self._all]
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+    # -- extras --------------------------------------------------------------------------------
+    def workloads(self) -> list[Workload]:
+        """The canonical workloads, in file order (not in TVM; used by displays)."""
+        with self._lock:
+            return list(self._table)
+
+    def __repr__(self) -> str:
+        return (f"JSONDatabase({self.path_workload!r}, {self.path_tuning_record!r}: "
+                f"{len(self._table)} workload(s), {len(self)} record(s))")

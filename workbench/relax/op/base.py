@@ -1,0 +1,72 @@
+"""``call_tir``: call a PrimFunc of the module in destination-passing style.
+
+``call_tir(gvar, args, out_sinfo, tir_vars=None)`` is
+
+    Call(op=Op("relax.call_tir"),
+         args=(gvar, Tuple(inputs)) + ((ShapeExpr(tir_vars),) if tir_vars else ()),
+         sinfo_args=(out_sinfo_0, out_sinfo_1, ...))
+
+Its value is a new tensor (one output: ``sinfo_args[0]``) or a tuple of new tensors (several:
+``TupleStructInfo(sinfo_args)``). The PrimFunc takes the inputs, then one buffer per output
+(written by the kernel), then the ``tir_vars`` values as int64 scalars.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from workbench.ir.module import GlobalVar
+from workbench.relax.expr import Call, Expr, ShapeExpr, Tuple
+from workbench.relax.op import _infer as I
+from workbench.relax.op.registry import def_infer, def_numpy, register_op
+from workbench.relax.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+
+
+def call_tir(gvar: GlobalVar, args: Expr | Sequence[Expr],
+             out_sinfo: TensorStructInfo | Sequence[TensorStructInfo],
+             tir_vars: ShapeExpr | Sequence[Any] | None = None) -> Call:
+    """A call of PrimFunc ``gvar`` on ``args`` producing tensors described by ``out_sinfo``."""
+    if not isinstance(gvar, GlobalVar):
+        raise TypeError(f"call_tir: the callee must be a GlobalVar, got {gvar!r}")
+    if not isinstance(args, Expr):
+        args = Tuple(tuple(args))
+    elif not isinstance(args, Tuple):
+        args = Tuple((args,))
+    outs = [out_sinfo] if isinstance(out_sinfo, StructInfo) else list(out_sinfo)
+    for o in outs:
+        if not isinstance(o, TensorStructInfo):
+            raise TypeError(f"call_tir: out_sinfo must be TensorStructInfo(s), got {o!r}")
+    call_args: tuple = (gvar, args)
+    if tir_vars is not None:
+        call_args += (tir_vars if isinstance(tir_vars, ShapeExpr) else ShapeExpr(tir_vars),)
+    return Call(register_op("relax.call_tir"), call_args, {}, tuple(outs))
+
+
+@def_infer("relax.call_tir")
+def _infer_call_tir(call: Call, ctx: Any) -> StructInfo:
+    if not call.sinfo_args:
+        raise I.error(call, "needs the output struct info (sinfo_args)")
+    if len(call.sinfo_args) == 1:
+        return call.sinfo_args[0]
+    return TupleStructInfo(call.sinfo_args)
+
+
+@def_numpy("relax.call_tir")
+def _call_tir_numpy(*args: Any, **attrs: Any) -> Any:
+    raise NotImplementedError("call_tir is evaluated by the evaluator itself (it needs the "
+                              "module and the output struct info)")
+
+
+def call_tir_parts(call: Call) -> tuple[GlobalVar, tuple[Expr, ...], tuple[Any, ...],
+                                         tuple[TensorStructInfo, ...]]:
+    """``(gvar, input exprs, tir_vars dims, out sinfos)`` of a ``call_tir`` call."""
+    gvar, args = call.args[0], call.args[1]
+    inputs = args.fields if isinstance(args, Tuple) else (args,)
+    tir_vars = call.args[2].values if len(call.args) > 2 else ()
+    return gvar, tuple(inputs), tuple(tir_vars), tuple(call.sinfo_args)
+
+
+def is_call_tir(e: Any) -> bool:
+    return isinstance(e, Call) and getattr(e.op, "name", None) == "relax.call_tir"
+
+
+__all__ = ["call_tir", "call_tir_parts", "is_call_tir"]

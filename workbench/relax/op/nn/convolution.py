@@ -1,0 +1,148 @@
+"""``conv2d`` with NCHW/OIHW or NHWC/HWIO layouts, strides, padding, dilation and groups."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from workbench.relax.expr import Call, Expr
+from workbench.relax.op import _infer as I
+from workbench.relax.op.registry import def_infer, def_legalize, def_numpy, make_call
+from workbench.relax.struct_info import StructInfo, TensorStructInfo
+from workbench.tir import op as tir_op
+from workbench.tir.expr import IntImm, PrimExpr
+
+_KERNEL_LAYOUT = {"NCHW": "OIHW", "NHWC": "HWIO"}
+
+
+def pad4(padding: int | Sequence[int]) -> tuple[int, int, int, int]:
+    """``(top, left, bottom, right)`` from 1, 2 or 4 values (TVM's convention)."""
+    p = (padding,) if isinstance(padding, int) else tuple(int(x) for x in padding)
+    if len(p) == 1:
+        return (p[0],) * 4  # type: ignore[return-value]
+    if len(p) == 2:
+        return (p[0], p[1], p[0], p[1])
+    if len(p) == 4:
+        return p  # type: ignore[return-value]
+    raise ValueError(f"padding must have 1, 2 or 4 values, got {padding!r}")
+
+
+def pair(v: int | Sequence[int], what: str) -> tuple[int, int]:
+    p = (v, v) if isinstance(v, int) else tuple(int(x) for x in v)
+    if len(p) == 1:
+        p = (p[0], p[0])
+    if len(p) != 2:
+        raise ValueError(f"{what} must be an int or 2 ints, got {v!r}")
+    return p  # type: ignore[return-value]
+
+
+def conv2d(data: Expr, weight: Expr, strides: Any = (1, 1), padding: Any = (0, 0),
+           dilation: Any = (1, 1), groups: int = 1, data_layout: str = "NCHW",
+           kernel_layout: str | None = None, out_layout: str | None = None,
+           out_dtype: str | None = None) -> Call:
+    """2-d convolution. NCHW data takes an OIHW weight, NHWC data an HWIO weight; ``padding``
+    is 1, 2 or 4 values (top, left, bottom, right); the weight's input channels are
+    ``C / groups``."""
+    kernel_layout = kernel_layout or _KERNEL_LAYOUT.get(data_layout, "")
+    if _KERNEL_LAYOUT.get(data_layout) != kernel_layout:
+        raise ValueError(f"conv2d: supported layouts are NCHW with OIHW and NHWC with HWIO, got "
+                         f"data_layout={data_layout!r}, kernel_layout={kernel_layout!r}")
+    if out_layout not in (None, data_layout):
+        raise ValueError(f"conv2d: out_layout must equal data_layout ({data_layout})")
+    attrs = {"strides": pair(strides, "strides"), "padding": pad4(padding),
+             "dilation": pair(dilation, "dilation"), "groups": int(groups),
+             "data_layout": data_layout, "kernel_layout": kernel_layout,
+             "out_layout": data_layout, "out_dtype": out_dtype or "void"}
+    return make_call("relax.nn.conv2d", (data, weight), attrs)
+
+
+def out_extent(size: PrimExpr, lo: int, hi: int, k: PrimExpr, stride: int, dil: int,
+               ceil_mode: bool = False) -> PrimExpr:
+    """Sliding-window output extent (the conv/pool formula), simplified."""
+    from workbench.tir.arith.analyzer import Analyzer
+    i64 = lambda v: IntImm("int64", v)  # noqa: E731
+    span = tir_op.sub(tir_op.add(size, i64(lo + hi)),
+                      tir_op.add(tir_op.mul(tir_op.sub(k, i64(1)), i64(dil)), i64(1)))
+    if ceil_mode:
+        span = tir_op.add(span, i64(stride - 1))
+    out = Analyzer().simplify(tir_op.add(tir_op.floordiv(span, i64(stride)), i64(1)))
+    if ceil_mode and isinstance(out, IntImm) and isinstance(size, IntImm) and \
+            (out.value - 1) * stride >= size.value + lo:
+        out = i64(out.value - 1)  # the last window must start inside the input or low padding
+    return out
+
+
+@def_infer("relax.nn.conv2d")
+def _infer_conv2d(call: Call, ctx: Any) -> StructInfo:
+    a = call.attrs
+    x, w = I.tensor_arg(call, 0, "data"), I.tensor_arg(call, 1, "weight")
+    dtype = a["out_dtype"] if a["out_dtype"] != "void" else \
+        I.same_dtype(call, [("data", x), ("weight", w)])
+    for name, si in (("data", x), ("weight", w)):
+        if si.ndim not in (-1, 4):
+            raise I.error(call, f"{name} must be 4-d, got {I.dims_text(si.values)}")
+    if x.shape is None or w.shape is None:
+        return TensorStructInfo(None, dtype, 4)
+    dl, kl = a["data_layout"], a["kernel_layout"]
+    n, c, h, wd = (x.values[dl.index(ch)] for ch in "NCHW")
+    o, i, kh, kw = (w.values[kl.index(ch)] for ch in "OIHW")
+    g = a["groups"]
+    cin = I.const_int(c)
+    if cin is not None and I.const_int(i) is not None and cin != I.const_int(i) * g:
+        raise I.error(call, f"data {I.dims_text(x.values)} ({dl}) has {cin} input channels but "
+                            f"weight {I.dims_text(w.values)} ({kl}) expects "
+                            f"{I.const_int(i)} x groups={g} = {I.const_int(i) * g}")
+    if I.const_int(o) is not None and I.const_int(o) % g:
+        raise I.error(call, f"the {I.const_int(o)} output channels of weight "
+                            f"{I.dims_text(w.values)} do not divide into groups={g}")
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = a["strides"], a["dilation"], a["padding"]
+    oh, ow = out_extent(h, pt, pb, kh, sh, dh), out_extent(wd, pl, pr, kw, sw, dw)
+    for name, e in (("height", oh), ("width", ow)):
+        if I.const_int(e) is not None and I.const_int(e) <= 0:
+            raise I.error(call, f"the output {name} is {I.const_int(e)}: the kernel "
+                                f"{I.dims_text(w.values)} does not fit data "
+                                f"{I.dims_text(x.values)} with this padding")
+    dims = {"N": n, "C": o, "H": oh, "W": ow}
+    return TensorStructInfo(tuple(dims[ch] for ch in dl), dtype)
+
+
+@def_legalize("relax.nn.conv2d")
+def _legalize_conv2d(bb: Any, call: Call) -> Expr:
+    from workbench.topi.nn import conv2d as te_conv2d
+    a = call.attrs
+    return bb.call_te(te_conv2d, call.args[0], call.args[1], list(a["strides"]),
+                      list(a["padding"]), list(a["dilation"]), data_layout=a["data_layout"],
+                      kernel_layout=a["kernel_layout"], out_dtype=call.struct_info.dtype,
+                      groups=a["groups"], primfunc_name_hint="conv2d")
+
+
+@def_numpy("relax.nn.conv2d")
+def _numpy_conv2d(x: np.ndarray, w: np.ndarray, strides: tuple, padding: tuple,
+                  dilation: tuple, groups: int, data_layout: str, kernel_layout: str,
+                  out_dtype: str = "void", **_: Any) -> np.ndarray:
+    dtype = x.dtype if out_dtype == "void" else np.dtype(out_dtype)
+    if data_layout == "NHWC":
+        x = x.transpose(0, 3, 1, 2)
+        w = w.transpose(3, 2, 0, 1)  # HWIO -> OIHW
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = strides, dilation, padding
+    xp = np.pad(x.astype("float64"), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    n, c, h, wd = xp.shape
+    o, cg, kh, kw = w.shape
+    oh = (h - (kh - 1) * dh - 1) // sh + 1
+    ow = (wd - (kw - 1) * dw - 1) // sw + 1
+    out = np.zeros((n, o, oh, ow))
+    og = o // groups
+    for g in range(groups):
+        xs = xp[:, g * cg:(g + 1) * cg]
+        ws = w[g * og:(g + 1) * og].astype("float64")
+        for ky in range(kh):
+            for kx in range(kw):
+                patch = xs[:, :, ky * dh: ky * dh + sh * (oh - 1) + 1: sh,
+                           kx * dw: kx * dw + sw * (ow - 1) + 1: sw]
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, ws[:, :, ky, kx])
+    if data_layout == "NHWC":
+        out = out.transpose(0, 2, 3, 1)
+    return out.astype(dtype)
+
+
+__all__ = ["conv2d", "pad4", "pair", "out_extent"]
