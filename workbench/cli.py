@@ -42,8 +42,12 @@ def _demo(args: argparse.Namespace) -> int:
         return 0
     config = demo.DemoConfig(quick=args.quick, repeat=3 if args.quick else 5,
                              min_repeat_ms=10.0 if args.quick else 40.0)
+    import os
+
     from workbench import options
-    print(f"workbench demo: {options.get('num_threads')} thread(s); times are medians, "
+    # Parallel kernels share the cores with everything else: the load explains noisy rows.
+    load = f", load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else ""
+    print(f"workbench demo: {options.get('num_threads')} thread(s){load}; times are medians, "
           "'vs numpy' = numpy time / workbench time")
     start = time.perf_counter()
     rows: list[tuple[str, ...]] = []

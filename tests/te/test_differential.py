@@ -12,11 +12,12 @@ import math
 import numpy as np
 import pytest
 
+import workbench as wb
 from workbench import te, topi
 from workbench.tir import op
 from workbench.tir.op import INTRINSICS
 
-from diff_helpers import check, erf, rand
+from diff_helpers import build, check, erf, rand
 
 FLOATS = ["float32", "float64"]
 
@@ -314,3 +315,23 @@ def test_pad_with_value():
     outs = [topi.nn.pad(A, (1, 2), (2, 0), pad_value=-5), topi.nn.pad(A, (0, 3))]
     want = [np.pad(a, ((1, 2), (2, 0)), constant_values=-5), np.pad(a, ((0, 0), (3, 3)))]
     check([A], outs, [a], want)
+
+
+def test_symbolic_leading_dimension():
+    """One kernel, several batch sizes: broadcast, reductions, argmax and softmax over (n, 6)."""
+    n = te.var("n")
+    A, B = te.placeholder((n, 6), name="A"), te.placeholder((6,), name="B")
+    S = topi.sum(topi.add(A, B), axis=1)
+    outs = [topi.exp(topi.multiply(S, 0.1)), topi.argmax(A, axis=0), topi.nn.softmax(A),
+            topi.transpose(A)]
+    f = build([A, B], outs)
+    for rows in (1, 5, 17):
+        a, b = rand((rows, 6)), rand((6,))
+        res = [wb.nd.empty((rows,), "float32"), wb.nd.empty((6,), "int32"),
+               wb.nd.empty((rows, 6), "float32"), wb.nd.empty((6, rows), "float32")]
+        f(wb.nd.array(a), wb.nd.array(b), *res)
+        np.testing.assert_allclose(res[0].numpy(), np.exp((a + b).sum(1) * 0.1), rtol=1e-5)
+        np.testing.assert_array_equal(res[1].numpy(), a.argmax(0))
+        e = np.exp(a - a.max(1, keepdims=True))
+        np.testing.assert_allclose(res[2].numpy(), e / e.sum(1, keepdims=True), rtol=1e-5)
+        np.testing.assert_array_equal(res[3].numpy(), a.T)

@@ -10,7 +10,7 @@ from workbench.tir.functor import IRVisitor
 from workbench.tir.schedule import Schedule
 
 import nn_reference as ref
-from diff_helpers import check, rand, run
+from diff_helpers import check, rand
 
 
 @pytest.mark.parametrize("ta,tb", [(False, False), (False, True), (True, False), (True, True)])

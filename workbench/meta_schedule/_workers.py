@@ -33,7 +33,7 @@ from typing import Any, Callable, Sequence
 
 from workbench import options
 
-__all__ = ["Outcome", "TimedProcessPool", "IsolatedWorker", "describe_exit"]
+__all__ = ["Outcome", "TimedProcessPool", "IsolatedWorker", "describe_exit", "Chain"]
 
 
 def _check_start_method(value: str) -> None:
@@ -108,6 +108,17 @@ def _call_job(fn: Callable[..., Any], args: Sequence[Any], snapshot: dict[str, A
         return ("ok", fn(*args))
     except BaseException:  # noqa: BLE001 - everything is reported to the parent
         return ("error", traceback.format_exc())
+
+
+class Chain:
+    """A picklable "call these in order" (a built-in warm-up plus the user's initializer)."""
+
+    def __init__(self, *fns: Callable[[], None] | None) -> None:
+        self.fns = [f for f in fns if f is not None]
+
+    def __call__(self) -> None:
+        for f in self.fns:
+            f()
 
 
 def _ping() -> int:

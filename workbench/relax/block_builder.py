@@ -159,6 +159,17 @@ class BlockBuilder:
         finally:
             self.end_block()
 
+    def begin_scope(self, taken_names: Sequence[str] = ()) -> None:
+        """Open a function-body scope without a function (for mutators rebuilding a body);
+        ``taken_names`` are names new variables must avoid."""
+        self._frames.append(_Frame(NameSupply(taken_names)))
+
+    def end_scope(self) -> tuple[BindingBlock, ...]:
+        """Close the scope opened by :meth:`begin_scope`; returns its blocks."""
+        f = self._frames.pop()
+        self._close_block(f)
+        return tuple(f.blocks)
+
     def _frame(self, what: str) -> _Frame:
         if not self._frames:
             raise RuntimeError(f"BlockBuilder.{what}: not inside a function scope "

@@ -23,3 +23,7 @@ from workbench.tir.op import (
 # tir itself).
 from workbench.tir import structural_rules as _structural_rules  # noqa: E402,F401
 from workbench.tir import printer as _printer  # noqa: E402,F401
+# The schedule language sits on top of the IR above; importing it last keeps the order one-way.
+from workbench.tir.schedule import (  # noqa: E402
+    BlockRV, ExprRV, IndexMap, LoopRV, Schedule, ScheduleError, Trace,
+)

@@ -6,6 +6,13 @@ Families: :mod:`.broadcast` (binary elementwise with numpy broadcasting, ``where
 :mod:`.transform` (``transpose``, ``reshape``, ``concatenate``, ``strided_slice``, ``take``),
 and :mod:`.nn` (convolutions, pooling, matmul/dense/batch_matmul, softmax, layer_norm, pad,
 activations). The graph-IR legalizer lowers its operators through these functions.
+
+Conventions (TVM's, which fusion and the tuner's workload features rely on): stages are named
+``T_<op>`` (``T_add``, ``T_softmax_norm``, ``T_matmul_NT``) or after the layout
+(``conv2d_nchw``, ``pool_max``); padding is its own stage (``pad_temp``); tags say the pattern
+(``elemwise``, ``broadcast``, ``injective``, ``comm_reduce``, ``conv2d_nchw``...). Weights of
+matmul/conv are listed in the ``layout_free_placeholders`` attr. Shapes are static ints except
+where a docstring says otherwise (broadcast/elementwise/reduction accept symbolic extents).
 """
 from workbench.topi import nn, utils
 from workbench.topi.broadcast import (

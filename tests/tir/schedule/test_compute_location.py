@@ -442,6 +442,11 @@ def test_compute_at_special_marks_by_handle():
     s.compute_at(s.get_block("B"), LoopRV.inline())
     check_numeric(s, broadcast_ref, rand(8))
     assert len(s.trace) == 6
+    # The marks print as ``LoopRV.root()`` / ``LoopRV.inline()`` and replay from Python too.
+    lines = s.trace.as_python()
+    assert any("LoopRV.root()" in ln for ln in lines)
+    assert any("LoopRV.inline()" in ln for ln in lines)
+    verify_trace_roundtrip(s, mod)
 
 
 @pytest.mark.parametrize("seed", range(8))

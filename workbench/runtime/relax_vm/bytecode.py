@@ -67,8 +67,7 @@ class Arg(int):
 
     @classmethod
     def make(cls, kind: ArgKind, value: int) -> "Arg":
-        if not VALUE_MIN <= value <= VALUE_MAX and not (
-                kind == ArgKind.Register and value in (VOID_REG, VM_REG)):
+        if not VALUE_MIN <= value <= VALUE_MAX:  # special registers (1 << 54) fit too
             raise ValueError(f"{kind.name} value {value} does not fit a 56-bit argument word "
                              f"(range {VALUE_MIN}..{VALUE_MAX})")
         return cls((int(kind) << _KIND_SHIFT) | (value & _VALUE_MASK))
@@ -95,9 +94,7 @@ class Arg(int):
 
     @property
     def value(self) -> int:
-        raw = int(self) & _VALUE_MASK
-        if self.kind == ArgKind.Register:
-            return raw  # special registers use bit 54; they are never negative
+        raw = int(self) & _VALUE_MASK  # sign-extend the low 56 bits
         return raw - (1 << _VALUE_BITS) if raw >> (_VALUE_BITS - 1) else raw
 
     def __repr__(self) -> str:

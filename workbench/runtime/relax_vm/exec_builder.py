@@ -262,41 +262,62 @@ def _formalize(exe: Executable, func: VMFuncInfo) -> None:
     func.register_file_size = n_in + len(mapping)
 
 
-def _check(exe: Executable, func: VMFuncInfo) -> None:
-    """Reject reads of never-written registers and bad indices/offsets (TVM's checker)."""
-    if func.start_instr >= func.end_instr:
-        raise InternalError(f"Function {func.name} is empty or EndFunction has not been called")
-    defined: set[int] = set()
+class _Checker:
+    """Linear scan of one VM function (TVM's CheckExecutable): a register read before any
+    instruction wrote it, an out-of-range constant or function index, a zero Goto or an If
+    offset <= 1 is an ``InternalError`` that dumps the program."""
 
-    def fail(msg: str) -> None:
-        raise InternalError(f"{msg} in VM function \"{func.name}\". Dump:\n{exe.as_text()}")
+    def __init__(self, exe: Executable, func: VMFuncInfo) -> None:
+        self.exe, self.func = exe, func
+        self.defined: set[int] = set()
 
-    def check_reg(reg: int) -> None:
-        if reg < func.num_args or reg >= BEGIN_SPECIAL_REG or reg in defined:
+    def fail(self, msg: str) -> None:
+        raise InternalError(f"{msg} in VM function \"{self.func.name}\". Dump:\n"
+                            f"{self.exe.as_text()}")
+
+    def read(self, reg: int) -> None:
+        if reg < self.func.num_args or reg >= BEGIN_SPECIAL_REG or reg in self.defined:
             return
-        fail(f"register r({reg}) is used as input while it is never defined as a destination")
+        self.fail(f"register r({reg}) is used as input while it is never defined as a "
+                  "destination")
 
-    for pc in range(func.start_instr, func.end_instr):
-        instr = exe.instruction(pc)
-        if isinstance(instr, Call):
-            if not 0 <= instr.func_idx < len(exe.func_table):
-                fail(f"Func index {instr.func_idx} exceed size of fun_table")
-            for arg in instr.args:
-                kind, value = arg.kind, arg.value
-                if kind == ArgKind.Register:
-                    check_reg(value)
-                elif kind == ArgKind.ConstIdx and not 0 <= value < len(exe.constants):
-                    fail(f"Constant index {value} exceed size of constant pool")
-                elif kind == ArgKind.FuncIdx and not 0 <= value < len(exe.func_table):
-                    fail(f"Func index {value} exceed size of fun_table")
-            if instr.dst != VOID_REG:
-                defined.add(instr.dst)
-        elif isinstance(instr, Ret):
-            check_reg(instr.result)
-        elif isinstance(instr, Goto):
-            if instr.pc_offset == 0:
-                fail("Goto offset must not be 0")
-        elif isinstance(instr, If):
-            if instr.false_offset <= 1:
-                fail(f"If false_offset must be > 1, got {instr.false_offset}")
-            check_reg(instr.cond)
+    def func_index(self, idx: int) -> None:
+        if not 0 <= idx < len(self.exe.func_table):
+            self.fail(f"Func index {idx} exceed size of fun_table")
+
+    def const_index(self, idx: int) -> None:
+        if not 0 <= idx < len(self.exe.constants):
+            self.fail(f"Constant index {idx} exceed size of constant pool")
+
+    def call(self, instr: Call) -> None:
+        self.func_index(instr.func_idx)
+        arg_checks = {ArgKind.Register: self.read, ArgKind.ConstIdx: self.const_index,
+                      ArgKind.FuncIdx: self.func_index, ArgKind.Immediate: lambda v: None}
+        for arg in instr.args:
+            arg_checks[arg.kind](arg.value)
+        if instr.dst != VOID_REG:
+            self.defined.add(instr.dst)
+
+    def goto(self, instr: Goto) -> None:
+        if instr.pc_offset == 0:
+            self.fail("Goto offset must not be 0")
+
+    def branch(self, instr: If) -> None:
+        if instr.false_offset <= 1:
+            self.fail(f"If false_offset must be > 1, got {instr.false_offset}")
+        self.read(instr.cond)
+
+    def run(self) -> None:
+        func = self.func
+        if func.start_instr >= func.end_instr:
+            raise InternalError(f"Function {func.name} is empty or EndFunction has not been "
+                                "called")
+        handlers = {Call: self.call, Ret: lambda i: self.read(i.result), Goto: self.goto,
+                    If: self.branch}
+        for pc in range(func.start_instr, func.end_instr):
+            instr = self.exe.instruction(pc)
+            handlers[type(instr)](instr)
+
+
+def _check(exe: Executable, func: VMFuncInfo) -> None:
+    _Checker(exe, func).run()

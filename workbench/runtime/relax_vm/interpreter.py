@@ -117,38 +117,45 @@ class _Decoder:
         return self.literal(("func", value), self.pool[value])
 
     def decode(self) -> tuple[list, list, list]:
+        """(template, code, info); ``info[pc]`` is (callee object, name) for a Call, for the
+        hooked loop's instrument and profiler."""
         func = self.func
-        n = func.end_instr - func.start_instr
         code: list[tuple] = []
         info: list[tuple | None] = []
-        scratch_key = ("scratch",)
         for pc in range(func.start_instr, func.end_instr):
             instr = self.exe.instruction(pc)
-            local = pc - func.start_instr
-            if isinstance(instr, Call):
-                callee = self.pool[instr.func_idx]
-                slots = [self.arg(a) for a in instr.args]
-                dst = (self.literal(scratch_key, None) if instr.dst >= BEGIN_SPECIAL_REG
-                       else self.reg(instr.dst))
-                code.append((CALL, _fast_callable(callee), _getter(slots), dst))
-                info.append((callee, self.exe.func_table[instr.func_idx].name))
-                continue
-            if isinstance(instr, Ret):
-                code.append((RET, self.reg(instr.result), None, None))
-            elif isinstance(instr, Goto):
-                self.check_target(local, instr.pc_offset, n)
-                code.append((GOTO, instr.pc_offset, None, None))
-            elif isinstance(instr, If):
-                self.check_target(local, instr.false_offset, n)
-                code.append((IF, self.reg(instr.cond), instr.false_offset, None))
-            info.append(None)
+            entry, call_info = self._DECODERS[type(instr)](self, instr, pc - func.start_instr)
+            code.append(entry)
+            info.append(call_info)
         code.append((END, None, None, None))
         info.append(None)
         # Writes to %void go to the "scratch" literal, never to the shared None of reads.
         template = [None] * self.nreg + self.literals
         return template, code, info
 
-    def check_target(self, pc: int, offset: int, n: int) -> None:
+    def _call(self, instr: Call, pc: int) -> tuple[tuple, tuple]:
+        callee = self.pool[instr.func_idx]
+        slots = [self.arg(a) for a in instr.args]
+        dst = (self.literal(("scratch",), None) if instr.dst >= BEGIN_SPECIAL_REG
+               else self.reg(instr.dst))
+        return ((CALL, _fast_callable(callee), _getter(slots), dst),
+                (callee, self.exe.func_table[instr.func_idx].name))
+
+    def _ret(self, instr: Ret, pc: int) -> tuple[tuple, None]:
+        return (RET, self.reg(instr.result), None, None), None
+
+    def _goto(self, instr: Goto, pc: int) -> tuple[tuple, None]:
+        self.check_target(pc, instr.pc_offset)
+        return (GOTO, instr.pc_offset, None, None), None
+
+    def _if(self, instr: If, pc: int) -> tuple[tuple, None]:
+        self.check_target(pc, instr.false_offset)
+        return (IF, self.reg(instr.cond), instr.false_offset, None), None
+
+    _DECODERS = {Call: _call, Ret: _ret, Goto: _goto, If: _if}
+
+    def check_target(self, pc: int, offset: int) -> None:
+        n = self.func.end_instr - self.func.start_instr
         if not 0 <= pc + offset <= n:
             raise InternalError(f"VM function {self.func.name!r}: jump by {offset} at "
                                 f"instruction {pc} leaves the function (0..{n})")

@@ -5,6 +5,7 @@ import json
 from typing import Any
 
 from workbench.ir.structural import assert_structural_equal
+from workbench.tir.schedule.handles import LoopRV
 from workbench.tir.schedule.schedule import Schedule
 from workbench.tir.schedule.trace import Trace
 
@@ -12,7 +13,7 @@ from workbench.tir.schedule.trace import Trace
 def replay_python(lines: list[str], mod: Any) -> Schedule:
     """Run the lines of ``trace.as_python()`` on a fresh schedule of ``mod``."""
     sch = Schedule(mod)
-    exec("\n".join(lines), {"sch": sch})  # noqa: S102 - the trace printer's own output
+    exec("\n".join(lines), {"sch": sch, "LoopRV": LoopRV})  # noqa: S102 - the trace printer's own output
     return sch
 
 

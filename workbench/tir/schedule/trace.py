@@ -33,9 +33,10 @@ def _is_rv(x: Any) -> bool:
 class _Namer:
     """Names handles in definition order, as TVM's trace printer does."""
 
-    def __init__(self) -> None:
+    def __init__(self, python: bool = False) -> None:
         self.names: dict[int, str] = {}
         self.count = 0
+        self.python = python
 
     def define(self, rv: Any) -> str:
         if rv is None:
@@ -47,6 +48,10 @@ class _Namer:
 
     def use(self, rv: Any) -> str:
         if isinstance(rv, LoopRV) and rv.special:
+            # JSON names the marks like handles; Python needs an expression that evaluates
+            # (the replaying script must have ``LoopRV`` in scope).
+            if self.python:
+                return f"LoopRV.{rv.special}()"
             return {"root": "l_root", "inline": "l_inline"}[rv.special]
         try:
             return self.names[id(rv)]
@@ -188,7 +193,10 @@ class Trace:
         return [insts_json, decisions_json]
 
     def as_python(self, remove_postproc: bool = False) -> list[str]:
-        namer = _Namer()
+        """The schedule as Python lines over ``sch``; the special compute locations print as
+        ``LoopRV.root()`` / ``LoopRV.inline()`` (import ``LoopRV`` from
+        ``workbench.tir.schedule`` to run them)."""
+        namer = _Namer(python=True)
         lines: list[str] = []
         for inst in self._truncated(remove_postproc):
             kind = inst.kind

@@ -1,0 +1,259 @@
+"""Block and loop queries the schedule rules, postprocessors and mutators share.
+
+All functions read the schedule's current IR through its index (``sch._index()``): the rules
+live inside the workbench package and need facts (iteration types, bindings, regions) that
+the public handle API does not expose. Nothing here changes a schedule.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from workbench.tir.arith import evaluate
+from workbench.tir.buffer import Buffer, BufferRegion
+from workbench.tir.expr import BufferLoad, Call, IntImm, PrimExpr, Select, Var
+from workbench.tir.functor import IRVisitor, substitute
+from workbench.tir.schedule import BlockRV, Schedule
+from workbench.tir.schedule.primitive.block_scope import is_output_block, loop_iter_type
+from workbench.tir.schedule.state import BlockInfo, FuncIndex
+from workbench.tir.stmt import Block, BlockRealize, For, IterType, SeqStmt
+
+__all__ = [
+    "block_info", "block_name", "root_block_name", "is_root", "is_spatial", "has_reduction",
+    "func_is_all_spatial", "has_trivial_binding", "needs_multi_level_tiling", "calls_op",
+    "has_if_then_else", "is_injective_ordered", "consumers", "producers", "is_output",
+    "loop_strides", "const_int", "iter_types_of_loops", "is_tiled",
+]
+
+TILING_ANN = "meta_schedule.tiling_structure"
+
+
+def block_name(sch: Schedule, block: BlockRV) -> str:
+    return sch._block_name(block, "meta_schedule")
+
+
+def block_info(sch: Schedule, block: BlockRV | str) -> BlockInfo:
+    name = block if isinstance(block, str) else block_name(sch, block)
+    return sch._index().blocks[name]
+
+
+def root_block_name(index: FuncIndex) -> str:
+    body = index.func.body
+    return body.block.name_hint if isinstance(body, BlockRealize) else "root"
+
+
+def is_root(sch: Schedule, block: BlockRV) -> bool:
+    return block_name(sch, block) == root_block_name(sch._index())
+
+
+def has_block(sch: Schedule, block: BlockRV) -> bool:
+    name = sch._symbols.get(block)
+    return isinstance(name, str) and name in sch._index().blocks
+
+
+def is_spatial(block: Block) -> bool:
+    return all(iv.iter_type == IterType.DATA_PAR for iv in block.iter_vars)
+
+
+def has_reduction(block: Block) -> bool:
+    return any(iv.iter_type == IterType.COMM_REDUCE for iv in block.iter_vars)
+
+
+def func_is_all_spatial(index: FuncIndex) -> bool:
+    """Every block but the root is data-parallel (TVM's ``IsSpatialPrimFunc``)."""
+    root = root_block_name(index)
+    return all(is_spatial(info.block) for name, info in index.blocks.items() if name != root)
+
+
+def is_tiled(block: Block) -> bool:
+    return TILING_ANN in block.annotations
+
+
+def const_int(e: Any) -> int | None:
+    return int(e.value) if isinstance(e, IntImm) else None
+
+
+def has_trivial_binding(info: BlockInfo) -> bool:
+    """Each block variable is bound to exactly the loop at the same depth (as te emits)."""
+    loops = info.loops
+    values = info.realize.iter_values
+    if len(loops) != len(values):
+        return False
+    return all(v is lp.loop_var for v, lp in zip(values, loops))
+
+
+def iter_types_of_loops(info: BlockInfo) -> list[int]:
+    return [loop_iter_type(lp) for lp in info.loops]
+
+
+def is_output(sch: Schedule, name: str) -> bool:
+    return is_output_block(sch._index(), name)
+
+
+def consumers(sch: Schedule, name: str) -> list[str]:
+    from workbench.tir.schedule.primitive.block_scope import producers_consumers
+    return producers_consumers(sch._index(), name)[1]
+
+
+def producers(sch: Schedule, name: str) -> list[str]:
+    from workbench.tir.schedule.primitive.block_scope import producers_consumers
+    return producers_consumers(sch._index(), name)[0]
+
+
+def _region_indices(region: BufferRegion) -> list[PrimExpr]:
+    return [r.min for r in region.region]
+
+
+def _vars_in(expr: Any) -> list[Var]:
+    found: list[Var] = []
+
+    class _V(IRVisitor):
+        def visit_Var(self, v: Var) -> None:
+            found.append(v)
+
+    _V().visit(expr)
+    return found
+
+
+def needs_multi_level_tiling(info: BlockInfo, index: FuncIndex) -> bool:
+    """TVM's ``NeedsMultiLevelTiling`` for CPU: not tiled, one write and some reads, a
+    reduction iterator, trivial binding, no repeated read buffer, and some read buffer reused
+    across a (non-unit) spatial iterator it does not index, as in matmul or conv."""
+    block = info.block
+    if is_tiled(block) or len(block.writes) != 1 or not block.reads:
+        return False
+    if is_spatial(block) or not has_trivial_binding(info):
+        return False
+    read_bufs = [r.buffer for r in block.reads]
+    if len(set(read_bufs)) != len(read_bufs):
+        return False
+    if any(const_int(r.extent) is None for reg in block.reads for r in reg.region):
+        return False
+    spatial = [iv.var for iv in block.iter_vars
+               if iv.iter_type == IterType.DATA_PAR and const_int(iv.dom.extent) != 1]
+    out_bufs = {r.buffer for r in block.writes}
+    reused = 0
+    for reg in block.reads:
+        if reg.buffer in out_bufs:
+            continue
+        used = set()
+        for e in _region_indices(reg):
+            used.update(_vars_in(e))
+        reused += sum(1 for v in spatial if v not in used)
+    return reused >= 1
+
+
+def calls_op(stmt: Any, ops: Iterable[str]) -> bool:
+    names = set(ops)
+    found = False
+
+    class _V(IRVisitor):
+        def visit_Call(self, c: Call) -> None:
+            nonlocal found
+            if c.op in names or c.op.split(".")[-1] in names:
+                found = True
+            for a in c.args:
+                self.visit(a)
+
+    _V().visit(stmt)
+    return found
+
+
+def has_if_then_else(stmt: Any) -> bool:
+    found = False
+
+    class _V(IRVisitor):
+        def visit_Call(self, c: Call) -> None:
+            nonlocal found
+            if c.op in ("if_then_else", "tir.if_then_else"):
+                found = True
+            for a in c.args:
+                self.visit(a)
+
+        def visit_Select(self, s: Select) -> None:
+            nonlocal found
+            found = True
+
+    _V().visit(stmt)
+    return found
+
+
+def is_injective_ordered(block: Block) -> bool:
+    """Every read maps to the write injectively and in order: each read index is a constant
+    or one block variable (plus a constant), no variable repeats, and the variables appear in
+    the same relative order as in the written indices (a simplified AnalyzeReadWritePattern)."""
+    if len(block.writes) != 1:
+        return False
+    write_vars = []
+    for e in _region_indices(block.writes[0]):
+        vs = _vars_in(e)
+        write_vars.extend(vs)
+    order = {v: i for i, v in enumerate(write_vars)}
+    for reg in block.reads:
+        seen: list[Var] = []
+        for e in _region_indices(reg):
+            vs = _vars_in(e)
+            if len(vs) > 1:
+                return False
+            seen.extend(vs)
+        if len(set(seen)) != len(seen) or any(v not in order for v in seen):
+            return False
+        positions = [order[v] for v in seen]
+        if positions != sorted(positions):
+            return False
+    return True
+
+
+def loads_in(stmt: Any) -> list[BufferLoad]:
+    found: list[BufferLoad] = []
+
+    class _V(IRVisitor):
+        def visit_BufferLoad(self, ld: BufferLoad) -> None:
+            found.append(ld)
+            for i in ld.indices:
+                self.visit(i)
+
+    _V().visit(stmt)
+    return found
+
+
+def single_child(loop: For) -> bool:
+    """Is the loop body one statement (not a sequence)?"""
+    return not isinstance(loop.body, SeqStmt)
+
+
+def loop_strides(info: BlockInfo, loops: list[For]) -> list[list[int]]:
+    """For every buffer access of the block (writes, then reads), the element stride of each
+    loop in ``loops``: how far the flattened row-major address moves when that loop's variable
+    steps by one from its minimum (the others at their minimum). 0 means unused."""
+    block = info.block
+    binding = {iv.var: v for iv, v in zip(block.iter_vars, info.realize.iter_values)}
+    base_env = {lp.loop_var: const_int(lp.min) or 0 for lp in info.loops}
+    out: list[list[int]] = []
+    for reg in tuple(block.writes) + tuple(block.reads):
+        shape = [const_int(s) for s in reg.buffer.shape]
+        if any(s is None for s in shape):
+            out.append([0] * len(loops))
+            continue
+        idx = [substitute(e, binding) for e in _region_indices(reg)]
+
+        def flat(env: dict) -> int:
+            total = 0
+            for e, s in zip(idx, shape):
+                total = total * s + int(evaluate(e, env))
+            return total
+
+        try:
+            base = flat(base_env)
+            strides = []
+            for lp in loops:
+                env = dict(base_env)
+                env[lp.loop_var] = base_env.get(lp.loop_var, 0) + 1
+                strides.append(flat(env) - base)
+        except Exception:  # noqa: BLE001 - an index we cannot evaluate: assume "used, strided"
+            strides = [-1] * len(loops)
+        out.append(strides)
+    return out
+
+
+def buffer_of_write(block: Block) -> Buffer:
+    return block.writes[0].buffer

@@ -1,0 +1,7 @@
+"""Builders (TVM's ``meta_schedule.builder``): compile candidates into loadable artifacts."""
+from workbench.meta_schedule.builder.builder import (
+    Builder, BuilderInput, BuilderResult, PyBuilder,
+)
+from workbench.meta_schedule.builder.local_builder import LocalBuilder
+
+__all__ = ["Builder", "BuilderInput", "BuilderResult", "PyBuilder", "LocalBuilder"]

@@ -1,0 +1,141 @@
+"""LocalBuilder: compile candidates in worker processes with a per-job time limit.
+
+Each job runs ``f_build(mod, target, params)`` then ``f_export(built) -> path`` in a worker of
+a persistent ``spawn``ed process pool (see :mod:`workbench.meta_schedule._workers`); the pool
+survives between ``build`` calls (TVM makes a fresh pool per call, which here would cost a
+second of start-up per batch). Results, as in TVM:
+
+- success: ``BuilderResult(artifact_path, None)``; the artifact is a file in a fresh temp dir
+  (``RemoveBuildArtifact`` deletes the dir);
+- a job past ``timeout_sec``: ``"LocalBuilder: Timeout, killed after N seconds"`` (the pool is
+  killed and recreated, the other jobs re-run);
+- an exception: ``"LocalBuilder: An exception occurred\\n<traceback>"``;
+- a worker that dies: ``"LocalBuilder: The worker process crashed: <signal>"``.
+
+The default build lowers and compiles to object code (``workbench.codegen.compile_to_object``,
+with its on-disk cache) and the default export writes the bytes to ``<tmpdir>/workbench_mod.o``,
+which ``workbench.runtime.load_module`` loads with MCJIT: no C linker per candidate. A custom
+``f_build`` may return a runtime Module instead; the default export then calls
+``export_library`` (``.o`` when the module has object code, else ``.so``).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any, Callable, Sequence
+
+from workbench.ir.module import IRModule
+from workbench.meta_schedule._workers import Chain, TimedProcessPool
+from workbench.meta_schedule.builder.builder import BuilderInput, BuilderResult, PyBuilder
+from workbench.meta_schedule.profiler import Profiler
+from workbench.target import Target
+
+__all__ = ["LocalBuilder", "default_build", "default_export"]
+
+T_BUILD = Callable[[IRModule, Target, Any], Any]
+T_EXPORT = Callable[[Any], str]
+ARTIFACT_NAME = "workbench_mod"
+
+
+def default_build(mod: IRModule, target: Target, params: dict | None) -> Any:
+    """Lower and compile ``mod`` to object code (a ``CompiledObject``)."""
+    from workbench.codegen import compile_to_object
+
+    if params:
+        raise ValueError("LocalBuilder's default build does not bind params; pass a custom "
+                         "f_build to use them")
+    return compile_to_object(mod, target)
+
+
+def default_export(built: Any) -> str:
+    """Write ``built`` (object code, bytes, or a runtime Module) into a fresh temp dir."""
+    tmp = tempfile.mkdtemp(prefix="workbench_ms_build_")
+    obj = getattr(built, "obj", built)
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        path = os.path.join(tmp, ARTIFACT_NAME + ".o")
+        with open(path, "wb") as f:
+            f.write(bytes(obj))
+        return path
+    if hasattr(built, "export_library"):
+        has_object = getattr(built, "type_key", "llvm") == "llvm"
+        path = os.path.join(tmp, ARTIFACT_NAME + (".o" if has_object else ".so"))
+        built.export_library(path)
+        return path
+    raise TypeError(f"default_export: cannot export a {type(built).__name__}; f_build should "
+                    "return object code or a workbench runtime Module")
+
+
+def _resolve(f: Any, default: Callable) -> Callable:
+    if f is None:
+        return default
+    if isinstance(f, str):
+        from workbench.runtime import get_global_func
+        return get_global_func(f)
+    return f
+
+
+def _build_job(mod: IRModule, target: Target, params: Any, f_build: Any, f_export: Any) -> str:
+    built = _resolve(f_build, default_build)(mod, target, params)
+    return _resolve(f_export, default_export)(built)
+
+
+def _warm_up() -> None:
+    import workbench.codegen  # noqa: F401 - import cost paid at start-up, not per job
+
+
+class LocalBuilder(PyBuilder):
+    """Builds in local worker processes (see the module docstring).
+
+    ``max_workers`` defaults to the CPU count; ``f_build`` / ``f_export`` are callables (or
+    names of registered global functions) pickled to the workers, so they must be importable
+    module-level functions; ``initializer`` runs once in each worker.
+    """
+
+    def __init__(self, max_workers: int | None = None, timeout_sec: float = 30.0,
+                 f_build: T_BUILD | str | None = None, f_export: T_EXPORT | str | None = None,
+                 initializer: Callable[[], None] | None = None) -> None:
+        if max_workers is None:
+            max_workers = os.cpu_count() or 1
+        if max_workers < 1:
+            raise ValueError(f"LocalBuilder: max_workers must be >= 1, got {max_workers}")
+        if timeout_sec is not None and timeout_sec <= 0:
+            raise ValueError(f"LocalBuilder: timeout_sec must be > 0, got {timeout_sec}")
+        self.max_workers = max_workers
+        self.timeout_sec = timeout_sec
+        self.f_build = f_build
+        self.f_export = f_export
+        self.initializer = initializer
+        self._pool = TimedProcessPool(max_workers, Chain(_warm_up, initializer))
+
+    def build(self, build_inputs: Sequence[BuilderInput]) -> list[BuilderResult]:
+        jobs = [(bi.mod, bi.target, bi.params, self.f_build, self.f_export)
+                for bi in build_inputs]
+        with Profiler.timeit("LocalBuilder/build"):
+            outcomes = self._pool.run(_build_job, jobs, self.timeout_sec)
+        results = []
+        for out in outcomes:
+            if out.kind == "ok":
+                results.append(BuilderResult(out.value, None))
+            elif out.kind == "timeout":
+                results.append(BuilderResult(
+                    None, f"LocalBuilder: Timeout, killed after {self.timeout_sec} seconds"))
+            elif out.kind == "error":
+                results.append(BuilderResult(None, f"LocalBuilder: An exception occurred\n"
+                                                   f"{out.value}"))
+            else:
+                results.append(BuilderResult(None, f"LocalBuilder: The worker process "
+                                                   f"crashed: {out.value}"))
+        return results
+
+    @property
+    def worker_startup_seconds(self) -> float | None:
+        """How long the last pool start took (None before the first build)."""
+        return self._pool.startup_seconds
+
+    def shutdown(self) -> None:
+        """Stop the worker processes now (they also stop when the builder is collected)."""
+        self._pool.shutdown()
+
+    def __repr__(self) -> str:
+        return f"LocalBuilder(max_workers={self.max_workers}, timeout_sec={self.timeout_sec})"
+

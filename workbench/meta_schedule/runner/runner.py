@@ -1,0 +1,96 @@
+"""The runner interface (TVM's ``meta_schedule.runner``): artifacts in, run times out.
+
+Beyond TVM, :class:`RunnerInput` may carry a ``reference``: the path of a file made by
+:func:`workbench.meta_schedule.runner.make_reference` (an ``.npz`` of the expected outputs of
+the *unscheduled* function on the runner's fixed, seeded inputs), or the path of a built
+artifact of the unscheduled function (the runner then runs it on the same inputs). The runner
+compares every argument after one call of the candidate (outputs against the expected values
+with dtype-appropriate tolerances, inputs against their initial values) and reports a mismatch
+as ``"LocalRunner: wrong result: max abs error ..."``, so a wrong kernel is a failed
+measurement and never becomes the best record.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from workbench.meta_schedule.arg_info import ArgInfo
+
+__all__ = ["RunnerInput", "RunnerResult", "RunnerFuture", "Runner", "PyRunner"]
+
+
+class RunnerInput:
+    """What to measure: the built artifact, the device type ("cpu"), the arguments, and an
+    optional output ``reference`` (see the module docstring)."""
+
+    def __init__(self, artifact_path: str, device_type: str, args_info: Sequence[ArgInfo],
+                 reference: str | None = None) -> None:
+        self.artifact_path = artifact_path
+        self.device_type = device_type
+        self.args_info = list(args_info)
+        self.reference = reference
+
+    def __repr__(self) -> str:
+        ref = f", reference={self.reference!r}" if self.reference else ""
+        return (f"RunnerInput({self.artifact_path!r}, {self.device_type!r}, "
+                f"{self.args_info}{ref})")
+
+
+class RunnerResult:
+    """``run_secs`` (seconds, one per repeat and allocation) or ``error_msg``."""
+
+    def __init__(self, run_secs: Sequence[float] | None, error_msg: str | None) -> None:
+        self.run_secs = None if run_secs is None else [float(s) for s in run_secs]
+        self.error_msg = error_msg
+
+    def __repr__(self) -> str:
+        if self.error_msg is not None:
+            first = self.error_msg.splitlines()[0] if self.error_msg else ""
+            return f"RunnerResult(error_msg={first!r})"
+        return f"RunnerResult(run_secs={self.run_secs})"
+
+
+class RunnerFuture:
+    """A pending measurement: ``done()`` polls, ``result()`` waits for the RunnerResult."""
+
+    def __init__(self, f_done: Callable[[], bool], f_result: Callable[[], RunnerResult]) -> None:
+        self.f_done = f_done
+        self.f_result = f_result
+
+    def done(self) -> bool:
+        return bool(self.f_done())
+
+    def result(self) -> RunnerResult:
+        return self.f_result()
+
+
+class LocalRunnerFuture(RunnerFuture):
+    """An already finished measurement (what :class:`LocalRunner` returns)."""
+
+    def __init__(self, res: Sequence[float] | None, error_message: str | None = None) -> None:
+        self._result = RunnerResult(res, error_message)
+        super().__init__(lambda: True, lambda: self._result)
+
+
+class Runner:
+    """The abstract runner: ``run(inputs) -> futures``, one per input, in order."""
+
+    def run(self, runner_inputs: Sequence[RunnerInput]) -> list[RunnerFuture]:
+        raise NotImplementedError(f"{type(self).__name__}.run")
+
+    @staticmethod
+    def create(kind: str = "local", *args: Any, **kwargs: Any) -> "Runner":
+        """"local" (:class:`LocalRunner`); "rpc" is not available in Workbench."""
+        if kind == "local":
+            from workbench.meta_schedule.runner.local_runner import LocalRunner
+            kwargs.pop("max_workers", None)  # as TVM: ignored for the local runner
+            return LocalRunner(*args, **kwargs)
+        if kind == "rpc":
+            raise NotImplementedError("Runner.create('rpc'): Workbench measures on the local "
+                                      "machine only; use 'local'")
+        raise ValueError(f"Runner.create: unknown kind {kind!r}; expected 'local'")
+
+
+class PyRunner(Runner):
+    """Base for runners written in Python: override :meth:`run`."""
+
+    _tvm_metadata = {"cls": Runner, "methods": ["run"]}

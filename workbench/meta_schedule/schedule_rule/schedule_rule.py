@@ -1,0 +1,103 @@
+"""ScheduleRule: a rule that rewrites one block of a schedule into 1..k schedules.
+
+Lifecycle (as TVM): a space generator fills its rule list, calls
+``_initialize_with_tune_context(ctx)`` on each rule once (rules read e.g. the target's core
+count there), then ``apply(sch, block)`` for every block in post-order. ``clone()`` deep-copies.
+
+``ScheduleRule.create(kind)``:
+
+- a target kind, ``"llvm"`` (alias ``"cpu"``): the default rule **list** for that target;
+- a single rule name (``"auto-inline"``, ``"multi-level-tiling"``,
+  ``"parallel-vectorize-unroll"``, ``"random-compute-location"``): one rule with its llvm
+  defaults.
+
+Part 1 note: the llvm list here is a small but real subset of TVM's DefaultLLVM (AutoInline,
+MultiLevelTiling "SSRSRS" with write reuse, ParallelizeVectorizeUnroll,
+RandomComputeLocation). Part 2 replaces it with TVM's full list (ApplyCustomRule,
+InlineConstantScalars, AddRFactor, ...) under the same names.
+"""
+from __future__ import annotations
+
+import abc
+import copy
+from typing import TYPE_CHECKING, Any, Callable
+
+from workbench.tir.schedule import BlockRV, Schedule
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workbench.meta_schedule.tune_context import TuneContext
+
+__all__ = ["ScheduleRule", "PyScheduleRule", "register_schedule_rule"]
+
+_SINGLE: dict[str, Callable[[], "ScheduleRule"]] = {}
+_TARGET_KINDS = ("llvm", "cpu")
+_UNSUPPORTED = ("cuda", "cuda-tensorcore", "hexagon")
+
+
+def register_schedule_rule(name: str) -> Callable[[type], type]:
+    """Register a rule class under ``name`` for ``ScheduleRule.create(name)``."""
+    def wrap(cls: type) -> type:
+        _SINGLE[name] = cls
+        return cls
+    return wrap
+
+
+class ScheduleRule(abc.ABC):
+    """Modifies a block in a schedule; returns the resulting schedules (at least one)."""
+
+    def _initialize_with_tune_context(self, context: "TuneContext") -> None:
+        """Read what the rule needs from the tuning context (default: nothing)."""
+
+    @abc.abstractmethod
+    def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
+        """Apply the rule to ``block`` of ``sch``; may modify ``sch`` and/or return copies."""
+
+    def clone(self) -> "ScheduleRule":
+        """A deep copy of the rule."""
+        return copy.deepcopy(self)
+
+    def __str__(self) -> str:
+        return type(self).__name__
+
+    @staticmethod
+    def create(kind: str) -> Any:
+        """The default rule list of a target kind, or one rule by name (module docstring)."""
+        from workbench.meta_schedule import schedule_rule as _rules  # noqa: F401 (registers)
+        if kind in _TARGET_KINDS:
+            return _default_llvm()
+        if kind in _SINGLE:
+            return _SINGLE[kind]()
+        if kind in _UNSUPPORTED:
+            raise ValueError(f"ScheduleRule.create: target kind {kind!r} is not supported; "
+                             "Workbench compiles for CPUs ('llvm') only")
+        raise ValueError(f"ScheduleRule.create: unknown kind {kind!r}; expected 'llvm' or one "
+                         f"of {', '.join(sorted(_SINGLE))}")
+
+
+def _default_llvm() -> list[ScheduleRule]:
+    from workbench.meta_schedule.schedule_rule.auto_inline import AutoInline
+    from workbench.meta_schedule.schedule_rule.multi_level_tiling import MultiLevelTiling
+    from workbench.meta_schedule.schedule_rule.parallel_vectorize_unroll import (
+        ParallelizeVectorizeUnroll,
+    )
+    from workbench.meta_schedule.schedule_rule.random_compute_location import (
+        RandomComputeLocation,
+    )
+    return [
+        AutoInline(into_producer=False, into_consumer=True, inline_const_tensor=True,
+                   disallow_if_then_else=True, require_injective=True, require_ordered=True,
+                   disallow_op=["exp"]),
+        MultiLevelTiling(structure="SSRSRS", max_innermost_factor=64,
+                         reuse_write={"req": "may", "levels": [1, 2], "scope": "global"}),
+        ParallelizeVectorizeUnroll(max_jobs_per_core=16, max_vectorize_extent=64,
+                                   unroll_max_steps=[0, 16, 64, 512], unroll_explicit=True),
+        RandomComputeLocation(),
+    ]
+
+
+class PyScheduleRule(ScheduleRule):
+    """Base for rules written by users (decorate the subclass with ``@derived_object``):
+    implement ``apply``; optionally ``_initialize_with_tune_context`` and ``clone``."""
+
+    _tvm_metadata = {"cls": ScheduleRule,
+                     "methods": ["_initialize_with_tune_context", "apply", "clone", "__str__"]}

@@ -1,0 +1,187 @@
+"""Helpers shared by the tuner: ``derived_object``, seeds, core counts, FLOP estimates.
+
+``derived_object`` is TVM's decorator for user subclasses of the ``Py*`` extension points
+(``PyRunner``, ``PyCostModel``, ``PySearchStrategy``, ...). TVM needs it to wrap a Python
+class into an FFI object; in pure Python every subclass already works wherever the built-ins
+go, so the decorator only checks the class honestly: it must derive from a ``Py*`` base (one
+with ``_tvm_metadata``), and it must implement every abstract method. It then marks the class
+(``cls._derived_object = True``) and returns it unchanged.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Any, Sequence, TypeVar
+
+import numpy as np
+
+from workbench.ir.module import IRModule
+from workbench.ir.node import field_names
+from workbench.ir.structural import structural_hash
+from workbench.tir.expr import (
+    Add, BufferLoad, Call, Div, FloorDiv, FloorMod, IntImm, Max, Min, Mod, Mul, PrimExpr, Sub,
+)
+from workbench.tir.function import PrimFunc
+from workbench.tir.functor import IRVisitor
+from workbench.tir.stmt import Block, BufferStore, For
+
+__all__ = ["derived_object", "fork_seed", "cpu_count", "get_num_threads", "shash2hex",
+           "estimate_tir_flops", "median", "normalize_mod"]
+
+T = TypeVar("T", bound=type)
+
+
+def derived_object(cls: T) -> T:
+    """Validate and mark a user subclass of a ``Py*`` extension class (see module docstring).
+
+    Raises ``TypeError`` when ``cls`` is not a class deriving from a ``Py*`` base, or when it
+    leaves abstract methods unimplemented (naming them), so a mistake shows at definition time
+    rather than deep inside a tuning run.
+    """
+    if not inspect.isclass(cls):
+        raise TypeError(f"derived_object decorates a class, got {cls!r}")
+    bases = [b for b in cls.__mro__[1:] if "_tvm_metadata" in b.__dict__]
+    if not bases:
+        raise TypeError(f"derived_object: {cls.__name__} must subclass one of the Py* extension "
+                        "classes (PyRunner, PyBuilder, PyDatabase, PyCostModel, "
+                        "PySearchStrategy, PyScheduleRule, PyPostproc, PyMutator, "
+                        "PyMeasureCallback, PyTaskScheduler, PySpaceGenerator, "
+                        "PyFeatureExtractor)")
+    missing = sorted(getattr(cls, "__abstractmethods__", ()) or ())
+    if missing:
+        raise TypeError(f"derived_object: {cls.__name__} (a {bases[0].__name__}) does not "
+                        f"implement {', '.join(missing)}")
+    required = bases[0].__dict__["_tvm_metadata"].get("required", ())
+    lacking = [m for m in required if getattr(cls, m, None) is getattr(bases[0], m, None)
+               and getattr(getattr(bases[0], m, None), "_not_implemented", False)]
+    if lacking:
+        raise TypeError(f"derived_object: {cls.__name__} (a {bases[0].__name__}) does not "
+                        f"implement {', '.join(lacking)}")
+    cls._derived_object = True
+    return cls
+
+
+def fork_seed(seed: int | None, n: int) -> list[int]:
+    """``n`` seeds derived from ``seed`` (TVM's ``fork_seed``: numpy draws in [1, 2**30))."""
+    if seed is None or seed == -1:
+        seed = np.random.randint(1, 2**30)
+    return [int(x) for x in np.random.RandomState(seed).randint(1, 2**30, size=n)]
+
+
+def cpu_count(logical: bool = True) -> int:
+    """Logical or physical CPU count (physical via psutil when available)."""
+    if not logical:
+        try:
+            import psutil
+            n = psutil.cpu_count(logical=False)
+            if n:
+                return int(n)
+        except ImportError:  # pragma: no cover - psutil is a dependency in practice
+            pass
+    return os.cpu_count() or 1
+
+
+def get_num_threads(num_threads: int | str | None) -> int:
+    """``"physical"`` / ``"logical"`` / an int (>= 1) / None (logical) as a thread count."""
+    if num_threads is None or num_threads == "logical":
+        return cpu_count(logical=True)
+    if num_threads == "physical":
+        return cpu_count(logical=False)
+    if isinstance(num_threads, int) and num_threads >= 1:
+        return num_threads
+    raise ValueError(f"num_threads must be 'physical', 'logical' or a positive int, got "
+                     f"{num_threads!r}")
+
+
+def shash2hex(mod: IRModule) -> str:
+    """The 16-hex-digit structural hash of a module (cost-model group keys)."""
+    return f"{structural_hash(mod) & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+def median(values: Sequence[float]) -> float:
+    """Median; the mean of the two middle values for an even count (as TVM's scheduler)."""
+    xs = sorted(float(v) for v in values)
+    n = len(xs)
+    if n == 0:
+        raise ValueError("median of an empty list")
+    mid = n // 2
+    return xs[mid] if n % 2 else 0.5 * (xs[mid - 1] + xs[mid])
+
+
+def normalize_mod(mod: Any) -> IRModule:
+    """TVM's tune_tir normalisation: a PrimFunc becomes ``IRModule({"main": f})`` with
+    ``global_symbol="main"`` and ``tir.noalias``; a one-function module not named main is
+    renamed to main."""
+    if isinstance(mod, PrimFunc):
+        func = mod
+        if "global_symbol" not in func.attrs:
+            func = func.with_attr("global_symbol", "main")
+        if "tir.noalias" not in func.attrs:
+            func = func.with_attr("tir.noalias", True)
+        return IRModule({"main": func})
+    if not isinstance(mod, IRModule):
+        raise TypeError(f"expected an IRModule or a PrimFunc, got {type(mod).__name__}")
+    funcs = [(n, f) for n, f in mod.items() if isinstance(f, PrimFunc)]
+    if len(funcs) == 1 and funcs[0][0] != "main" and len(list(mod.items())) == 1:
+        func = funcs[0][1].with_attr("global_symbol", "main")
+        return IRModule({"main": func})
+    return mod
+
+
+# ---- FLOP estimate (TVM's EstimateTIRFlops, for the statistics table) ------------------------
+
+_FLOP_NODES = (Add, Sub, Mul, Div, Mod, FloorDiv, FloorMod, Min, Max)
+
+
+class _FlopCounter(IRVisitor):
+    """Every arithmetic op in a stored value counts once, times the enclosing loop extents."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = 1
+        self.total = 0
+
+    def visit_For(self, loop: For) -> None:
+        ext = loop.extent.value if isinstance(loop.extent, IntImm) else 1
+        saved = self.scale
+        self.scale *= max(1, ext)
+        self.visit(loop.body)
+        self.scale = saved
+
+    def visit_Block(self, block: Block) -> None:
+        if block.init is not None:
+            self.visit(block.init)
+        self.visit(block.body)
+
+    def visit_BufferStore(self, store: BufferStore) -> None:
+        self.total += self.scale * _count_ops(store.value)
+
+
+def _count_ops(expr: Any) -> int:
+    """Arithmetic nodes in ``expr``; load indices are address math, not FLOPs."""
+    count = 0
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _FLOP_NODES):
+            count += 1
+        if isinstance(node, BufferLoad) or not isinstance(node, (PrimExpr, Call)):
+            continue
+        for name in field_names(type(node)):
+            v = getattr(node, name)
+            if isinstance(v, PrimExpr):
+                stack.append(v)
+            elif isinstance(v, tuple):
+                stack.extend(x for x in v if isinstance(x, PrimExpr))
+    return count
+
+
+def estimate_tir_flops(mod: IRModule | PrimFunc) -> float:
+    """Floating/integer arithmetic ops in all stored values times loop trip counts (init
+    included); comparisons and loads are free. A 128^3 matmul gives 2 * 128^3."""
+    funcs = [mod] if isinstance(mod, PrimFunc) else \
+        [f for _, f in mod.items() if isinstance(f, PrimFunc)]
+    counter = _FlopCounter()
+    for f in funcs:
+        counter.visit(f.body)
+    return float(counter.total)

@@ -1,0 +1,37 @@
+"""Relax: the graph-level IR (TVM's ``tvm.relax``), up to legalization to TIR.
+
+- Expressions and struct info: :mod:`workbench.relax.expr`, :mod:`workbench.relax.struct_info`.
+- :class:`BlockBuilder` builds functions; ``relax.op`` has the operators (``relax.op.nn`` the
+  neural-network ones); ``relax.call_tir`` calls a PrimFunc.
+- ``relax.transform``: ``LegalizeOps``, ``AnnotateTIROpPattern``.
+- ``relax.testing.evaluate_numpy``: the numpy reference evaluator.
+- ``relax.frontend.nn``: PyTorch-like modules exported with ``Module.export_tvm``.
+"""
+from workbench.ir.module import GlobalVar
+from workbench.relax.struct_info import (
+    FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
+    TensorStructInfo, TupleStructInfo,
+)
+from workbench.relax.expr import (
+    Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc,
+    Function, If, MatchCast, Op, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem,
+    Var, VarBinding, const, get_struct_info,
+)
+from workbench.relax import structural_rules as _structural_rules  # noqa: F401 (registers)
+from workbench.relax import printer as _printer  # noqa: F401 (registers)
+from workbench.relax.block_builder import BlockBuilder
+from workbench.relax import op
+from workbench.relax.op.base import call_tir
+from workbench.relax.op.registry import OpError
+from workbench.relax.expr_functor import ExprMutator, ExprVisitor
+from workbench.relax import analysis, transform
+from workbench.relax import frontend
+
+__all__ = [
+    "GlobalVar", "StructInfo", "ObjectStructInfo", "PrimStructInfo", "ShapeStructInfo",
+    "TensorStructInfo", "TupleStructInfo", "FuncStructInfo", "Expr", "Var", "DataflowVar",
+    "Constant", "const", "PrimValue", "StringImm", "ShapeExpr", "ExternFunc", "Op", "Tuple",
+    "TupleGetItem", "Call", "If", "Binding", "VarBinding", "MatchCast", "BindingBlock",
+    "DataflowBlock", "SeqExpr", "Function", "get_struct_info", "BlockBuilder", "op",
+    "call_tir", "OpError", "ExprMutator", "ExprVisitor", "analysis", "transform", "frontend",
+]

@@ -1,0 +1,35 @@
+"""Relax operators (``relax.op``): constructors that build op calls.
+
+Each family module registers its ops with their struct-info inference, legalization and numpy
+rules (see :mod:`workbench.relax.op.registry`). ``relax.op.nn`` holds the neural-network ops.
+"""
+from workbench.relax.op.base import call_tir
+from workbench.relax.op.binary import (
+    add, divide, equal, floor_divide, floor_mod, greater, greater_equal, less, less_equal,
+    logical_and, logical_or, maximum, minimum, mod, multiply, not_equal, power, subtract,
+)
+from workbench.relax.op.datatype import astype
+from workbench.relax.op.index import strided_slice, take
+from workbench.relax.op.linear_algebra import linear, matmul
+from workbench.relax.op.manipulate import (
+    broadcast_to, concat, expand_dims, flatten, permute_dims, reshape, split, squeeze,
+)
+from workbench.relax.op.search import argmax, argmin, where
+from workbench.relax.op.statistical import max, mean, min, prod, sum  # noqa: A004
+from workbench.relax.op.unary import (
+    abs, ceil, clip, cos, erf, exp, floor, log, logical_not, negative, round, rsqrt, sigmoid,
+    sin, sqrt, square, tanh,
+)
+from workbench.relax.op import nn
+from workbench.relax.op.registry import get_op, list_ops, OpError
+
+__all__ = [
+    "call_tir", "add", "subtract", "multiply", "divide", "floor_divide", "mod", "floor_mod",
+    "power", "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater",
+    "greater_equal", "logical_and", "logical_or", "astype", "strided_slice", "take", "matmul",
+    "linear", "broadcast_to", "concat", "expand_dims", "flatten", "permute_dims", "reshape",
+    "split", "squeeze", "argmax", "argmin", "where", "sum", "mean", "max", "min", "prod",
+    "abs", "ceil", "clip", "cos", "erf", "exp", "floor", "log", "logical_not", "negative",
+    "round", "rsqrt", "sigmoid", "sin", "sqrt", "square", "tanh", "nn", "get_op", "list_ops",
+    "OpError",
+]

@@ -1,0 +1,208 @@
+"""``AnnotateTIROpPattern``: classify each PrimFunc for operator fusion (TVM's rules).
+
+Every PrimFunc of the module gets the attr ``op_pattern`` (an int, :class:`OpPatternKind`),
+unless it already has one. The kind comes from the function's blocks, each judged by how its
+single store's indices relate to its loads' indices (TVM's ``PatternKindAnalyzer``):
+
+- every load indexed exactly like the store -> ``kElemWise``;
+- loads whose indices are an in-order subset of the store's vars (unit dims may be 0) ->
+  ``kBroadcast`` (but ``kElemWise`` when some other load is elementwise: ``A[i, j] + B[j]``);
+- loads whose indices only use the store's vars -> ``kInjective``;
+- otherwise, a block with reduction iter vars is ``kOutEWiseFusable`` when its body is a
+  multiply-accumulate with reuse (matmul, conv) or reads through non-trivial reduce indices
+  (pooling), else ``kCommReduce``; a block without reduction is ``kOpaque``.
+
+The function's kind is the maximum over its blocks, except that an injective output block after a
+reduction makes ``kOutEWiseFusable`` (softmax, layer_norm). Blocks with several stores, or stores
+not indexed by plain variables, are ``kOpaque``.
+"""
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+from workbench.ir.module import IRModule
+from workbench.ir.structural import structural_equal
+from workbench.tir.expr import Add, BufferLoad, IntImm, Mul, Var
+from workbench.tir.function import PrimFunc
+from workbench.tir.functor import IRVisitor, post_order_visit, uses_var
+from workbench.tir.stmt import Block, BufferStore, IterType
+
+
+class OpPatternKind(IntEnum):
+    kElemWise = 0
+    kBroadcast = 1
+    kInjective = 2
+    kCommReduce = 3
+    kOutEWiseFusable = 4
+    kTuple = 7
+    kOpaque = 8
+
+
+K = OpPatternKind
+
+
+class _Accesses(IRVisitor):
+    def __init__(self) -> None:
+        self.loads: list[BufferLoad] = []
+        self.stores: list[BufferStore] = []
+        self.nested = False
+
+    def visit_BufferLoad(self, e: BufferLoad) -> None:
+        self.loads.append(e)
+        self.generic_visit(e)
+
+    def visit_BufferStore(self, s: BufferStore) -> None:
+        self.stores.append(s)
+        self.generic_visit(s)
+
+    def visit_Block(self, b: Block) -> None:
+        self.nested = True
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a is b or structural_equal(a, b)
+
+
+def _is_elemwise(store: BufferStore, load: BufferLoad) -> bool:
+    return len(store.indices) == len(load.indices) and all(
+        _same(a, b) for a, b in zip(store.indices, load.indices))
+
+
+def _is_broadcast(store: BufferStore, load: BufferLoad) -> bool:
+    j = 0
+    for dim, idx in zip(load.buffer.shape, load.indices):
+        if isinstance(dim, IntImm) and dim.value == 1 and isinstance(idx, IntImm) and idx.value == 0:
+            continue  # a unit dimension read at 0
+        while j < len(store.indices) and not _same(store.indices[j], idx):
+            j += 1
+        if j == len(store.indices):
+            return False
+    return True
+
+
+def _store_vars(store: BufferStore) -> set[int] | None:
+    if not all(isinstance(i, Var) for i in store.indices):
+        return None
+    return {id(i) for i in store.indices}
+
+
+def _is_injective(store: BufferStore, load: BufferLoad) -> bool:
+    vars_ = _store_vars(store)
+    if vars_ is None:
+        return False
+    return not any(uses_var(i, lambda v: id(v) not in vars_) for i in load.indices)
+
+
+def _allows_reuse(store: BufferStore, load: BufferLoad) -> bool:
+    vars_ = _store_vars(store)
+    if vars_ is None:
+        return False
+    left = set(vars_)
+
+    def drop(n: Any) -> None:
+        if isinstance(n, Var):
+            left.discard(id(n))
+    for i in load.indices:
+        post_order_visit(i, drop)
+    return bool(left)
+
+
+def _is_fma(body: Any) -> bool:
+    if not isinstance(body, BufferStore) or not isinstance(body.value, Add):
+        return False
+    lhs, rhs = body.value.a, body.value.b
+    if not (isinstance(lhs, BufferLoad) and isinstance(rhs, Mul)):
+        return False
+    incremental = lhs.buffer is body.buffer and _is_elemwise(body, lhs)
+    a, b = _strip_cast(rhs.a), _strip_cast(rhs.b)
+    return (incremental and isinstance(a, BufferLoad) and isinstance(b, BufferLoad)
+            and _allows_reuse(body, a) and _allows_reuse(body, b))
+
+
+def _strip_cast(e: Any) -> Any:
+    # Mixed-precision kernels wrap their operands in casts; TVM sees through them too.
+    from workbench.tir.expr import Cast
+    return e.value if isinstance(e, Cast) else e
+
+
+def _is_pure_reduce(reduce_vars: list[Var], indices: Any) -> bool:
+    ids = {id(v) for v in reduce_vars}
+    for e in indices:
+        if uses_var(e, lambda v: id(v) in ids) and not (isinstance(e, Var) and id(e) in ids):
+            return False
+    return True
+
+
+class _PatternAnalyzer(IRVisitor):
+    def __init__(self, func: PrimFunc):
+        self.kind = K.kElemWise
+        self.params = {id(b) for b in func.buffer_map.values()}
+        self.root_seen = False
+
+    def visit_Block(self, block: Block) -> None:
+        if not self.root_seen and not block.iter_vars and block.name_hint == "root":
+            self.root_seen = True
+            self.visit(block.body)
+            return
+        if self.kind == K.kOpaque:
+            return
+        acc = _Accesses()
+        acc.visit(block.body)
+        if acc.nested or len(acc.stores) != 1:
+            self.kind = K.kOpaque
+            return
+        store = acc.stores[0]
+        pattern, has_elemwise = K.kElemWise, False
+        for load in acc.loads:
+            if _is_elemwise(store, load):
+                has_elemwise = True
+            elif _is_broadcast(store, load):
+                pattern = max(pattern, K.kBroadcast)
+            elif _is_injective(store, load):
+                pattern = max(pattern, K.kInjective)
+            else:
+                pattern = K.kOpaque
+                break
+        if pattern == K.kBroadcast and has_elemwise:
+            pattern = K.kElemWise
+        if pattern != K.kOpaque:
+            if id(store.buffer) in self.params and self.kind == K.kCommReduce:
+                self.kind = K.kOutEWiseFusable  # reduce then injective output: softmax
+            else:
+                self.kind = max(self.kind, pattern)
+            return
+        reduce_vars = [iv.var for iv in block.iter_vars if iv.iter_type == IterType.COMM_REDUCE]
+        if not reduce_vars:
+            self.kind = K.kOpaque
+            return
+        if _is_fma(block.body):
+            self.kind = max(self.kind, K.kOutEWiseFusable)
+            return
+        if any(not _is_pure_reduce(reduce_vars, load.indices) for load in acc.loads):
+            self.kind = max(self.kind, K.kOutEWiseFusable)
+            return
+        self.kind = max(self.kind, K.kCommReduce)
+
+
+def analyze_op_pattern(func: PrimFunc) -> OpPatternKind:
+    """The fusion pattern of ``func`` (see the module docstring)."""
+    analyzer = _PatternAnalyzer(func)
+    analyzer.visit(func.body)
+    return analyzer.kind
+
+
+class AnnotateTIROpPattern:
+    """The pass object: ``mod = AnnotateTIROpPattern()(mod)``; sets ``op_pattern`` attrs."""
+
+    name = "AnnotateTIROpPattern"
+
+    def __call__(self, mod: IRModule) -> IRModule:
+        out = mod.copy()
+        for name, func in mod.items():
+            if isinstance(func, PrimFunc) and "op_pattern" not in func.attrs:
+                out[name] = func.with_attr("op_pattern", int(analyze_op_pattern(func)))
+        return out
+
+
+__all__ = ["AnnotateTIROpPattern", "OpPatternKind", "analyze_op_pattern"]
