@@ -13,6 +13,7 @@ import llvmlite.ir as ir
 
 from workbench.ir import dtype as dt
 from workbench.codegen.llvm_types import I1
+from workbench.codegen.vector_math import vector_math_call
 
 # LLVM intrinsics that accept scalars and vectors of float.
 _LLVM_FLOAT_UNARY = {
@@ -66,9 +67,16 @@ def _in_float32(ctx, call, args, emit: Callable) -> ir.Value:
     return ctx.b.fptrunc(emit(wide), args[0].type)
 
 
-def _llvm_unary(name: str):
+def _llvm_unary(name: str, func: str | None = None):
+    def emit(ctx, a):
+        if func is not None:
+            vec = vector_math_call(ctx, func, a)
+            if vec is not None:
+                return vec
+        return llvm_intrinsic(ctx, name, a)
+
     def rule(ctx, call, args):
-        return _in_float32(ctx, call, args, lambda a: llvm_intrinsic(ctx, name, a))
+        return _in_float32(ctx, call, args, lambda a: emit(ctx, a))
     return rule
 
 
@@ -82,6 +90,9 @@ def _libm(name: str):
         return ctx.b.call(fn, vals)
 
     def emit(ctx, vals):
+        vec = vector_math_call(ctx, name, vals)
+        if vec is not None:
+            return vec
         return ctx.per_lane(lambda lanes: scalar_call(ctx, lanes), vals)
 
     def rule(ctx, call, args):
@@ -99,7 +110,7 @@ def _sigmoid(ctx, call, args):
     def emit(a):
         x = a[0]
         neg = ctx.b.fneg(x)
-        e = llvm_intrinsic(ctx, "llvm.exp", [neg])
+        e = vector_math_call(ctx, "exp", [neg]) or llvm_intrinsic(ctx, "llvm.exp", [neg])
         return ctx.b.fdiv(_const_like(x.type, 1.0), ctx.b.fadd(_const_like(x.type, 1.0), e))
     return _in_float32(ctx, call, args, emit)
 
@@ -157,7 +168,7 @@ def _popcount(ctx, call, args):
 
 
 INTRINSIC_RULES: dict[str, Callable] = {
-    **{name: _llvm_unary(intr) for name, intr in _LLVM_FLOAT_UNARY.items()},
+    **{name: _llvm_unary(intr, name) for name, intr in _LLVM_FLOAT_UNARY.items()},
     **{name: _libm(name) for name in _LIBM},
     "sigmoid": _sigmoid, "rsqrt": _rsqrt, "abs": _abs,
     "isnan": _isnan, "isinf": _isinf, "isfinite": _isfinite,

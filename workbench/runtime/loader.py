@@ -97,6 +97,32 @@ def _load_gomp() -> tuple[ctypes.CDLL | None, str | None]:
     return lib, None
 
 
+# -- libmvec (glibc's vector math: exp, log, tanh, ... on SIMD registers) -----------------
+
+_mvec_loaded = False
+
+
+def uses_mvec(obj: bytes) -> bool:
+    """Does this object code call glibc vector-ABI math functions (``_ZGV...``)?"""
+    return b"_ZGV" in obj
+
+
+def ensure_mvec(required: bool) -> None:
+    """Load libmvec process-wide once so MCJIT resolves its ``_ZGV*`` symbols."""
+    global _mvec_loaded
+    if _mvec_loaded or not required:
+        return
+    import llvmlite.binding as llvm
+    name = ctypes.util.find_library("mvec")
+    if name is None:
+        raise RuntimeError("this module calls glibc vector math (libmvec) but libmvec could "
+                           "not be found; rebuild it on this machine")
+    with _lock:
+        llvm.load_library_permanently(name)
+        ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+        _mvec_loaded = True
+
+
 def apply_num_threads() -> None:
     """Make the calling thread's OpenMP default thread count follow the ``num_threads`` option.
     Cheap when nothing changed: one thread-local read and an integer comparison."""
@@ -134,6 +160,7 @@ def load_object(obj: bytes) -> LoadedCode:
         raise ValueError("object code is not an ELF/Mach-O/COFF object file "
                          f"(starts with {bytes(obj[:4])!r})")
     ensure_gomp(required=uses_gomp(obj))
+    ensure_mvec(required=uses_mvec(obj))
     _init_llvm()
     with _lock:
         target = llvm.Target.from_default_triple()
@@ -180,6 +207,7 @@ def load_shared(data: bytes, origin: str) -> LoadedCode:
     if data[:4] != b"\x7fELF":
         raise ValueError(f"{origin} is not an ELF shared library")
     ensure_gomp(required=b"GOMP_" in data)
+    ensure_mvec(required=uses_mvec(data))
     try:
         lib = ctypes.CDLL(_private_copy(data), mode=ctypes.RTLD_LOCAL)
     except OSError as err:
@@ -221,6 +249,8 @@ def link_shared(objects: list[bytes], path: str, need_gomp: bool) -> None:
         cmd = [cc, "-shared", "-o", out, *files, "-lm"]
         if need_gomp:
             cmd.append("-lgomp")
+        if any(uses_mvec(o) for o in objects):
+            cmd.append("-lmvec")
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             hint = ""

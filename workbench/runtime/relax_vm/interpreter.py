@@ -29,7 +29,7 @@ is running; the fast loop checks that with one list lookup per *function* call.
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from ..ndarray import NDArray
 from ..packed_func import PackedFunc
@@ -38,21 +38,33 @@ from .bytecode import BEGIN_SPECIAL_REG, VM_REG, VOID_REG, ArgKind, Call, Goto, 
 from .executable import Executable, VMFuncInfo, VMFuncKind
 from .objects import InternalError, VMClosure, shape_string
 
-__all__ = ["Interpreter", "SKIP_RUN"]
+__all__ = ["Interpreter", "SKIP_RUN", "CallSite"]
 
 CALL, RET, GOTO, IF, END = 0, 1, 2, 3, 4
 SKIP_RUN = 1
 
 
-class Hooks:
-    """What the slow loop consults: the instrument and the running profiler (or None)."""
+class CallSite(NamedTuple):
+    """Where the Call an instrument is being told about sits: the VM function, the
+    instruction's index inside it, and its global instruction index (TVM's ``pc``)."""
 
-    __slots__ = ("active", "instrument", "profiler")
+    function: str
+    index: int
+    pc: int
+
+
+class Hooks:
+    """What the slow loop consults: the instrument and the running profiler (or None).
+    ``position`` is the :class:`CallSite` of the Call the instrument is being called for
+    (set by the slow loop just before each instrument event; stale outside them)."""
+
+    __slots__ = ("active", "instrument", "profiler", "position")
 
     def __init__(self) -> None:
         self.active = [False]        # a list so runners read it with one subscript
         self.instrument: Callable[..., Any] | None = None
         self.profiler: Any = None
+        self.position: CallSite | None = None
 
     def update(self) -> None:
         self.active[0] = self.instrument is not None or (
@@ -248,7 +260,8 @@ def _run_hooked(func: VMFuncInfo, regs: list, code: list, info: list, hooks: Hoo
         if op == CALL:
             callee, name = info[pc]
             args = tuple(b(regs))
-            regs[c] = _hooked_call(a, callee, name, args, hooks)
+            site = CallSite(func.name, pc, func.start_instr + pc)
+            regs[c] = _hooked_call(a, callee, name, args, hooks, site)
             pc += 1
         elif op == RET:
             return regs[a]
@@ -261,7 +274,7 @@ def _run_hooked(func: VMFuncInfo, regs: list, code: list, info: list, hooks: Hoo
 
 
 def _hooked_call(fn: Callable[..., Any], callee: Any, name: str, args: tuple,
-                 hooks: Hooks) -> Any:
+                 hooks: Hooks, site: CallSite | None = None) -> Any:
     profiler = hooks.profiler
     opened = False
     if profiler is not None and profiler.is_running():
@@ -274,10 +287,12 @@ def _hooked_call(fn: Callable[..., Any], callee: Any, name: str, args: tuple,
         instrument = hooks.instrument
         if instrument is None:
             return fn(*args)
+        hooks.position = site
         action = instrument(callee, name, True, None, *args)
         if isinstance(action, int) and not isinstance(action, bool) and action == SKIP_RUN:
             return None
         result = fn(*args)
+        hooks.position = site  # a nested VM function's calls moved it
         instrument(callee, name, False, result, *args)
         return result
     finally:

@@ -36,7 +36,7 @@ from ..profiling.report import Report
 from ..registry import get_global_func
 from . import builtins as _builtins
 from .executable import Executable
-from .interpreter import Interpreter
+from .interpreter import CallSite, Interpreter
 from .objects import InternalError, ShapeTuple, Storage, VMClosure
 
 __all__ = ["VirtualMachine", "VMInstrumentReturnKind"]
@@ -273,6 +273,14 @@ class VirtualMachine:
         hooks = self._interp.hooks
         hooks.instrument = instrument
         hooks.update()
+
+    @property
+    def instrument_position(self) -> CallSite | None:
+        """Inside an instrument callback: the ``CallSite(function, index, pc)`` of the Call it
+        is called for (VM function name, instruction index in it, global instruction index).
+        Not in TVM; meaningful only during a callback, and only for the thread running the
+        VM (one position per VM)."""
+        return self._interp.hooks.position
 
     # -- timing and profiling --------------------------------------------------------------------
     def time_evaluator(self, func_name: str, dev: Device, number: int = 10, repeat: int = 1,

@@ -1,0 +1,97 @@
+"""LocalBuilder: builds in worker processes, survives exceptions, hangs and crashes."""
+import os
+
+import numpy as np
+import pytest
+
+import workbench as wb
+from workbench.meta_schedule.builder import (
+    Builder, BuilderInput, BuilderResult, LocalBuilder, PyBuilder,
+)
+
+import ms_workloads
+from ms_workloads import matmul, scheduled
+
+
+@pytest.fixture(scope="module")
+def builder():
+    b = LocalBuilder(max_workers=2, timeout_sec=60)
+    yield b
+    b.shutdown()
+
+
+def _check_matmul_artifact(path, n):
+    rt = wb.runtime.load_module(path)
+    a, b = np.random.rand(n, n).astype("float32"), np.random.rand(n, n).astype("float32")
+    c = wb.nd.empty((n, n), "float32")
+    rt["main"](wb.nd.array(a), wb.nd.array(b), c)
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-5)
+
+
+def test_build_success_artifacts_in_fresh_dirs(builder):
+    mods = [matmul(16), scheduled(matmul(24), 4).mod, matmul(8)]
+    results = builder.build([BuilderInput(m, "llvm") for m in mods])
+    assert all(r.error_msg is None for r in results), results
+    paths = [r.artifact_path for r in results]
+    assert len({os.path.dirname(p) for p in paths}) == 3
+    for path, n in zip(paths, (16, 24, 8)):
+        assert path.endswith(".o") and os.path.isfile(path)
+        _check_matmul_artifact(path, n)
+    pids_before = builder._pool._pool  # the pool survives between calls
+    assert builder.build([BuilderInput(matmul(16), "llvm")])[0].error_msg is None
+    assert builder._pool._pool is pids_before
+    assert builder.worker_startup_seconds is not None
+
+
+def test_build_exception_is_reported():
+    b = LocalBuilder(max_workers=1, f_build=ms_workloads.build_raises)
+    try:
+        (res,) = b.build([BuilderInput(matmul(8), "llvm")])
+    finally:
+        b.shutdown()
+    assert res.artifact_path is None
+    assert res.error_msg.startswith("LocalBuilder: An exception occurred\nTraceback")
+    assert "ValueError: boom" in res.error_msg
+
+
+def test_build_timeout_kills_only_the_slow_job():
+    b = LocalBuilder(max_workers=2, timeout_sec=2, f_build=ms_workloads.build_sleepy)
+    try:
+        mods = [matmul(8), matmul(16).with_attr("test_sleep", 120), matmul(24), matmul(8)]
+        results = b.build([BuilderInput(m, "llvm") for m in mods])
+        assert results[1].error_msg == "LocalBuilder: Timeout, killed after 2 seconds"
+        assert results[1].artifact_path is None
+        for i in (0, 2, 3):
+            assert results[i].error_msg is None, results[i].error_msg
+        _check_matmul_artifact(results[2].artifact_path, 24)
+        # the pool was recreated: the next batch works
+        assert b.build([BuilderInput(matmul(16), "llvm")])[0].error_msg is None
+    finally:
+        b.shutdown()
+
+
+def test_worker_crash_is_pinned_on_its_job():
+    b = LocalBuilder(max_workers=2, timeout_sec=60, f_build=ms_workloads.build_aborts_if_marked)
+    try:
+        mods = [matmul(8), matmul(16).with_attr("test_abort", True), matmul(24)]
+        results = b.build([BuilderInput(m, "llvm") for m in mods])
+        assert results[1].error_msg.startswith("LocalBuilder: The worker process crashed")
+        assert "SIGABRT" in results[1].error_msg
+        assert results[0].error_msg is None and results[2].error_msg is None
+        _check_matmul_artifact(results[0].artifact_path, 8)
+    finally:
+        b.shutdown()
+
+
+def test_builder_create_and_py_builder():
+    b = Builder.create("local", max_workers=1)
+    assert isinstance(b, LocalBuilder) and b.timeout_sec == 30.0
+    with pytest.raises(ValueError, match="local"):
+        Builder.create("rpc")
+
+    class Echo(PyBuilder):
+        def build(self, build_inputs):
+            return [BuilderResult(None, f"no build for {list(bi.mod)}") for bi in build_inputs]
+
+    (res,) = Echo().build([BuilderInput(matmul(8), "llvm")])
+    assert res.error_msg == "no build for ['main']"

@@ -1,0 +1,83 @@
+"""Postproc: a rule applied to a finished schedule before it is measured.
+
+Lifecycle (as TVM): ``_initialize_with_tune_context(ctx)`` once, then ``apply(sch) -> bool``
+on each candidate *after* ``sch.enter_postproc()``: the postproc's own primitive calls land in
+the trace behind the ``EnterPostproc`` marker. Returning False (or raising) rejects the
+candidate. ``clone()`` deep-copies.
+
+``Postproc.create(kind)``: ``"llvm"`` (alias ``"cpu"``) gives the default **list**; a single
+postproc name (``"disallow-dynamic-loop"``, ``"rewrite-parallel-vectorize-unroll"``,
+``"rewrite-reduction-block"``, ``"verify-cpu-code"``) gives one postproc.
+
+Part 1 note: the llvm list is TVM's DefaultLLVM minus RewriteLayout (Workbench functions
+declare no layout-free buffers yet); part 2 completes it.
+"""
+from __future__ import annotations
+
+import abc
+import copy
+from typing import TYPE_CHECKING, Any, Callable
+
+from workbench.tir.schedule import Schedule
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workbench.meta_schedule.tune_context import TuneContext
+
+__all__ = ["Postproc", "PyPostproc", "register_postproc"]
+
+_SINGLE: dict[str, Callable[[], "Postproc"]] = {}
+
+
+def register_postproc(name: str) -> Callable[[type], type]:
+    def wrap(cls: type) -> type:
+        _SINGLE[name] = cls
+        return cls
+    return wrap
+
+
+class Postproc(abc.ABC):
+    """Rewrites or checks a schedule; ``apply`` returns whether the schedule is acceptable."""
+
+    def _initialize_with_tune_context(self, context: "TuneContext") -> None:
+        """Read what the postproc needs from the tuning context (default: nothing)."""
+
+    @abc.abstractmethod
+    def apply(self, sch: Schedule) -> bool:
+        """Post-process ``sch`` in place; False rejects it."""
+
+    def clone(self) -> "Postproc":
+        return copy.deepcopy(self)
+
+    def __str__(self) -> str:
+        return type(self).__name__
+
+    @staticmethod
+    def create(kind: str) -> Any:
+        """The default list for a target kind, or one postproc by name (module docstring)."""
+        from workbench.meta_schedule import postproc as _p  # noqa: F401 (registers)
+        if kind in ("llvm", "cpu"):
+            from workbench.meta_schedule.postproc.disallow_dynamic_loop import (
+                DisallowDynamicLoop,
+            )
+            from workbench.meta_schedule.postproc.rewrite_parallel_vectorize_unroll import (
+                RewriteParallelVectorizeUnroll,
+            )
+            from workbench.meta_schedule.postproc.rewrite_reduction_block import (
+                RewriteReductionBlock,
+            )
+            return [DisallowDynamicLoop(), RewriteParallelVectorizeUnroll(),
+                    RewriteReductionBlock()]
+        if kind in _SINGLE:
+            return _SINGLE[kind]()
+        if kind in ("cuda", "cuda-tensorcore", "hexagon"):
+            raise ValueError(f"Postproc.create: target kind {kind!r} is not supported; "
+                             "Workbench compiles for CPUs ('llvm') only")
+        raise ValueError(f"Postproc.create: unknown kind {kind!r}; expected 'llvm' or one of "
+                         f"{', '.join(sorted(_SINGLE))}")
+
+
+class PyPostproc(Postproc):
+    """Base for user postprocessors (decorate with ``@derived_object``): implement ``apply``."""
+
+    _tvm_metadata = {"cls": Postproc,
+                     "methods": ["_initialize_with_tune_context", "apply", "clone", "__str__"]}

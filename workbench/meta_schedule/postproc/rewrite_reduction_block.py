@@ -1,0 +1,33 @@
+"""RewriteReductionBlock: split every reduction block's init out with ``decompose_reduction``
+at its first non-data-parallel loop (reference meta_schedule.md section 5 item 3)."""
+from __future__ import annotations
+
+from workbench.meta_schedule.postproc.postproc import Postproc, register_postproc
+from workbench.tir.schedule import Schedule
+from workbench.tir.schedule.primitive.block_scope import loop_iter_type
+from workbench.tir.stmt import IterType
+
+
+@register_postproc("rewrite-reduction-block")
+class RewriteReductionBlock(Postproc):
+    def apply(self, sch: Schedule) -> bool:
+        while True:
+            target = self._next(sch)
+            if target is None:
+                return True
+            name, depth = target
+            block = sch.get_sblock(name)
+            loops = sch.get_loops(block)
+            sch.decompose_reduction(block, loops[depth])
+
+    @staticmethod
+    def _next(sch: Schedule) -> tuple[str, int] | None:
+        """The first block with an init and the depth of its first reduction-ish loop."""
+        for name in sch._index().block_order:
+            info = sch._index().blocks[name]
+            if info.block.init is None:
+                continue
+            for depth, loop in enumerate(info.loops):
+                if loop_iter_type(loop) != IterType.DATA_PAR:
+                    return name, depth
+        return None
