@@ -13,7 +13,7 @@ Typical use::
 from workbench import nd, options, runtime
 from workbench.runtime import Device, cpu, device, get_global_func, register_func
 from workbench.ir import IRModule
-from workbench import ir, target, te, tir
+from workbench import ir, target, te, tir, topi, relax
 from workbench.target import Target
 from workbench.driver import build, compile, lower
 
@@ -21,5 +21,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "nd", "options", "runtime", "Device", "cpu", "device", "get_global_func", "register_func",
-    "IRModule", "ir", "target", "te", "tir", "Target", "build", "compile", "lower",
+    "IRModule", "ir", "target", "te", "tir", "topi", "relax", "Target", "build", "compile",
+    "lower",
 ]

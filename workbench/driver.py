@@ -21,5 +21,16 @@ def build(mod: IRModule | PrimFunc, target: Any = "llvm", name: str | None = Non
 
 
 def compile(mod: IRModule | PrimFunc, target: Any = "llvm", **kwargs: Any):  # noqa: A001
-    """Compile a module: PrimFuncs give a runtime Module with one function each."""
+    """Compile a module, as ``tvm.compile``: a module with Relax (graph) functions gives a VM
+    ``Executable`` (``relax.build``; keyword arguments ``params``, ``fuse``, ``plan_memory``,
+    ``relax_pipeline``, ``instrument``); PrimFuncs alone give a runtime Module with one
+    function each."""
+    if isinstance(mod, IRModule) and _has_relax_function(mod):
+        from workbench.relax.vm_build import build as relax_build  # floor 4, imported lazily
+        return relax_build(mod, target, **kwargs)
     return build(mod, target, **kwargs)
+
+
+def _has_relax_function(mod: IRModule) -> bool:
+    return any(not isinstance(f, PrimFunc) and type(f).__name__ == "Function"
+               for _, f in mod.items())

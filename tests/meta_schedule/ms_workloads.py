@@ -4,6 +4,7 @@ Functions that run inside builder/runner worker processes live here (module leve
 spawned workers can import them by name.
 """
 import os
+import shutil
 import time
 
 import numpy as np
@@ -55,6 +56,13 @@ def infinite_loop():
     body = S.While(tir.const(True),
                    S.BufferStore(A, A[tir.const(0)] + 1.0, (tir.const(0),)))
     return wb.IRModule({"main": tir.prim_func([A], body)})
+
+
+def remove_artifacts(results):
+    """Delete the temp dirs of BuilderResults (what RemoveBuildArtifact does in tuning)."""
+    for r in results:
+        if getattr(r, "artifact_path", None):
+            shutil.rmtree(os.path.dirname(r.artifact_path), ignore_errors=True)
 
 
 # ---- worker-side functions (must be importable by name) ---------------------------------------

@@ -1,5 +1,6 @@
 """LocalBuilder: builds in worker processes, survives exceptions, hangs and crashes."""
 import os
+import signal
 
 import numpy as np
 import pytest
@@ -13,9 +14,26 @@ import ms_workloads
 from ms_workloads import matmul, scheduled
 
 
+class TrackingBuilder(LocalBuilder):
+    """Remembers its results so the test module removes the artifacts it made."""
+
+    made = []
+
+    def build(self, build_inputs):
+        results = super().build(build_inputs)
+        self.made.extend(results)
+        return results
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cleanup():
+    yield
+    ms_workloads.remove_artifacts(TrackingBuilder.made)
+
+
 @pytest.fixture(scope="module")
 def builder():
-    b = LocalBuilder(max_workers=2, timeout_sec=60)
+    b = TrackingBuilder(max_workers=2, timeout_sec=60)
     yield b
     b.shutdown()
 
@@ -43,8 +61,17 @@ def test_build_success_artifacts_in_fresh_dirs(builder):
     assert builder.worker_startup_seconds is not None
 
 
+def test_pool_recovers_from_a_worker_killed_while_idle(builder):
+    assert builder.build([BuilderInput(matmul(8), "llvm")])[0].error_msg is None
+    victim = next(iter(builder._pool._procs.values()))
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.join(5)
+    results = builder.build([BuilderInput(matmul(n), "llvm") for n in (8, 16, 24)])
+    assert [r.error_msg for r in results] == [None] * 3
+
+
 def test_build_exception_is_reported():
-    b = LocalBuilder(max_workers=1, f_build=ms_workloads.build_raises)
+    b = TrackingBuilder(max_workers=1, f_build=ms_workloads.build_raises)
     try:
         (res,) = b.build([BuilderInput(matmul(8), "llvm")])
     finally:
@@ -55,7 +82,7 @@ def test_build_exception_is_reported():
 
 
 def test_build_timeout_kills_only_the_slow_job():
-    b = LocalBuilder(max_workers=2, timeout_sec=2, f_build=ms_workloads.build_sleepy)
+    b = TrackingBuilder(max_workers=2, timeout_sec=2, f_build=ms_workloads.build_sleepy)
     try:
         mods = [matmul(8), matmul(16).with_attr("test_sleep", 120), matmul(24), matmul(8)]
         results = b.build([BuilderInput(m, "llvm") for m in mods])
@@ -71,7 +98,7 @@ def test_build_timeout_kills_only_the_slow_job():
 
 
 def test_worker_crash_is_pinned_on_its_job():
-    b = LocalBuilder(max_workers=2, timeout_sec=60, f_build=ms_workloads.build_aborts_if_marked)
+    b = TrackingBuilder(max_workers=2, timeout_sec=60, f_build=ms_workloads.build_aborts_if_marked)
     try:
         mods = [matmul(8), matmul(16).with_attr("test_abort", True), matmul(24)]
         results = b.build([BuilderInput(m, "llvm") for m in mods])
@@ -95,3 +122,10 @@ def test_builder_create_and_py_builder():
 
     (res,) = Echo().build([BuilderInput(matmul(8), "llvm")])
     assert res.error_msg == "no build for ['main']"
+
+
+def test_unpicklable_build_function_is_a_clear_error():
+    b = TrackingBuilder(max_workers=1, f_build=lambda mod, target, params: None)
+    with pytest.raises(TypeError, match="module-level"):
+        b.build([BuilderInput(matmul(8), "llvm")])
+    assert b.build([]) == []

@@ -14,7 +14,7 @@ from workbench.meta_schedule.database import (
     ScheduleFnDatabase, TuningRecord, UnionDatabase, Workload,
 )
 from workbench.target import Target
-from workbench.tir.schedule import Schedule, Trace
+from workbench.tir.schedule import Schedule
 
 from ms_workloads import matmul, scheduled
 
@@ -389,3 +389,18 @@ def test_cut_short_last_line_is_closed_before_appending(tmp_path):
     with pytest.warns(DatabaseWarning, match=":2:"):
         third = JSONDatabase(work_dir=str(tmp_path))
     assert [r.run_secs for r in third.get_all_tuning_records()] == [[1.0], [2.0]]
+
+
+def test_record_details(tmp_path):
+    wl = Workload(matmul(16))
+    body = record(wl, [1.0]).as_json()
+    body[1] = [1, 2]  # integer seconds are accepted, as in TVM
+    assert TuningRecord.from_json(body, wl).run_secs == [1.0, 2.0]
+    body[1] = ["fast"]
+    with pytest.raises(ValueError, match="run_secs"):
+        TuningRecord.from_json(body, wl)
+    search_strategy = pytest.importorskip("workbench.meta_schedule.search_strategy")
+    cand = record(wl, [1.0]).as_measure_candidate()
+    assert isinstance(cand, search_strategy.MeasureCandidate)
+    assert structural_equal(cand.sch.mod, scheduled(wl.mod, 4).mod)
+    assert cand.args_info == ArgInfo.from_entry_func(wl.mod)

@@ -25,7 +25,9 @@ import concurrent.futures as cf
 import faulthandler
 import multiprocessing as mp
 import os
+import pickle
 import signal
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -102,9 +104,23 @@ def _worker_setup(initializer: Callable[[], None] | None) -> None:
         initializer()
 
 
-def _call_job(fn: Callable[..., Any], args: Sequence[Any], snapshot: dict[str, Any]) -> tuple:
+def _pack(fn: Callable[..., Any], args: Sequence[Any]) -> bytes:
+    """Pickle a job in the parent. Unpickling happens inside the worker's try block, so a
+    function the worker cannot import (say, one defined in a notebook's ``__main__``) comes
+    back as an ordinary error with its traceback instead of killing the worker."""
+    try:
+        return pickle.dumps((fn, tuple(args)), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as err:  # noqa: BLE001
+        raise TypeError(f"cannot send {getattr(fn, '__name__', fn)!r} and its arguments to a "
+                        f"worker process: {err}. Worker functions (f_build, f_export, "
+                        "f_alloc_argument, f_run_evaluator, ...) must be module-level "
+                        "functions of an importable module") from err
+
+
+def _call_job(payload: bytes, snapshot: dict[str, Any]) -> tuple:
     try:
         _apply_options(snapshot)
+        fn, args = pickle.loads(payload)
         return ("ok", fn(*args))
     except BaseException:  # noqa: BLE001 - everything is reported to the parent
         return ("error", traceback.format_exc())
@@ -138,9 +154,15 @@ class TimedProcessPool:
         self.initializer = initializer
         self.startup_timeout = startup_timeout
         self._pool: cf.ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()  # one run() at a time: deadlines assume idle workers
+        # The worker Process objects of the current pool, kept here because the executor
+        # forgets them when it breaks, and their exit codes name a crash's signal.
+        self._procs: dict[int, Any] = {}
         self.startup_seconds: float | None = None  # of the last (re)start, for diagnostics
 
     def _ensure(self) -> cf.ProcessPoolExecutor:
+        if self._pool is not None and getattr(self._pool, "_broken", False):
+            self._restart()  # a worker died while idle (OOM killer, a stray signal)
         if self._pool is None:
             start = time.perf_counter()
             pool = cf.ProcessPoolExecutor(self.max_workers, mp_context=_context(),
@@ -156,8 +178,13 @@ class TimedProcessPool:
                 self._kill(pool)
                 raise
             self._pool = pool
+            self._procs = {}
+            self._remember_processes()
             self.startup_seconds = time.perf_counter() - start
         return self._pool
+
+    def _remember_processes(self) -> None:
+        self._procs.update(getattr(self._pool, "_processes", None) or {})
 
     @staticmethod
     def _kill(pool: cf.ProcessPoolExecutor) -> None:
@@ -178,10 +205,17 @@ class TimedProcessPool:
         if self._pool is not None:
             self._kill(self._pool)
             self._pool = None
+            self._procs = {}
 
     def run(self, fn: Callable[..., Any], jobs: Sequence[Sequence[Any]],
             timeout: float | None) -> list[Outcome]:
         """Run ``fn(*job)`` for every job; one Outcome per job, in order."""
+        payloads = [_pack(fn, job) for job in jobs]
+        with self._lock:
+            return self._run(payloads, timeout)
+
+    def _run(self, payloads: list[bytes], timeout: float | None) -> list[Outcome]:
+        jobs = payloads
         results: list[Outcome | None] = [None] * len(jobs)
         queue = collections.deque(range(len(jobs)))
         suspects: collections.deque[int] = collections.deque()
@@ -194,10 +228,18 @@ class TimedProcessPool:
                 source, window = (suspects, 1) if suspects else (queue, self.max_workers)
                 while source and len(inflight) < window:
                     idx = source.popleft()
-                    fut = pool.submit(_call_job, fn, tuple(jobs[idx]), snapshot)
+                    try:
+                        fut = pool.submit(_call_job, jobs[idx], snapshot)
+                    except cf.process.BrokenProcessPool:
+                        source.appendleft(idx)  # resubmitted to the next pool
+                        break
                     deadline = time.monotonic() + timeout if timeout is not None else \
                         float("inf")
                     inflight[fut] = (idx, deadline)
+                self._remember_processes()
+                if not inflight:  # the pool broke before taking anything: start afresh
+                    self._restart()
+                    continue
                 earliest = min(d for _, d in inflight.values())
                 wait_for = None if earliest == float("inf") else \
                     max(0.0, earliest - time.monotonic())
@@ -235,9 +277,25 @@ class TimedProcessPool:
 
     def _on_broken(self, broken: list[int], inflight: dict, results: list,
                    suspects: collections.deque, alone: bool) -> None:
-        exitcodes = [p.exitcode for p in
-                     (getattr(self._pool, "_processes", None) or {}).values()
-                     if p.exitcode not in (None, 0)]
+        self._remember_processes()
+        procs = list(self._procs.values())
+        for p in procs:  # the culprit is dead already; stop the survivors
+            if p.exitcode is None:
+                try:
+                    p.kill()
+                except (OSError, ValueError, AttributeError):
+                    pass
+        exitcodes = []
+        for p in procs:
+            try:
+                p.join(timeout=5)
+            except (OSError, ValueError, AssertionError):
+                pass
+            if p.exitcode not in (None, 0):
+                exitcodes.append(p.exitcode)
+        # Survivors die of SIGKILL (ours) or SIGTERM (the executor's); the culprit of
+        # something else, unless it was itself killed from outside.
+        exitcodes.sort(key=lambda code: code in (-signal.SIGTERM, -signal.SIGKILL))
         # Every other in-flight future of a broken pool fails too: collect them.
         for fut, (idx, _) in list(inflight.items()):
             broken.append(idx)
@@ -279,8 +337,8 @@ def _isolated_main(conn: Any, initializer: Callable[[], None] | None) -> None:
             return
         if msg is None:
             return
-        fn, args, snapshot = msg
-        conn.send(_call_job(fn, args, snapshot))
+        payload, snapshot = msg
+        conn.send(_call_job(payload, snapshot))
 
 
 class IsolatedWorker:
@@ -294,6 +352,7 @@ class IsolatedWorker:
         self._conn: Any = None
         self.startup_seconds: float | None = None
         self.starts = 0
+        self._lock = threading.Lock()  # the pipe carries one job at a time
 
     @property
     def pid(self) -> int | None:
@@ -334,10 +393,15 @@ class IsolatedWorker:
     def call(self, fn: Callable[..., Any], args: Sequence[Any],
              timeout: float | None) -> Outcome:
         """Run ``fn(*args)`` in the worker; a crash or timeout replaces the worker."""
+        payload = _pack(fn, args)
+        with self._lock:
+            return self._call(payload, timeout)
+
+    def _call(self, payload: bytes, timeout: float | None) -> Outcome:
         self._ensure()
         conn = self._conn
         try:
-            conn.send((fn, tuple(args), _options_snapshot()))
+            conn.send((payload, _options_snapshot()))
             if not conn.poll(timeout):
                 self._discard()
                 return Outcome("timeout")

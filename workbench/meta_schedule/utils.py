@@ -34,7 +34,8 @@ T = TypeVar("T", bound=type)
 def derived_object(cls: T) -> T:
     """Validate and mark a user subclass of a ``Py*`` extension class (see module docstring).
 
-    Raises ``TypeError`` when ``cls`` is not a class deriving from a ``Py*`` base, or when it
+    A method listed in the base's ``_tvm_metadata["methods"]`` counts as missing when it is
+    abstract or still the base's stub that only raises ``NotImplementedError``. Raises ``TypeError`` when ``cls`` is not a class deriving from a ``Py*`` base, or when it
     leaves abstract methods unimplemented (naming them), so a mistake shows at definition time
     rather than deep inside a tuning run.
     """
@@ -47,18 +48,27 @@ def derived_object(cls: T) -> T:
                         "PySearchStrategy, PyScheduleRule, PyPostproc, PyMutator, "
                         "PyMeasureCallback, PyTaskScheduler, PySpaceGenerator, "
                         "PyFeatureExtractor)")
-    missing = sorted(getattr(cls, "__abstractmethods__", ()) or ())
+    base = bases[0]
+    methods = base.__dict__["_tvm_metadata"].get("methods", ())
+    missing = set(getattr(cls, "__abstractmethods__", ()) or ())
+    # Bases that are not ABCs mark required methods with a stub that only raises
+    # NotImplementedError; still inheriting such a stub means the method is missing.
+    missing.update(m for m in methods if _is_stub(getattr(cls, m, None)))
     if missing:
-        raise TypeError(f"derived_object: {cls.__name__} (a {bases[0].__name__}) does not "
-                        f"implement {', '.join(missing)}")
-    required = bases[0].__dict__["_tvm_metadata"].get("required", ())
-    lacking = [m for m in required if getattr(cls, m, None) is getattr(bases[0], m, None)
-               and getattr(getattr(bases[0], m, None), "_not_implemented", False)]
-    if lacking:
-        raise TypeError(f"derived_object: {cls.__name__} (a {bases[0].__name__}) does not "
-                        f"implement {', '.join(lacking)}")
+        raise TypeError(f"derived_object: {cls.__name__} (a {base.__name__}) does not "
+                        f"implement {', '.join(sorted(missing))}")
     cls._derived_object = True
     return cls
+
+
+def _is_stub(method: Any) -> bool:
+    if method is None:
+        return False
+    if getattr(method, "__isabstractmethod__", False):
+        return True
+    code = getattr(getattr(method, "__func__", method), "__code__", None)
+    return code is not None and "NotImplementedError" in code.co_names and \
+        len(code.co_code) <= 64
 
 
 def fork_seed(seed: int | None, n: int) -> list[int]:

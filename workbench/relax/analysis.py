@@ -137,8 +137,8 @@ def _match_dims(dims: Any, shape: tuple, env: MutableMapping[Var, int], what: st
         except Exception:  # noqa: BLE001 - a dim using a var nothing binds
             continue
         if expected != int(s):
-            from workbench.relax.op._infer import dims_text
-            raise ShapeMismatch(f"{what}: dimension {i} should be {dims_text((d,))[1:-2]} = "
+            from workbench.relax.dim_text import dim_text
+            raise ShapeMismatch(f"{what}: dimension {i} should be {dim_text(d)} = "
                                 f"{expected}, got {s} (shape {shape})")
 
 

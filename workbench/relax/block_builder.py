@@ -98,6 +98,7 @@ class BlockBuilder:
         self._frames: list[_Frame] = []
         self._func: _FunctionState | None = None
         self._bound: dict[int, Expr] = {}  # id(var) -> value, for lookup_binding
+        self._hash_memo: dict[int, tuple[Any, int]] = {}  # id(PrimFunc) -> (func, hash)
 
     # ---- scopes -------------------------------------------------------------------------------
 
@@ -121,6 +122,9 @@ class BlockBuilder:
         if self._func is not None:
             raise RuntimeError(f"BlockBuilder.function({name!r}): already building function "
                                f"{self._func.name!r}; nested function scopes are not supported")
+        if name in self._mod:
+            raise ValueError(f"BlockBuilder.function: the module already has a function named "
+                             f"{name!r}")
         if isinstance(params, Var):
             params = [params]
         plist = None if params is None else self._check_params(list(params), name)
@@ -281,6 +285,11 @@ class BlockBuilder:
             raise ValueError(f"function {fs.name!r}: no parameters given (pass them to "
                              "bb.function or emit_func_output)")
         body = self.normalize(_as_expr(output))
+        local = _dataflow_vars(body)
+        if local:
+            raise ValueError(f"function {fs.name!r}: the output uses dataflow variable(s) "
+                             f"{local}, which are not visible outside their dataflow block; "
+                             "bind the result with bb.emit_output inside the block")
         if not is_leaf(body):
             body = self.emit(body)
         self._close_block(f)
@@ -290,8 +299,6 @@ class BlockBuilder:
         func = Function(tuple(fs.params), SeqExpr(tuple(f.blocks), body), body.struct_info,
                         fs.pure, frozen(attrs))
         fs.done = True
-        if fs.name in self._mod:
-            raise ValueError(f"the module already has a function named {fs.name!r}")
         self._global_names.reserve(fs.name)
         self._mod[fs.name] = func
         fs.gvar = self._mod.get_global_var(fs.name)
@@ -305,17 +312,27 @@ class BlockBuilder:
         from workbench.ir.structural import structural_equal
         from workbench.tir.function import PrimFunc
         if isinstance(func, PrimFunc):
-            key = func.attrs.without("global_symbol")
-            probe = func.replace(attrs=key)
+            probe = _without_symbol(func)
+            key = self._prim_key(func)
             for name, other in self._mod.items():
-                if isinstance(other, PrimFunc) and structural_equal(
-                        probe, other.replace(attrs=other.attrs.without("global_symbol"))):
+                if isinstance(other, PrimFunc) and self._prim_key(other) == key and \
+                        structural_equal(probe, _without_symbol(other)):
                     return self._mod.get_global_var(name)
         name = self._global_names.fresh(_sanitize(func_name) or "func")
         if isinstance(func, PrimFunc):
             func = func.with_attr("global_symbol", name)
         self._mod[name] = func
         return self._mod.get_global_var(name)
+
+    def _prim_key(self, func: Any) -> int:
+        # Hash once per PrimFunc object (they are immutable): legalizing a big model adds
+        # hundreds of kernels, each compared against the ones already there.
+        from workbench.ir.structural import structural_hash
+        got = self._hash_memo.get(id(func))
+        if got is None or got[0] is not func:
+            got = (func, structural_hash(_without_symbol(func)))
+            self._hash_memo[id(func)] = got
+        return got[1]
 
     def update_func(self, gv: GlobalVar | str, func: Any) -> None:
         """Replace the function named by ``gv``."""
@@ -481,6 +498,18 @@ def _as_expr(v: Any) -> Any:
     if isinstance(v, (Expr, GlobalVar)):
         return v
     raise TypeError(f"expected a Relax expression, got {v!r} ({type(v).__name__})")
+
+
+def _without_symbol(func: Any) -> Any:
+    return func.replace(attrs=func.attrs.without("global_symbol"))
+
+
+def _dataflow_vars(e: Any) -> list[str]:
+    if isinstance(e, DataflowVar):
+        return [e.name_hint]
+    if isinstance(e, Tuple):
+        return [n for f in e.fields for n in _dataflow_vars(f)]
+    return []
 
 
 def _sanitize(name: str) -> str:

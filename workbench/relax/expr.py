@@ -110,7 +110,8 @@ class TensorValue(Node):
 
     @staticmethod
     def from_numpy(arr: np.ndarray) -> "TensorValue":
-        arr = np.ascontiguousarray(arr)
+        # np.array keeps 0-d arrays 0-d (np.ascontiguousarray would make them 1-d).
+        arr = np.array(arr, order="C", copy=True)
         if arr.dtype.byteorder == ">":
             arr = arr.astype(arr.dtype.newbyteorder("<"))
         return TensorValue(str(arr.dtype), tuple(int(s) for s in arr.shape),

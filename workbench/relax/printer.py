@@ -33,6 +33,7 @@ from workbench.relax.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
 )
+from workbench.relax.dim_text import dim_text
 from workbench.tir.expr import IntImm, PrimExpr
 from workbench.tir.script_expr import ExprPrinter, Names
 
@@ -47,7 +48,7 @@ class _Printer:
     # ---- struct info ------------------------------------------------------------------------
 
     def dims(self, values: Any) -> str:
-        parts = [str(v.value) if isinstance(v, IntImm) else self.prim(v) for v in values]
+        parts = [dim_text(v, self.names.var, self.prim) for v in values]
         return f"({parts[0]},)" if len(parts) == 1 else f"({', '.join(parts)})"
 
     def sinfo(self, si: Any) -> str:
@@ -75,7 +76,7 @@ class _Printer:
         if isinstance(v, tuple):
             return "[" + ", ".join(self.attr_value(x) for x in v) + "]"
         if isinstance(v, PrimExpr):
-            return str(v.value) if isinstance(v, IntImm) else self.prim(v)
+            return dim_text(v, self.names.var, self.prim)
         return format_value(v)
 
     # ---- statements -------------------------------------------------------------------------
@@ -307,7 +308,11 @@ def register() -> None:
     register_short_repr(StructInfo, sinfo_text)
     register_short_repr(Var, _short_var)
     register_short_repr(Expr, lambda e: _cut(expr_text(e)))
-    register_short_repr(Function, lambda f: f"<relax.Function({', '.join(p.name_hint for p in f.params)})>")
+    register_short_repr(Function, _short_function)
+
+
+def _short_function(f: Function) -> str:
+    return f"<relax.Function({', '.join(p.name_hint for p in f.params)})>"
 
 
 def _cut(text: str, limit: int = 120) -> str:

@@ -7,9 +7,14 @@ else (ints, floats, strings, te-level callables) is passed through unchanged.
 
 The PrimFunc's parameters are the input placeholders in argument order, then the outputs, then
 any symbolic dims that no buffer dimension names by itself (those are also passed to
-``call_tir`` as ``tir_vars``, so the kernel can compute shapes like ``n * 2``). The PrimFunc gets
-its own copies of the symbolic dims, so it is self-contained and two calls that differ only in
-which ``n`` they use make structurally equal PrimFuncs (deduplicated by ``add_func``).
+``call_tir`` as ``tir_vars``, so the kernel can compute with ``n`` when its buffers only say
+``n * 2``). The PrimFunc gets its own copies of the symbolic dims, so it is self-contained and
+two calls that differ only in which ``n`` they use make structurally equal PrimFuncs
+(deduplicated by ``add_func``).
+
+Parameter buffers whose dims are compound expressions (``n * 2``) get a fresh variable for that
+dim instead (``dim0``): the kernel ABI binds shape variables from plain buffer dimensions (see
+docs/internals.md), and the runtime value is the same. The loops keep the expressions.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from typing import Any, Callable
 from workbench.relax.expr import Expr, PrimValue, ShapeExpr, Tuple, Var
 from workbench.relax.struct_info import TensorStructInfo, TupleStructInfo
 from workbench.tir.expr import PrimExpr
+from workbench.tir.expr import SizeVar
 from workbench.tir.expr import Var as TirVar
 
 
@@ -100,18 +106,58 @@ def call_te(bb: Any, func: Callable, args: tuple, kwargs: dict) -> Expr:
         raise TypeError(f"call_te: {getattr(func, '__name__', func)!r} must return a te Tensor "
                         f"or a list of them, got {outs!r}")
     shapes = [tuple(t.shape) for t in conv.placeholders + out_list]
-    bare, every = _bare_and_all_vars(shapes)
-    extra = [v for v in every if v not in bare]
-    prim = te.create_prim_func([*conv.placeholders, *out_list, *extra])
+    _, every = _bare_and_all_vars(shapes)
+    prim = te.create_prim_func([*conv.placeholders, *out_list])
     # The kernel gets its own symbolic dims (a PrimFunc must not share Vars with its caller).
     fresh = {v: type(v)(v.name, v.dtype) for v in every}
     prim = substitute(prim, fresh) if fresh else prim
+    prim = _plain_param_dims(prim)
+    bare, _ = _bare_and_all_vars([tuple(b.shape) for b in prim.buffer_map.values()])
+    extra = [v for v in every if fresh[v] not in bare]
+    if extra:
+        prim = prim.replace(params=prim.params + tuple(fresh[v] for v in extra))
     name = name_hint or _default_name(func, out_list)
     gvar = bb.add_func(prim, name)
     out_sinfo = [TensorStructInfo(tuple(t.shape), t.dtype) for t in out_list]
     tir_vars = ShapeExpr(tuple(extra)) if extra else None
     return call_tir(gvar, Tuple(tuple(conv.inputs)), out_sinfo if len(out_sinfo) > 1
                     else out_sinfo[0], tir_vars)
+
+
+class _PlainDims:
+    """Rewrites parameter buffers so every dim is a constant or a variable."""
+
+    def __init__(self) -> None:
+        self.dims: list[tuple[PrimExpr, TirVar]] = []
+
+    def var_for(self, e: PrimExpr) -> TirVar:
+        from workbench.ir.structural import structural_equal
+        for known, v in self.dims:
+            if structural_equal(known, e):
+                return v
+        v = SizeVar(f"dim{len(self.dims)}", e.dtype)
+        self.dims.append((e, v))
+        return v
+
+
+def _plain_param_dims(prim: Any) -> Any:
+    from workbench.tir.expr import IntImm
+    from workbench.tir.functor import IRMutator
+    params = {id(b) for b in prim.buffer_map.values()}
+    plain = _PlainDims()
+
+    class _Rewrite(IRMutator):
+        def rewrite_buffer(self, buf: Any) -> Any:
+            if id(buf) not in params:
+                return self.generic_visit(buf)
+            shape = tuple(d if isinstance(d, (IntImm, TirVar)) else plain.var_for(d)
+                          for d in buf.shape)
+            if all(a is b for a, b in zip(shape, buf.shape)):
+                return buf
+            return buf.replace(shape=shape)
+    if all(isinstance(d, (IntImm, TirVar)) for b in prim.buffer_map.values() for d in b.shape):
+        return prim
+    return _Rewrite().visit(prim)
 
 
 def _default_name(func: Callable, outs: list) -> str:

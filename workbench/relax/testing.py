@@ -33,7 +33,8 @@ class _Env:
         self.record = record
 
 
-def evaluate_numpy(mod: IRModule, func_name: str, *args: Any, record: dict | None = None) -> Any:
+def evaluate_numpy(mod: IRModule, func_name: str, *args: Any,
+                   record: dict | None = None) -> Any:
     """Run Relax function ``func_name`` of ``mod`` on numpy arrays (or NDArrays); returns numpy
     arrays (tuples for tuple results). ``record``, when given, receives ``{Var: value}`` for
     every variable the function binds (to compare other executors binding by binding)."""

@@ -63,6 +63,11 @@ def as_range(dom: Any, what: str) -> Range:
         return dom
     if isinstance(dom, (tuple, list)) and len(dom) == 2:
         lo, hi = (_index_expr(d, what) for d in dom)
+        if lo.dtype != hi.dtype:
+            # (0, n) with an int64 n: both bounds take the wider dtype, as TVM's Range does, so
+            # the loop's min and extent agree (codegen adds them).
+            t = dt.promote(lo.dtype, hi.dtype)
+            lo, hi = op.cast(t, lo), op.cast(t, hi)
         return Range(lo, op.sub(hi, lo))
     raise TypeError(f"{what}: dom must be a (min, max) pair or a Range, got {dom!r}")
 

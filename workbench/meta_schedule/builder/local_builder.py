@@ -27,7 +27,6 @@ from typing import Any, Callable, Sequence
 from workbench.ir.module import IRModule
 from workbench.meta_schedule._workers import Chain, TimedProcessPool
 from workbench.meta_schedule.builder.builder import BuilderInput, BuilderResult, PyBuilder
-from workbench.meta_schedule.profiler import Profiler
 from workbench.target import Target
 
 __all__ = ["LocalBuilder", "default_build", "default_export"]
@@ -110,8 +109,7 @@ class LocalBuilder(PyBuilder):
     def build(self, build_inputs: Sequence[BuilderInput]) -> list[BuilderResult]:
         jobs = [(bi.mod, bi.target, bi.params, self.f_build, self.f_export)
                 for bi in build_inputs]
-        with Profiler.timeit("LocalBuilder/build"):
-            outcomes = self._pool.run(_build_job, jobs, self.timeout_sec)
+        outcomes = self._pool.run(_build_job, jobs, self.timeout_sec)
         results = []
         for out in outcomes:
             if out.kind == "ok":

@@ -24,7 +24,6 @@ import time
 from typing import Any, Callable, Sequence
 
 from workbench.meta_schedule._workers import Chain, IsolatedWorker
-from workbench.meta_schedule.profiler import Profiler
 from workbench.meta_schedule.runner.config import EvaluatorConfig
 from workbench.meta_schedule.runner.runner import (
     LocalRunnerFuture, PyRunner, RunnerFuture, RunnerInput,
@@ -116,8 +115,7 @@ class LocalRunner(PyRunner):
         for i, ri in enumerate(runner_inputs):
             if i and self.cooldown_sec > 0:
                 time.sleep(self.cooldown_sec)
-            with Profiler.timeit("LocalRunner/run"):
-                futures.append(self._run_one(ri))
+            futures.append(self._run_one(ri))
         return futures
 
     def _run_one(self, ri: RunnerInput) -> LocalRunnerFuture:

@@ -21,11 +21,13 @@ def error(call: Call, msg: str) -> OpError:
 
 
 def dims_text(dims: Sequence[PrimExpr] | None) -> str:
-    if dims is None:
-        return "(unknown shape)"
-    from workbench.tir.printer import expr_text
-    inner = ", ".join(expr_text(d) for d in dims)
-    return f"({inner},)" if len(dims) == 1 else f"({inner})"
+    from workbench.relax.dim_text import dims_text as text
+    return text(dims)
+
+
+def dim(d: PrimExpr) -> str:
+    from workbench.relax.dim_text import dim_text
+    return dim_text(d)
 
 
 def sinfo_text(si: StructInfo) -> str:
@@ -104,9 +106,8 @@ def broadcast_shapes(call: Call, named: Sequence[tuple[str, TensorStructInfo]]
             same = prove_equal(cur, d)
             if same is False:
                 shapes = " with ".join(f"{n} {dims_text(s.values)}" for n, s in named)
-                raise error(call, f"cannot broadcast {shapes}: dimension {axis} (from the "
-                                  f"right: {ndim - axis}) is {dims_text((cur,))[1:-2]} in "
-                                  f"{cur_name} vs {dims_text((d,))[1:-2]} in {name}")
+                raise error(call, f"cannot broadcast {shapes}: dimension {axis} of the result "
+                                  f"is {dim(cur)} in {cur_name} but {dim(d)} in {name}")
             if same is None:
                 return None
         out.append(cur)

@@ -52,8 +52,8 @@ def _infer_matmul(call: Call, ctx: Any) -> StructInfo:
     k2 = bv[0] if len(bv) == 1 else bv[-2]
     if I.prove_equal(k1, k2) is False:
         raise I.error(call, f"reduction dimensions differ: x1 {I.dims_text(av)} has "
-                            f"{I.dims_text((k1,))[1:-2]} columns but x2 {I.dims_text(bv)} has "
-                            f"{I.dims_text((k2,))[1:-2]} rows")
+                            f"{I.dim(k1)} columns but x2 {I.dims_text(bv)} has "
+                            f"{I.dim(k2)} rows")
     batch_a = TensorStructInfo(av[:-2], a.dtype) if len(av) > 2 else TensorStructInfo((), a.dtype)
     batch_b = TensorStructInfo(bv[:-2], b.dtype) if len(bv) > 2 else TensorStructInfo((), b.dtype)
     try:
@@ -89,8 +89,10 @@ def te_matmul(a: Any, b: Any, out_dtype: str) -> Any:
 
     def batch_index(own: tuple, idx: tuple) -> list:
         off = len(batch) - len(own)
-        return [tir_op.const(0, idx[off + d].dtype) if _is_one(own[d]) and not _is_one(batch[off + d])
-                else idx[off + d] for d in range(len(own))]
+        # A unit batch dim stretched by the other operand reads its only element.
+        return [tir_op.const(0, idx[off + d].dtype)
+                if _is_one(own[d]) and not _is_one(batch[off + d]) else idx[off + d]
+                for d in range(len(own))]
 
     def f(*idx: Any) -> Any:
         bidx, rest = idx[:len(batch)], list(idx[len(batch):])

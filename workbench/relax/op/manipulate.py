@@ -63,9 +63,9 @@ def _infer_reshape(call: Call, ctx: Any) -> StructInfo:
             from workbench.tir.arith.analyzer import Analyzer
             new[holes[0]] = Analyzer().simplify(tir_op.floordiv(total, known))
     if I.prove_equal(total, _product(new)) is False:
-        raise I.error(call, f"cannot reshape x {I.dims_text(x.values)} ({I.dims_text((total,))[1:-2]}"
+        raise I.error(call, f"cannot reshape x {I.dims_text(x.values)} ({I.dim(total)}"
                             f" elements) to {I.dims_text(new)} "
-                            f"({I.dims_text((_product(new),))[1:-2]} elements)")
+                            f"({I.dim(_product(new))} elements)")
     return TensorStructInfo(tuple(new), x.dtype)
 
 
@@ -325,14 +325,14 @@ def _infer_split(call: Call, ctx: Any) -> StructInfo:
 
 def _te_split(x: Any, bounds: list, axis: int, shapes: list) -> list:
     from workbench import te
-    outs = []
-    for k, ((begin, _), shape) in enumerate(zip(bounds, shapes)):
-        def f(*i: Any, begin: Any = begin) -> Any:
+    def piece(begin: Any):
+        def f(*i: Any) -> Any:
             idx = list(i)
             idx[axis] = idx[axis] + begin
             return x[tuple(idx)]
-        outs.append(te.compute(tuple(shape), f, name=f"T_split_{k}"))
-    return outs
+        return f
+    return [te.compute(tuple(shape), piece(begin), name=f"T_split_{k}")
+            for k, ((begin, _), shape) in enumerate(zip(bounds, shapes))]
 
 
 @def_legalize("relax.split")

@@ -1,5 +1,19 @@
-"""Relax passes up to legalization (the compilation pipeline after it lives elsewhere)."""
+"""Relax passes: legalization, then the compilation pipeline (see workbench.relax.pipeline)."""
 from workbench.relax.transform.legalize_ops import LegalizeOps
 from workbench.relax.transform.annotate_tir_op_pattern import AnnotateTIROpPattern, OpPatternKind
+# The compilation passes after legalization (issue 5), in pipeline order.
+from workbench.relax.transform.fuse_ops import FuseOps
+from workbench.relax.transform.fuse_tir import FuseTIR
+from workbench.relax.transform.dead_code_elimination import DeadCodeElimination
+from workbench.relax.transform.call_tir_rewrite import CallTIRRewrite, ToNonDataflow
+from workbench.relax.transform.static_plan_block_memory import (
+    LowerAllocTensor, MemoryUsage, StaticPlanBlockMemory, estimate_memory_usage, memory_usage,
+)
+from workbench.relax.transform.vm_shape_lower import VMShapeLower
+from workbench.relax.transform.attach_global_symbol import AttachGlobalSymbol
+from workbench.relax.transform.bind_params import BindParams
 
-__all__ = ["LegalizeOps", "AnnotateTIROpPattern", "OpPatternKind"]
+__all__ = ["LegalizeOps", "AnnotateTIROpPattern", "OpPatternKind", "FuseOps", "FuseTIR",
+           "DeadCodeElimination", "ToNonDataflow", "CallTIRRewrite", "StaticPlanBlockMemory",
+           "LowerAllocTensor", "VMShapeLower", "AttachGlobalSymbol", "BindParams",
+           "MemoryUsage", "memory_usage", "estimate_memory_usage"]

@@ -23,7 +23,7 @@ from typing import Any
 
 from workbench.ir.module import IRModule
 from workbench.ir.structural import structural_equal
-from workbench.tir.expr import Add, BufferLoad, IntImm, Mul, Var
+from workbench.tir.expr import Add, BufferLoad, Mul, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRVisitor, post_order_visit, uses_var
 from workbench.tir.stmt import Block, BufferStore, IterType
@@ -72,7 +72,7 @@ def _is_elemwise(store: BufferStore, load: BufferLoad) -> bool:
 def _is_broadcast(store: BufferStore, load: BufferLoad) -> bool:
     j = 0
     for dim, idx in zip(load.buffer.shape, load.indices):
-        if isinstance(dim, IntImm) and dim.value == 1 and isinstance(idx, IntImm) and idx.value == 0:
+        if getattr(dim, "value", None) == 1 and getattr(idx, "value", None) == 0:
             continue  # a unit dimension read at 0
         while j < len(store.indices) and not _same(store.indices[j], idx):
             j += 1

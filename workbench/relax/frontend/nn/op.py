@@ -29,7 +29,8 @@ def _binary(fn: Any, name: str, a: Any, b: Any) -> Tensor:
 
 
 def add(a: Any, b: Any, name: str = "add") -> Tensor: return _binary(R.add, name, a, b)
-def subtract(a: Any, b: Any, name: str = "subtract") -> Tensor: return _binary(R.subtract, name, a, b)
+def subtract(a: Any, b: Any, name: str = "subtract") -> Tensor:
+    return _binary(R.subtract, name, a, b)
 def multiply(a: Any, b: Any, name: str = "mul") -> Tensor: return _binary(R.multiply, name, a, b)
 def divide(a: Any, b: Any, name: str = "divide") -> Tensor: return _binary(R.divide, name, a, b)
 def maximum(a: Any, b: Any, name: str = "maximum") -> Tensor: return _binary(R.maximum, name, a, b)
@@ -92,7 +93,8 @@ def take(x: Tensor, indices: Tensor, axis: int | None = None, name: str = "take"
     return wrap(R.take(_e(x), _e(indices), axis), name)
 
 
-def sum(x: Tensor, axis: Any = None, keepdims: bool = False, name: str = "sum") -> Tensor:  # noqa: A001
+def sum(x: Tensor, axis: Any = None, keepdims: bool = False,  # noqa: A001 - TVM's name
+        name: str = "sum") -> Tensor:
     return wrap(R.sum(_e(x), axis, keepdims), name)
 
 

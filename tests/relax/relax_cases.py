@@ -1,0 +1,141 @@
+"""Shared helpers for the relax tests: build one-op functions and random inputs."""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from workbench import relax, tir
+from workbench.relax import op as R
+
+
+def tensor(shape: Sequence[Any], dtype: str = "float32") -> relax.TensorStructInfo:
+    return relax.TensorStructInfo(tuple(shape), dtype)
+
+
+def one_op_module(params: Sequence[tuple[str, relax.StructInfo]],
+                  body: Callable[..., Any], name: str = "main") -> Any:
+    """A module whose ``main`` emits ``body(*param_vars)`` in a dataflow block."""
+    vars_ = [relax.Var(n, si) for n, si in params]
+    bb = relax.BlockBuilder()
+    with bb.function(name, vars_):
+        with bb.dataflow():
+            out = bb.emit_output(body(*vars_))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def inputs_for(mod: Any, dims: dict[str, int] | None = None, seed: int = 0) -> list:
+    from workbench.relax.testing import random_inputs
+    return random_inputs(mod["main"], dims, seed)
+
+
+N = tir.SizeVar("n", "int64")
+
+# name -> (params, body, input overrides (index -> array) or None)
+OP_CASES: dict[str, tuple[list, Callable, dict | None]] = {
+    "add_broadcast": ([("x", tensor((2, 3))), ("y", tensor((3,)))], R.add, None),
+    "subtract": ([("x", tensor((2, 3))), ("y", tensor((2, 1)))], R.subtract, None),
+    "multiply_sym": ([("x", tensor((N, 3))), ("y", tensor((1, 3)))], R.multiply, None),
+    "divide": ([("x", tensor((4,))), ("y", tensor((4,)))], R.divide,
+               {1: np.array([1.5, -2.0, 3.0, 0.5], "float32")}),
+    "power": ([("x", tensor((4,))), ("y", tensor((4,)))], R.power,
+              {0: np.array([1.5, 2.0, 3.0, 0.5], "float32")}),
+    "maximum": ([("x", tensor((2, 3))), ("y", tensor((2, 3)))], R.maximum, None),
+    "minimum": ([("x", tensor((2, 3))), ("y", tensor((3,)))], R.minimum, None),
+    "less": ([("x", tensor((2, 3))), ("y", tensor((2, 3)))], R.less, None),
+    "equal_int": ([("x", tensor((5,), "int32")), ("y", tensor((5,), "int32"))], R.equal, None),
+    "greater_equal": ([("x", tensor((2, 3))), ("y", tensor((1,)))], R.greater_equal, None),
+    "exp": ([("x", tensor((2, 3)))], R.exp, None),
+    "log": ([("x", tensor((2, 3)))], R.log, {0: np.abs(np.arange(1, 7, dtype="float32").reshape(2, 3))}),
+    "sqrt": ([("x", tensor((6,)))], R.sqrt, {0: np.arange(1, 7, dtype="float32")}),
+    "rsqrt": ([("x", tensor((6,)))], R.rsqrt, {0: np.arange(1, 7, dtype="float32")}),
+    "tanh": ([("x", tensor((2, 3)))], R.tanh, None),
+    "sigmoid": ([("x", tensor((N, 3)))], R.sigmoid, None),
+    "erf": ([("x", tensor((2, 3)))], R.erf, None),
+    "negative": ([("x", tensor((2, 3)))], R.negative, None),
+    "abs": ([("x", tensor((2, 3)))], R.abs, None),
+    "square": ([("x", tensor((2, 3)))], R.square, None),
+    "clip": ([("x", tensor((2, 3)))], lambda x: R.clip(x, -0.5, 0.5), None),
+    "matmul_2d": ([("x", tensor((3, 4))), ("w", tensor((4, 5)))], R.matmul, None),
+    "matmul_batched_bcast": ([("x", tensor((2, 3, 4))), ("w", tensor((4, 5)))], R.matmul, None),
+    "matmul_batch_both": ([("x", tensor((2, 1, 3, 4))), ("w", tensor((5, 4, 2)))], R.matmul,
+                          None),
+    "matmul_vec": ([("x", tensor((4,))), ("w", tensor((4, 5)))], R.matmul, None),
+    "matmul_sym": ([("x", tensor((N, 4))), ("w", tensor((4, 5)))], R.matmul, None),
+    "linear": ([("x", tensor((3, 4))), ("w", tensor((5, 4))), ("b", tensor((5,)))],
+               R.linear, None),
+    "relu": ([("x", tensor((N, 4)))], R.nn.relu, None),
+    "gelu": ([("x", tensor((2, 4)))], R.nn.gelu, None),
+    "gelu_tanh": ([("x", tensor((2, 4)))], R.nn.gelu_tanh, None),
+    "silu": ([("x", tensor((2, 4)))], R.nn.silu, None),
+    "softmax": ([("x", tensor((2, 5)))], R.nn.softmax, None),
+    "softmax_axis0": ([("x", tensor((3, 4)))], lambda x: R.nn.softmax(x, axis=0), None),
+    "log_softmax": ([("x", tensor((2, 5)))], R.nn.log_softmax, None),
+    "layer_norm": ([("x", tensor((2, 3, 4))), ("g", tensor((4,))), ("b", tensor((4,)))],
+                   lambda x, g, b: R.nn.layer_norm(x, g, b, axes=-1), None),
+    "rms_norm": ([("x", tensor((N, 4))), ("w", tensor((4,)))],
+                 lambda x, w: R.nn.rms_norm(x, w, axes=-1), None),
+    "batch_norm": ([("x", tensor((2, 3, 4, 4))), ("g", tensor((3,))), ("b", tensor((3,))),
+                    ("m", tensor((3,))), ("v", tensor((3,)))],
+                   lambda x, g, b, m, v: R.nn.batch_norm(x, g, b, m, v, axis=1)[0],
+                   {4: np.array([0.5, 1.0, 2.0], "float32")}),
+    "conv2d_nchw": ([("x", tensor((1, 3, 6, 6))), ("w", tensor((4, 3, 3, 3)))],
+                    lambda x, w: R.nn.conv2d(x, w, padding=1), None),
+    "conv2d_strided_groups": ([("x", tensor((1, 4, 7, 7))), ("w", tensor((6, 2, 3, 3)))],
+                              lambda x, w: R.nn.conv2d(x, w, strides=2, groups=2), None),
+    "conv2d_nhwc": ([("x", tensor((1, 6, 6, 3))), ("w", tensor((3, 3, 3, 4)))],
+                    lambda x, w: R.nn.conv2d(x, w, padding=(1, 0), data_layout="NHWC"), None),
+    "max_pool2d": ([("x", tensor((1, 2, 6, 6)))],
+                   lambda x: R.nn.max_pool2d(x, pool_size=2, strides=2), None),
+    "avg_pool2d_pad": ([("x", tensor((1, 2, 5, 5)))],
+                       lambda x: R.nn.avg_pool2d(x, pool_size=3, strides=2, padding=1), None),
+    "adaptive_avg_pool2d": ([("x", tensor((1, 2, 5, 7)))],
+                            lambda x: R.nn.adaptive_avg_pool2d(x, (2, 3)), None),
+    "reshape": ([("x", tensor((2, 3, 4)))], lambda x: R.reshape(x, (6, -1)), None),
+    "reshape_sym": ([("x", tensor((N, 6)))], lambda x: R.reshape(x, (N, 2, 3)), None),
+    "permute_dims": ([("x", tensor((2, 3, 4)))], lambda x: R.permute_dims(x, [2, 0, 1]), None),
+    "transpose_default": ([("x", tensor((2, 3)))], R.permute_dims, None),
+    "flatten": ([("x", tensor((2, 3, 2)))], R.flatten, None),
+    "flatten_sym": ([("x", tensor((N, 3)))], R.flatten, None),
+    "reshape_sym_merge": ([("x", tensor((N, 2, 3)))], lambda x: R.reshape(x, (-1, 3)), None),
+    "expand_dims": ([("x", tensor((2, 3)))], lambda x: R.expand_dims(x, [0, 3]), None),
+    "squeeze": ([("x", tensor((2, 1, 3, 1)))], lambda x: R.squeeze(x, [1]), None),
+    "concat": ([("x", tensor((2, 3))), ("y", tensor((2, 2)))],
+               lambda x, y: R.concat([x, y], axis=1), None),
+    "split_sections": ([("x", tensor((6, 2)))], lambda x: R.split(x, 3)[1], None),
+    "split_indices": ([("x", tensor((2, 7)))], lambda x: R.split(x, [2, 5], axis=1)[2], None),
+    "strided_slice": ([("x", tensor((5, 6)))],
+                      lambda x: R.strided_slice(x, [0, 1], [1, 5], [4, 0], [1, -2]), None),
+    "take": ([("x", tensor((5, 3))), ("i", tensor((4,), "int64"))],
+             lambda x, i: R.take(x, i, axis=0), {1: np.array([4, 0, 2, 2], "int64")}),
+    "broadcast_to": ([("x", tensor((3, 1)))], lambda x: R.broadcast_to(x, (2, 3, 4)), None),
+    "astype": ([("x", tensor((2, 3)))], lambda x: R.astype(x, "int32"), None),
+    "sum": ([("x", tensor((2, 3, 4)))], lambda x: R.sum(x, axis=[0, 2]), None),
+    "mean_keepdims": ([("x", tensor((2, 3, 4)))], lambda x: R.mean(x, axis=1, keepdims=True),
+                      None),
+    "max_all": ([("x", tensor((3, 4)))], R.max, None),
+    "min_axis": ([("x", tensor((3, 4)))], lambda x: R.min(x, axis=-1), None),
+    "argmax": ([("x", tensor((3, 4)))], lambda x: R.argmax(x, axis=1), None),
+    "where": ([("c", tensor((2, 3), "bool")), ("x", tensor((2, 3))), ("y", tensor((3,)))],
+              R.where, None),
+    "attention": ([("q", tensor((1, 3, 2, 4))), ("k", tensor((1, 5, 2, 4))),
+                   ("v", tensor((1, 5, 2, 3)))], R.nn.attention, None),
+    "attention_causal_gqa": ([("q", tensor((2, 4, 4, 4))), ("k", tensor((2, 4, 2, 4))),
+                              ("v", tensor((2, 4, 2, 4)))],
+                             lambda q, k, v: R.nn.attention(q, k, v, scale=0.3,
+                                                            causal_mask="TopLeft"), None),
+    "attention_bottom_right": ([("q", tensor((1, 2, 1, 4))), ("k", tensor((1, 5, 1, 4))),
+                                ("v", tensor((1, 5, 1, 4)))],
+                               lambda q, k, v: R.nn.attention(q, k, v,
+                                                              causal_mask="BottomRight"), None),
+}
+
+
+def case_module(name: str) -> tuple[Any, list]:
+    params, body, overrides = OP_CASES[name]
+    mod = one_op_module(params, body)
+    args = inputs_for(mod, {"n": 3})
+    for i, arr in (overrides or {}).items():
+        args[i] = arr
+    return mod, args

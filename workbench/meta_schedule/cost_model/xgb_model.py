@@ -1,0 +1,239 @@
+"""XGBModel: gradient-boosted trees over per-store features (reference section 8.1).
+
+TVM's "pack-sum" regression: every store row of a candidate gets a tree prediction, the
+candidate's score is their sum, and the custom objective is the label-weighted squared error
+of that sum, ``grad_row = (sum_pred[c] - y_c) * y_c``, ``hess_row = y_c``, with labels
+``y = min_cost / cost`` per workload group. So fast schedules dominate the loss and failures
+(y ~ 0) barely count. Training restarts from scratch on all data whenever the data grew by a
+fifth since the last training (adaptive training), with early stopping on the training
+p-rmse. Until ``num_warmup_samples`` samples exist ``predict`` returns uniform noise.
+"""
+from __future__ import annotations
+
+import io
+import logging
+import os
+import pickle
+import tarfile
+import tempfile
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from workbench.meta_schedule.cost_model.cost_model import CostModel
+from workbench.meta_schedule.cost_model.dataset import FeatureGroup, cost_of, pack, pack_sum
+from workbench.meta_schedule.feature_extractor import FeatureExtractor
+from workbench.meta_schedule.utils import cpu_count, shash2hex
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workbench.meta_schedule.runner import RunnerResult
+    from workbench.meta_schedule.search_strategy import MeasureCandidate
+    from workbench.meta_schedule.tune_context import TuneContext
+
+logger = logging.getLogger("workbench.meta_schedule")
+
+
+class XGBConfig(NamedTuple):
+    max_depth: int = 10
+    gamma: float = 0.001
+    min_child_weight: float = 0
+    eta: float = 0.2
+    seed: int = 43
+    nthread: int | None = None
+    tree_method: str = "auto"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"max_depth": self.max_depth, "gamma": self.gamma,
+             "min_child_weight": self.min_child_weight, "eta": self.eta, "seed": self.seed,
+             "tree_method": self.tree_method, "verbosity": 0,
+             # Sums of row predictions are the score: no per-row offset.
+             "base_score": 0.0, "disable_default_eval_metric": 1}
+        if self.nthread is not None:
+            d["nthread"] = self.nthread
+        return d
+
+
+class XGBModel(CostModel):
+    def __init__(self, *, extractor: Any = "per-store-feature",
+                 config: XGBConfig = XGBConfig(), num_warmup_samples: int = 100,
+                 early_stopping_rounds: int = 50, verbose_eval: int = 25,
+                 average_peak_n: int = 32, adaptive_training: bool = True,
+                 num_tuning_cores: int | None = None, tree_method: str | None = None,
+                 max_num_boost_round: int = 10000, seed: int | None = None) -> None:
+        import xgboost  # noqa: F401 - fail at construction, not mid-tuning, if it is missing
+        self.extractor = FeatureExtractor.create(extractor)
+        nthread = config.nthread if config.nthread is not None else \
+            (num_tuning_cores or cpu_count(logical=False))
+        self.config = config._replace(nthread=nthread,
+                                      tree_method=tree_method or config.tree_method)
+        self.num_warmup_samples = num_warmup_samples
+        self.early_stopping_rounds = early_stopping_rounds
+        self.verbose_eval = verbose_eval
+        self.average_peak_n = average_peak_n
+        self.adaptive_training = adaptive_training
+        self.max_num_boost_round = max_num_boost_round
+        self.data: dict[str, FeatureGroup] = {}
+        self.data_size = 0
+        self.last_train_size = 0
+        self.booster: Any = None
+        self._rng = np.random.RandomState(seed)
+
+    # -- persistence ---------------------------------------------------------------------------
+    def save(self, path: str) -> None:
+        """A tar of ``model.bin`` (the booster, if any) and ``data.npy`` (the samples)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            names = []
+            if self.booster is not None:
+                self.booster.save_model(os.path.join(tmp, "model.bin"))
+                names.append("model.bin")
+            payload = [(k, g.features, np.asarray(g.costs)) for k, g in self.data.items()]
+            with open(os.path.join(tmp, "data.npy"), "wb") as f:
+                pickle.dump({"groups": payload, "last_train_size": self.last_train_size}, f)
+            names.append("data.npy")
+            with tarfile.open(path, "w") as tar:
+                for n in names:
+                    tar.add(os.path.join(tmp, n), arcname=n)
+
+    def load(self, path: str) -> None:
+        import xgboost as xgb
+        with tarfile.open(path, "r") as tar:
+            members = {m.name: m for m in tar.getmembers()}
+            raw = tar.extractfile(members["data.npy"]).read()
+            state = pickle.load(io.BytesIO(raw))
+            self.data = {}
+            for key, feats, costs in state["groups"]:
+                g = FeatureGroup()
+                g.append(list(feats), list(costs))
+                self.data[key] = g
+            self.data_size = sum(len(g.costs) for g in self.data.values())
+            self.last_train_size = state.get("last_train_size", self.data_size)
+            if "model.bin" in members:
+                with tempfile.TemporaryDirectory() as tmp:
+                    p = os.path.join(tmp, "model.bin")
+                    with open(p, "wb") as f:
+                        f.write(tar.extractfile(members["model.bin"]).read())
+                    self.booster = xgb.Booster()
+                    self.booster.load_model(p)
+
+    # -- learning ------------------------------------------------------------------------------
+    def update(self, context: "TuneContext", candidates: list["MeasureCandidate"],
+               results: list["RunnerResult"]) -> None:
+        if not candidates:
+            return
+        feats = self.extractor.extract_from(context, candidates)
+        costs = [cost_of(r) for r in results]
+        keep = [i for i, f in enumerate(feats) if len(f) > 0]
+        feats = [feats[i] for i in keep]
+        costs = [costs[i] for i in keep]
+        if not feats:
+            return
+        key = shash2hex(context.mod)
+        group = self.data.get(key)
+        if group is not None and self.booster is not None:
+            self._log_validation(group, feats, costs)
+        if group is None:
+            group = self.data[key] = FeatureGroup()
+        group.append(feats, costs)
+        self.data_size += len(feats)
+        if self.adaptive_training and \
+                self.data_size - self.last_train_size < self.last_train_size / 5:
+            return
+        self.last_train_size = self.data_size
+        self._train()
+
+    def _log_validation(self, group: FeatureGroup, feats: list, costs: list[float]) -> None:
+        min_cost = min(group.min_cost, min(costs))
+        ys = np.array([min_cost / c if c > 0 else 0.0 for c in costs])
+        pred = self._predict_raw(feats)
+        rmse = float(np.sqrt(np.mean((pred - ys) ** 2)))
+        logger.debug("XGB validation: p-rmse: %.6f a-peak@%d: %.6f", rmse,
+                     self.average_peak_n, _a_peak(pred, ys, self.average_peak_n))
+
+    def _train(self) -> None:
+        import xgboost as xgb
+        feats: list[np.ndarray] = []
+        labels: list[float] = []
+        for group in self.data.values():
+            feats.extend(group.features)
+            labels.extend(group.labels())
+        ys = np.asarray(labels, dtype="float64")
+        if not feats or float(ys.max(initial=0.0)) <= 0:
+            return  # only failures: nothing to rank yet
+        rows, ids = pack(feats)
+        y_rows = ys[ids]
+        dtrain = xgb.DMatrix(rows, label=y_rows, weight=y_rows)
+        n = len(feats)
+
+        def objective(preds: np.ndarray, _d: Any) -> tuple[np.ndarray, np.ndarray]:
+            sums = pack_sum(preds, ids, n)
+            grad = (sums[ids] - y_rows) * y_rows
+            hess = y_rows.copy()
+            return grad, hess
+
+        stopper = _early_stopping(dtrain, ids, ys, self.early_stopping_rounds,
+                                 self.verbose_eval, self.average_peak_n)
+        self.booster = xgb.train(self.config.to_dict(), dtrain,
+                                 num_boost_round=self.max_num_boost_round, obj=objective,
+                                 callbacks=[stopper], verbose_eval=False)
+        if stopper.best_iteration is not None:
+            self._best_range = (0, stopper.best_iteration + 1)
+        logger.debug("XGB trained on %d samples: %d rounds, best p-rmse %.6f", n,
+                     stopper.rounds, stopper.best_score)
+
+    # -- prediction ----------------------------------------------------------------------------
+    _best_range: tuple[int, int] | None = None
+
+    def _predict_raw(self, feats: list[np.ndarray]) -> np.ndarray:
+        import xgboost as xgb
+        rows, ids = pack(feats)
+        if len(rows) == 0:
+            return np.zeros(len(feats))
+        kwargs = {"iteration_range": self._best_range} if self._best_range else {}
+        pred = self.booster.predict(xgb.DMatrix(rows), output_margin=True, **kwargs)
+        return pack_sum(pred, ids, len(feats))
+
+    def predict(self, context: "TuneContext",
+                candidates: list["MeasureCandidate"]) -> np.ndarray:
+        n = len(candidates)
+        if self.data_size < self.num_warmup_samples or self.booster is None:
+            return self._rng.uniform(0, 1, n)
+        feats = self.extractor.extract_from(context, candidates)
+        return self._predict_raw(feats).astype("float64")
+
+
+def _a_peak(pred: np.ndarray, labels: np.ndarray, k: int) -> float:
+    """Average over the top-k predicted of (running max of true label) / (max label)."""
+    if len(labels) == 0 or labels.max() <= 0:
+        return 0.0
+    order = np.argsort(-pred)[:k]
+    running = np.maximum.accumulate(labels[order]) / labels.max()
+    return float(np.mean(running))
+
+
+def _early_stopping(dtrain: Any, ids: np.ndarray, ys: np.ndarray, patience: int,
+                    verbose_eval: int, peak_n: int) -> Any:
+    """A training callback that stops when the training p-rmse has not improved for
+    ``patience`` rounds and logs every ``verbose_eval`` rounds at DEBUG (as TVM's). Built
+    here so xgboost is imported only when a model trains."""
+    import xgboost as xgb
+
+    class EarlyStopping(xgb.callback.TrainingCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.best_score = float("inf")
+            self.best_iteration: int | None = None
+            self.rounds = 0
+
+        def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
+            self.rounds = epoch + 1
+            pred = model.predict(dtrain, output_margin=True, iteration_range=(0, epoch + 1))
+            sums = pack_sum(pred, ids, len(ys))
+            rmse = float(np.sqrt(np.mean((sums[ids] - ys[ids]) ** 2)))
+            if verbose_eval and epoch % verbose_eval == 0:
+                logger.debug("XGB iter %d: tr-p-rmse: %.6f tr-a-peak@%d: %.6f", epoch, rmse,
+                             peak_n, _a_peak(sums, ys, peak_n))
+            if rmse < self.best_score - 1e-12:
+                self.best_score, self.best_iteration = rmse, epoch
+            return epoch - (self.best_iteration or 0) >= patience
+
+    return EarlyStopping()

@@ -1,0 +1,312 @@
+"""EvolutionarySearch: TVM's cost-model-guided genetic search (reference section 7.2).
+
+Each round: take the best measured records from the database and random samples of the design
+spaces as the initial population; for ``genetic_num_iters`` generations score the population
+with the cost model, keep the best never-measured schedules (deduplicated by the structural
+hash of their IRModule), and breed the next generation by mutating parents drawn in
+proportion to their scores; finally pick the batch from the best, with an ``eps_greedy``
+share of random samples. With no mutators the search degenerates to scored random sampling;
+with the random cost model (or during XGB's warm-up) it is effectively random search.
+"""
+from __future__ import annotations
+
+import heapq
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from workbench.ir.module import IRModule
+from workbench.ir.structural import structural_equal, structural_hash
+from workbench.meta_schedule.profiler import Profiler
+from workbench.meta_schedule.search_strategy.base import BuiltinStrategy, TraceApplier
+from workbench.meta_schedule.search_strategy.search_strategy import MeasureCandidate
+from workbench.tir.schedule import Schedule
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workbench.meta_schedule.cost_model import CostModel
+    from workbench.meta_schedule.database import Database
+    from workbench.meta_schedule.runner import RunnerResult
+
+NUM_EMPTY_ITERS_BEFORE_EARLY_STOP = 5
+
+
+class ModuleSet:
+    """A set of IRModules by structural hash, then structural equality."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[int, list[IRModule]] = {}
+
+    def _find(self, mod: IRModule, h: int) -> bool:
+        return any(structural_equal(m, mod) for m in self._buckets.get(h, ()))
+
+    def contains(self, mod: IRModule, h: int | None = None) -> bool:
+        return self._find(mod, structural_hash(mod) if h is None else h)
+
+    def add(self, mod: IRModule, h: int | None = None) -> bool:
+        """Add ``mod``; False if it was already present."""
+        h = structural_hash(mod) if h is None else h
+        if self._find(mod, h):
+            return False
+        self._buckets.setdefault(h, []).append(mod)
+        return True
+
+    def copy(self) -> "ModuleSet":
+        new = ModuleSet()
+        new._buckets = {h: list(ms) for h, ms in self._buckets.items()}
+        return new
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._buckets.values())
+
+
+class EvolutionarySearch(BuiltinStrategy):
+    """TVM's defaults; see the module docstring for the algorithm."""
+
+    def __init__(self, population_size: int = 512, init_measured_ratio: float = 0.2,
+                 init_min_unmeasured: int = 50, max_fail_count: int = 5,
+                 genetic_num_iters: int = 4, genetic_mutate_prob: float = 0.85,
+                 genetic_max_fail_count: int = 10, eps_greedy: float = 0.05) -> None:
+        super().__init__()
+        if population_size <= 0 or not 0 <= init_measured_ratio <= 1 or \
+                not 0 <= genetic_mutate_prob <= 1 or not 0 <= eps_greedy <= 1:
+            raise ValueError("EvolutionarySearch: population_size must be positive and the "
+                             "ratios/probabilities within [0, 1]")
+        self.population_size = population_size
+        self.init_measured_ratio = init_measured_ratio
+        self.init_min_unmeasured = init_min_unmeasured
+        self.max_fail_count = max_fail_count
+        self.genetic_num_iters = genetic_num_iters
+        self.genetic_mutate_prob = genetic_mutate_prob
+        self.genetic_max_fail_count = genetic_max_fail_count
+        self.eps_greedy = eps_greedy
+        self._reset_state()
+
+    def _config(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in (
+            "population_size", "init_measured_ratio", "init_min_unmeasured", "max_fail_count",
+            "genetic_num_iters", "genetic_mutate_prob", "genetic_max_fail_count", "eps_greedy")}
+
+    def _reset_state(self) -> None:
+        self._traces: list = []
+        self._database: "Database | None" = None
+        self._cost_model: "CostModel | None" = None
+        self._token: Any = None
+        self._measured = ModuleSet()
+        self._num_empty_iters = 0
+        self._args_info: list | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def pre_tuning(self, max_trials: int, num_trials_per_iter: int,
+                   design_spaces: list[Schedule], database: "Database | None" = None,
+                   cost_model: "CostModel | None" = None) -> None:
+        self._start(max_trials, num_trials_per_iter, design_spaces)
+        from workbench.meta_schedule.cost_model import RandomModel
+        from workbench.meta_schedule.database import MemoryDatabase
+        self._reset_state()
+        self._traces = [s.trace.simplified(remove_postproc=True) for s in design_spaces]
+        self._database = database if database is not None else MemoryDatabase()
+        self._cost_model = cost_model if cost_model is not None else RandomModel()
+        self._token = self._database.commit_workload(self.context.mod)
+
+    def post_tuning(self) -> None:
+        super().post_tuning()
+        self._reset_state()
+
+    def notify_runner_results(self, measure_candidates: list[MeasureCandidate],
+                              results: list["RunnerResult"]) -> None:
+        self._check_tuning("notify_runner_results")
+        self.st += len(results)
+        self.ed += len(results)
+
+    def generate_measure_candidates(self) -> list[MeasureCandidate] | None:
+        self._check_tuning("generate_measure_candidates")
+        num = self._next_window()
+        if num is None:
+            return None
+        log = self.logger
+        log.info("Generating candidates......")
+        pop = self.population_size
+        measured = self._pick_best_from_database(int(pop * self.init_measured_ratio))
+        unmeasured = self._sample_init_population(pop - len(measured))
+        if len(unmeasured) < self.init_min_unmeasured:
+            log.warning("Cannot sample enough initial population, evolutionary search failed.")
+            return None
+        log.info("Sampled %d candidate(s)", len(unmeasured))
+        bests = self._evolve_with_cost_model(measured + unmeasured, num)
+        log.info("Got %d candidate(s) with evolutionary search", len(bests))
+        picks = self._pick_with_eps_greedy(unmeasured, bests, num)
+        log.info("Sending %d candidates(s) for measurement", len(picks))
+        if not picks:
+            self._num_empty_iters += 1
+            if self._num_empty_iters >= NUM_EMPTY_ITERS_BEFORE_EARLY_STOP:
+                return None
+        return self._make_candidates(picks)
+
+    # -- phases --------------------------------------------------------------------------------
+    def _make_candidates(self, schs: list[Schedule]) -> list[MeasureCandidate]:
+        if self._args_info is None:
+            self._args_info = self._candidates(schs[:1])[0].args_info if schs else None
+        return [MeasureCandidate(s, self._args_info) for s in schs]
+
+    def _pick_best_from_database(self, num: int) -> list[Schedule]:
+        if num <= 0:
+            return []
+        with Profiler.timeit("EvoSearch/PickBestFromDatabase"):
+            applier = self._applier()
+            out = []
+            for record in self._database.get_top_k(self._token, num):
+                sch = applier.apply(record.trace, self.rand.fork_seed(), keep_decisions=True)
+                if sch is not None:
+                    out.append(sch)
+        self.logger.info("Pick-Best-From-Database summary:\n%s", applier.summary())
+        self.logger.info("Picked top %d candidate(s) from database", len(out))
+        return out
+
+    def _sample_init_population(self, num: int) -> list[Schedule]:
+        out: list[Schedule] = []
+        fail_count = 0
+        applier = self._applier()
+        with Profiler.timeit("EvoSearch/SampleInitPopulation"):
+            while len(out) < self.init_min_unmeasured and fail_count < self.max_fail_count:
+                found = False
+                for _ in range(num):
+                    trace = self._traces[self.rand.randint(0, len(self._traces))]
+                    sch = applier.apply(trace, self.rand.fork_seed(), keep_decisions=False)
+                    if sch is not None:
+                        out.append(sch)
+                        found = True
+                if not found:
+                    fail_count += 1
+                if num <= 0:
+                    break
+        self.logger.info("Sample-Init-Population summary:\n%s", applier.summary())
+        return out
+
+    def _predict(self, population: list[Schedule], cache: dict[int, float]) -> np.ndarray:
+        todo = [s for s in population if id(s) not in cache]
+        if todo:
+            scores = self._cost_model.predict(self.context, self._make_candidates(todo))
+            for s, v in zip(todo, np.asarray(scores, dtype="float64").ravel()):
+                cache[id(s)] = float(v)
+        return np.maximum(0.0, np.array([cache[id(s)] for s in population], dtype="float64"))
+
+    def _evolve_with_cost_model(self, population: list[Schedule], num: int) -> list[Schedule]:
+        exists = self._measured.copy()
+        heap: list[tuple[float, int, Schedule]] = []  # min-heap of the best `num`
+        counter = 0
+        cache: dict[int, float] = {}
+        applier = self._applier()
+        mutators, masses = self._mutator_sampler()
+        pop_size = len(population)
+        for it in range(self.genetic_num_iters + 1):
+            with Profiler.timeit("EvoSearch/Evolve/PredictNormalizedScore"):
+                scores = self._predict(population, cache)
+            with Profiler.timeit("EvoSearch/Evolve/Misc"):
+                for sch, score in zip(population, scores):
+                    if exists.add(sch.mod):
+                        counter += 1
+                        item = (float(score), -counter, sch)
+                        if len(heap) < num:
+                            heapq.heappush(heap, item)
+                        elif item[:2] > heap[0][:2]:
+                            heapq.heapreplace(heap, item)
+            if it == self.genetic_num_iters or pop_size == 0:
+                break
+            with Profiler.timeit("EvoSearch/Evolve/Mutation"):
+                population = self._next_generation(population, scores, mutators, masses,
+                                                   applier)
+            self.logger.info("Evolve iter #%d done. Summary:\n%s", it, applier.summary())
+        bests = [sch for _, _, sch in sorted(heap, key=lambda x: (-x[0], -x[1]))]
+        if heap:
+            top = sorted((s for s, _, _ in heap), reverse=True)
+            lines = []
+            for i in range(0, len(top), 16):
+                chunk = ", ".join(f"{v:.4f}" for v in top[i:i + 16])
+                lines.append(f"[{i + 1} : {min(i + 16, len(top))}]:\t{chunk}")
+            self.logger.info("Scores of the best %d candidates:\n%s", len(top),
+                             "\n".join(lines))
+        return bests
+
+    def _mutator_sampler(self) -> tuple[list[Any], list[float]]:
+        """[None, m1, m2, ...] with masses [1-p, p*w1/W, ...] (all on None without mutators)."""
+        p = self.genetic_mutate_prob
+        mutators: list[Any] = [None]
+        masses = [1.0 - p]
+        total = sum(float(w) for w in self.mutator_probs.values())
+        if p > 0 and total > 0:
+            for m, w in self.mutator_probs.items():
+                mutators.append(m)
+                masses.append(p * float(w) / total)
+        else:
+            masses = [1.0]
+            mutators = [None]
+        return mutators, masses
+
+    def _sample(self, masses: list[float] | np.ndarray) -> int:
+        total = float(np.sum(masses))
+        if total <= 0:
+            return self.rand.randint(0, len(masses))
+        x = self.rand.uniform() * total
+        acc = 0.0
+        for i, w in enumerate(masses):
+            acc += float(w)
+            if x < acc:
+                return i
+        return len(masses) - 1
+
+    def _next_generation(self, population: list[Schedule], scores: np.ndarray,
+                         mutators: list[Any], masses: list[float],
+                         applier: TraceApplier) -> list[Schedule]:
+        used = [False] * len(population)
+        nxt: list[Schedule] = []
+        for _ in range(len(population)):
+            child = None
+            parent_idx = 0
+            for _attempt in range(self.genetic_max_fail_count + 1):
+                parent_idx = self._sample(scores)
+                parent = population[parent_idx]
+                mutator = mutators[self._sample(masses)]
+                if mutator is not None:
+                    new_trace = mutator.apply(parent.trace)
+                    if new_trace is not None:
+                        child = applier.apply(new_trace, self.rand.fork_seed(),
+                                              keep_decisions=True)
+                        if child is not None:
+                            break
+                elif not used[parent_idx]:
+                    used[parent_idx] = True
+                    child = parent
+                    break
+            nxt.append(child if child is not None else population[parent_idx])
+        return nxt
+
+    def _pick_with_eps_greedy(self, unmeasured: list[Schedule], bests: list[Schedule],
+                              num: int) -> list[Schedule]:
+        with Profiler.timeit("EvoSearch/PickWithEpsGreedy"):
+            num_rands = int(num * self.eps_greedy)
+            num_bests = num - num_rands
+            order = list(range(len(unmeasured)))
+            for i in range(len(order) - 1, 0, -1):  # Fisher-Yates with the strategy's RNG
+                j = self.rand.randint(0, i + 1)
+                order[i], order[j] = order[j], order[i]
+            rands = [unmeasured[i] for i in order]
+            out: list[Schedule] = []
+            i_best = i_rand = 0
+            for i in range(num):
+                if i < num_bests:
+                    if i_best < len(bests):
+                        sch, i_best = bests[i_best], i_best + 1
+                    elif i_rand < len(rands):
+                        sch, i_rand = rands[i_rand], i_rand + 1
+                    else:
+                        break
+                else:
+                    if i_rand < len(rands):
+                        sch, i_rand = rands[i_rand], i_rand + 1
+                    elif i_best < len(bests):
+                        sch, i_best = bests[i_best], i_best + 1
+                    else:
+                        break
+                if self._measured.add(sch.mod):
+                    out.append(sch)
+            return out

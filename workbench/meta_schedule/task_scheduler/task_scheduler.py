@@ -1,0 +1,313 @@
+"""TaskScheduler: decides which task to tune next and runs TVM's main loop (reference 1.3).
+
+``tune(tasks, task_weights, max_trials_global, max_trials_per_task, num_trials_per_iter,
+builder, runner, measure_callbacks, database, cost_model)``::
+
+    for each task: generate design spaces, log them, strategy.pre_tuning(...)
+    while trials < max_trials_global and (tid := next_task_id()) != -1:
+        if the task has max_trials_per_task trials: terminate it; continue
+        cands = strategy.generate_measure_candidates(); None -> terminate; continue
+        trials += len(cands)          # counted when generated, failures included
+        build all, run the built ones (a build failure becomes a finished failed run)
+    join and terminate whatever is left; strategy.post_tuning() for every task
+
+``join_running_task(tid)`` waits for the task's runs, notifies its strategy, applies the
+measure callbacks (which read ``tasks_``, ``database_``, ``cost_model_``), records each
+trial's median latency (1e9 ms on failure) and logs the trial lines and the statistics table.
+
+Beyond TVM: each task's unscheduled function is run once (``make_reference``) and every
+``RunnerInput`` carries that reference, so a schedule computing wrong results fails its
+measurement instead of becoming the best record (pass ``check_outputs=False`` to skip).
+"""
+from __future__ import annotations
+
+import abc
+import logging
+import os
+import tempfile
+from typing import TYPE_CHECKING, Any, Sequence
+
+from workbench.meta_schedule.arg_info import ArgInfo
+from workbench.meta_schedule.profiler import Profiler
+from workbench.meta_schedule.utils import estimate_tir_flops, median
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workbench.meta_schedule.builder import Builder, BuilderResult
+    from workbench.meta_schedule.cost_model import CostModel
+    from workbench.meta_schedule.database import Database
+    from workbench.meta_schedule.measure_callback import MeasureCallback
+    from workbench.meta_schedule.runner import Runner, RunnerFuture, RunnerResult
+    from workbench.meta_schedule.search_strategy import MeasureCandidate
+    from workbench.meta_schedule.tune_context import TuneContext
+
+__all__ = ["TaskRecord", "TaskScheduler", "PyTaskScheduler"]
+
+FAILED_LATENCY_MS = 1e9
+GLOBAL_LOGGER = "workbench.meta_schedule"
+
+
+class TaskRecord:
+    """The scheduler's state for one task (TVM's ``TaskRecordNode``)."""
+
+    def __init__(self, ctx: "TuneContext", task_weight: float) -> None:
+        self.ctx = ctx
+        self.task_weight = float(task_weight)
+        self.flop = max(1.0, estimate_tir_flops(ctx.mod)) if ctx.mod is not None else 1.0
+        self.is_terminated = False
+        self.build_error_count = 0
+        self.run_error_count = 0
+        self.latency_ms: list[float] = []
+        self.measure_candidates: list["MeasureCandidate"] | None = None
+        self.builder_results: list["BuilderResult"] | None = None
+        self.runner_futures: list["RunnerFuture"] | None = None
+        self.reference: str | None = None
+
+    @property
+    def best_latency_ms(self) -> float | None:
+        valid = [x for x in self.latency_ms if x < FAILED_LATENCY_MS]
+        return min(valid) if valid else None
+
+    def __repr__(self) -> str:
+        return (f"TaskRecord({self.ctx.task_name!r}, trials={len(self.latency_ms)}, "
+                f"best_ms={self.best_latency_ms}, done={self.is_terminated})")
+
+
+class TaskScheduler(abc.ABC):
+    """Abstract task scheduler; subclasses choose ``next_task_id``."""
+
+    def __init__(self) -> None:
+        self.tasks_: list[TaskRecord] = []
+        self.measure_callbacks_: list["MeasureCallback"] = []
+        self.database_: "Database | None" = None
+        self.cost_model_: "CostModel | None" = None
+        self.remaining_tasks_ = 0
+        self.logger = logging.getLogger(GLOBAL_LOGGER)
+        self.check_outputs = True
+
+    @abc.abstractmethod
+    def next_task_id(self) -> int:
+        """The task to tune next, or -1 when every task is done."""
+
+    # -- the main loop -------------------------------------------------------------------------
+    def tune(self, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
+             max_trials_global: int, max_trials_per_task: int, num_trials_per_iter: int,
+             builder: "Builder", runner: "Runner",
+             measure_callbacks: Sequence["MeasureCallback"], database: "Database | None",
+             cost_model: "CostModel | None", *, work_dir: str | None = None) -> None:
+        """Tune ``tasks`` (see the module docstring). ``work_dir`` (Workbench) is where the
+        output references are kept (a temporary directory when None)."""
+        if len(tasks) != len(task_weights):
+            raise ValueError(f"tune: {len(tasks)} tasks but {len(task_weights)} weights")
+        if max_trials_global < 0 or max_trials_per_task < 0 or num_trials_per_iter <= 0:
+            raise ValueError("tune: trial counts must be non-negative and num_trials_per_iter "
+                             "positive")
+        self.tasks_ = []
+        self.measure_callbacks_ = list(measure_callbacks)
+        self.database_ = database
+        self.cost_model_ = cost_model
+        self.remaining_tasks_ = len(tasks)
+        self._builder, self._runner = builder, runner
+        ref_dir = work_dir or tempfile.mkdtemp(prefix="workbench_ms_")
+        for i, (ctx, weight) in enumerate(zip(tasks, task_weights)):
+            with Profiler.timeit("InitializeTask"):
+                self._initialize_task(i, ctx, weight, max_trials_per_task,
+                                      num_trials_per_iter, ref_dir)
+        trials = 0
+        while trials < max_trials_global:
+            task_id = self.next_task_id()
+            if task_id == -1:
+                break
+            task = self.tasks_[task_id]
+            if task.is_terminated:
+                continue
+            if len(task.latency_ms) >= max_trials_per_task:
+                self.terminate_task(task_id)
+                continue
+            cands = task.ctx.generate_measure_candidates()
+            if cands is None:
+                self.terminate_task(task_id)
+                continue
+            trials += len(cands)
+            self.logger.info("Sending %d sample(s) to builder", len(cands))
+            self._send(task_id, cands)
+        for task_id, task in enumerate(self.tasks_):
+            if not task.is_terminated:
+                if task.runner_futures is not None:
+                    self.join_running_task(task_id)
+                self.terminate_task(task_id)
+            task.ctx.post_tuning()
+
+    def _initialize_task(self, i: int, ctx: "TuneContext", weight: float,
+                         max_trials_per_task: int, num_trials_per_iter: int,
+                         ref_dir: str) -> None:
+        if ctx.mod is None or ctx.space_generator is None or ctx.search_strategy is None:
+            raise ValueError(f"task #{i} ({ctx.task_name}) needs a mod, a space_generator "
+                             "and a search_strategy")
+        record = TaskRecord(ctx, weight)
+        self.tasks_.append(record)
+        log = ctx.logger
+        log.info("Initializing Task #%d: %r", i, ctx.task_name)
+        log.info("\n%s", ctx.mod.script() if hasattr(ctx.mod, "script") else ctx.mod)
+        spaces = ctx.space_generator.generate_design_space(ctx.mod)
+        log.info("Total %d design space(s) generated", len(spaces))
+        for k, sch in enumerate(spaces):
+            log.info("Design space #%d:\n%s\n%s", k, sch.mod["main"].script(),
+                     sch.trace.simplified(remove_postproc=True))
+        ctx.search_strategy.pre_tuning(max_trials_per_task, num_trials_per_iter, spaces,
+                                       self.database_, self.cost_model_)
+        if self.check_outputs:
+            record.reference = self._make_reference(ctx, ref_dir)
+
+    def _make_reference(self, ctx: "TuneContext", ref_dir: str) -> str | None:
+        try:
+            from workbench.meta_schedule.runner import make_reference
+        except ImportError:  # pragma: no cover - a runner package without output checking
+            return None
+        try:
+            return make_reference(ctx.mod, ctx.target, ArgInfo.from_entry_func(ctx.mod),
+                                  os.path.join(ref_dir, "references"),
+                                  runner=self._runner)
+        except Exception as e:  # noqa: BLE001 - tune anyway, just without the output check
+            ctx.logger.warning("Cannot compute the reference output of task %r (%s); its "
+                               "candidates are measured without an output check",
+                               ctx.task_name, e)
+            return None
+
+    def _send(self, task_id: int, cands: list["MeasureCandidate"]) -> None:
+        from workbench.meta_schedule.builder import BuilderInput
+        from workbench.meta_schedule.runner import RunnerFuture, RunnerInput, RunnerResult
+        task = self.tasks_[task_id]
+        target = task.ctx.target
+        with Profiler.timeit("SendToBuilder"):
+            built = self._builder.build([BuilderInput(c.sch.mod, target) for c in cands])
+        inputs, positions = [], []
+        for k, (cand, res) in enumerate(zip(cands, built)):
+            if res.error_msg is None:
+                inputs.append(RunnerInput(res.artifact_path, "cpu", cand.args_info,
+                                          reference=task.reference))
+                positions.append(k)
+        with Profiler.timeit("SendToRunner"):
+            ran = self._runner.run(inputs) if inputs else []
+        futures: list[Any] = [None] * len(cands)
+        for k, fut in zip(positions, ran):
+            futures[k] = fut
+        for k, res in enumerate(built):
+            if futures[k] is None:
+                failed = RunnerResult(None, res.error_msg or "the runner returned no result")
+                futures[k] = RunnerFuture(lambda: True, lambda r=failed: r)
+        task.measure_candidates = cands
+        task.builder_results = built
+        task.runner_futures = futures
+
+    # -- task state ----------------------------------------------------------------------------
+    def join_running_task(self, task_id: int) -> list["RunnerResult"]:
+        """Wait for the task's runs, notify its strategy, run the callbacks, record latencies."""
+        task = self.tasks_[task_id]
+        if task.runner_futures is None:
+            return []
+        with Profiler.timeit("JoinRunnerFutures"):
+            results = [f.result() for f in task.runner_futures]
+        cands, built = task.measure_candidates, task.builder_results
+        task.ctx.notify_runner_results(cands, results)
+        for cb in self.measure_callbacks_:
+            cb.apply(self, task_id, cands, built, results)
+        task.measure_candidates = task.builder_results = task.runner_futures = None
+        log = task.ctx.logger
+        name = f"[Task #{task_id}: {task.ctx.task_name}]"
+        for cand, b, r in zip(cands, built, results):
+            trial = len(task.latency_ms)
+            if b.error_msg is not None or r.error_msg is not None or not r.run_secs:
+                task.latency_ms.append(FAILED_LATENCY_MS)
+                stage = "building" if b.error_msg is not None else "running"
+                if stage == "building":
+                    task.build_error_count += 1
+                else:
+                    task.run_error_count += 1
+                log.info("%s Trial #%d: Error in %s:\n%s\n%s\n%s", name, trial, stage,
+                         b.error_msg if b.error_msg is not None else r.error_msg,
+                         cand.sch.mod["main"].script(), cand.sch.trace)
+                continue
+            ms = median(r.run_secs) * 1000.0
+            task.latency_ms.append(ms)
+            best = task.best_latency_ms
+            log.info("%s Trial #%d: GFLOPs: %.4f. Time: %.4f us. Best GFLOPs: %.4f", name,
+                     trial, task.flop / ms / 1e6, ms * 1e3, task.flop / best / 1e6)
+        best = task.best_latency_ms
+        self.logger.info("%s %d trial(s) done; best %s", name, len(task.latency_ms),
+                         "N/A" if best is None else
+                         f"{best * 1e3:.4f} us ({task.flop / best / 1e6:.4f} GFLOPs)")
+        self.print_tuning_statistics()
+        return results
+
+    def touch_task(self, task_id: int) -> None:
+        """Join the task if it is alive and all of its runs have finished."""
+        task = self.tasks_[task_id]
+        if not task.is_terminated and task.runner_futures is not None and \
+                all(f.done() for f in task.runner_futures):
+            self.join_running_task(task_id)
+
+    def terminate_task(self, task_id: int) -> None:
+        task = self.tasks_[task_id]
+        if task.is_terminated:
+            return
+        task.is_terminated = True
+        self.remaining_tasks_ -= 1
+        self.logger.info("Task #%d has finished. Remaining task(s): %d", task_id,
+                         self.remaining_tasks_)
+        self.print_tuning_statistics()
+
+    # -- statistics ----------------------------------------------------------------------------
+    def tuning_statistics(self) -> str:
+        """TVM's statistics table (reference section 9) as text."""
+        from workbench.meta_schedule.profiler import _render_table
+        rows: list[list[str] | None] = [
+            ["ID", "Name", "FLOP", "Weight", "Speed (GFLOPS)", "Latency (us)",
+             "Weighted Latency (us)", "Trials", "Done"], None]
+        total_trials = 0
+        total_latency = 0.0
+        for i, task in enumerate(self.tasks_):
+            best = task.best_latency_ms
+            trials = len(task.latency_ms)
+            total_trials += trials
+            if best is None:
+                speed = latency = weighted = "N/A"
+            else:
+                lat_us = best * 1000.0
+                speed = f"{task.flop / lat_us / 1000.0:.4f}"
+                latency = f"{lat_us:.4f}"
+                weighted = f"{lat_us * task.task_weight:.4f}"
+                total_latency += lat_us * task.task_weight
+            rows.append([str(i), task.ctx.task_name, str(int(task.flop)),
+                         str(int(task.task_weight)), speed, latency, weighted, str(trials),
+                         "Y" if task.is_terminated else ""])
+        rows.append(None)
+        return (_render_table(rows) + f"Total trials: {total_trials}\n"
+                f"Total latency (us): {total_latency:.6g}\n")
+
+    def print_tuning_statistics(self) -> None:
+        """Log the statistics table to the global tuning logger."""
+        self.logger.info("\n%s", self.tuning_statistics())
+
+    # -- factory -------------------------------------------------------------------------------
+    @staticmethod
+    def create(kind: Any = "gradient", *args: Any, **kwargs: Any) -> "TaskScheduler":
+        """"gradient" (:class:`GradientBased`, the default) or "round-robin"."""
+        from workbench.meta_schedule.task_scheduler.gradient_based import GradientBased
+        from workbench.meta_schedule.task_scheduler.round_robin import RoundRobin
+        if isinstance(kind, TaskScheduler):
+            return kind
+        if kind == "gradient":
+            return GradientBased(*args, **kwargs)
+        if kind == "round-robin":
+            return RoundRobin(*args, **kwargs)
+        raise ValueError(f"TaskScheduler.create: unknown kind {kind!r}; expected 'gradient' "
+                         "or 'round-robin'")
+
+
+class PyTaskScheduler(TaskScheduler):
+    """Base for user schedulers (decorate with ``@derived_object``): implement
+    ``next_task_id``; the main loop and the task helpers are inherited."""
+
+    _tvm_metadata = {"cls": TaskScheduler,
+                     "methods": ["tune", "next_task_id", "join_running_task", "touch_task"]}
+

@@ -1,0 +1,92 @@
+"""``tune_tir`` / ``compile_tir``: tune the PrimFuncs of a module (TVM's
+``tir_integration.py``, reference section 1.1).
+
+Every PrimFunc (sorted by name) becomes one task ``IRModule({"main": func})`` with its own
+``TuneContext`` (seed forked from ``seed``, logger under ``work_dir/logs``), cloned so each
+has independent generator and strategy state; ``tune_tasks`` then does the work.
+``compile_tir(database, mod, target)`` returns the best schedule of ``mod`` in the database
+(its trace replayed, postprocessing included), or None.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from workbench.ir.module import IRModule
+from workbench.meta_schedule.database import Database
+from workbench.meta_schedule.logging import get_loggers_from_work_dir
+from workbench.meta_schedule.tune import tune_tasks
+from workbench.meta_schedule.tune_context import TuneContext
+from workbench.meta_schedule.utils import fork_seed, normalize_mod
+from workbench.target import Target
+from workbench.tir.function import PrimFunc
+from workbench.tir.schedule import Schedule
+
+__all__ = ["tune_tir", "compile_tir"]
+
+
+def _task_module(func: PrimFunc) -> IRModule:
+    func = func.with_attr("global_symbol", "main")
+    if "tir.noalias" not in func.attrs:
+        func = func.with_attr("tir.noalias", True)
+    return IRModule({"main": func})
+
+
+def _named_tasks(mod: Any) -> list[tuple[str, IRModule]]:
+    mod = normalize_mod(mod)
+    funcs = sorted((name, f) for name, f in mod.items() if isinstance(f, PrimFunc))
+    if not funcs:
+        raise ValueError("tune_tir: the module has no PrimFunc to tune")
+    return [(name, _task_module(f)) for name, f in funcs]
+
+
+def tune_tir(mod: IRModule | PrimFunc, target: str | Target, work_dir: str,
+             max_trials_global: int, *, max_trials_per_task: int | None = None,
+             num_trials_per_iter: int = 64, builder: Any = "local", runner: Any = "local",
+             database: Any = "json", cost_model: Any = "xgb",
+             measure_callbacks: Any = "default", task_scheduler: Any = "gradient",
+             space: Any = "post-order-apply", strategy: Any = "evolutionary",
+             num_tuning_cores: int | str = "physical", seed: int | None = None,
+             module_equality: str = "structural",
+             special_space: Mapping[str, Any] | None = None,
+             post_optimization: bool | None = False) -> Database:
+    """Tune every PrimFunc of ``mod`` for ``target``; return the database of records.
+
+    Files land in ``work_dir``: ``database_workload.json``, ``database_tuning_record.json``
+    and ``logs/``. ``measure_callbacks`` may be a list mixing callbacks and ``"default"``.
+    """
+    if not isinstance(target, Target):
+        target = Target(target)
+    named = _named_tasks(mod)
+    loggers = get_loggers_from_work_dir(work_dir, [name for name, _ in named])
+    seeds = fork_seed(seed, len(named))
+    tasks, weights = [], []
+    for (name, task_mod), logger, rand_state in zip(named, loggers, seeds):
+        space_i = space
+        if special_space is not None and name in special_space:
+            space_i = special_space[name]
+            if space_i is None:
+                continue
+        ctx = TuneContext(task_mod, target=target, space_generator=space_i,
+                          search_strategy=strategy, task_name=name, rand_state=rand_state,
+                          num_threads=num_tuning_cores, logger=logger)
+        tasks.append(ctx.clone())
+        weights.append(1.0)
+    return tune_tasks(tasks=tasks, task_weights=weights, work_dir=work_dir,
+                      max_trials_global=max_trials_global,
+                      max_trials_per_task=max_trials_per_task,
+                      num_trials_per_iter=num_trials_per_iter, builder=builder, runner=runner,
+                      database=database, cost_model=cost_model,
+                      measure_callbacks=measure_callbacks, task_scheduler=task_scheduler,
+                      module_equality=module_equality, post_optimization=post_optimization)
+
+
+def compile_tir(database: Database, mod: IRModule | PrimFunc,
+                target: str | Target) -> Schedule | None:
+    """The best schedule of ``mod`` recorded in ``database`` (None if it has none)."""
+    if not isinstance(target, Target):
+        target = Target(target)
+    named = _named_tasks(mod)
+    if len(named) != 1:
+        raise ValueError(f"compile_tir: expected one PrimFunc, the module has "
+                         f"{[n for n, _ in named]}")
+    return database.query_schedule(named[0][1], target, "main")

@@ -1,0 +1,82 @@
+"""``tune_tasks``: tune a list of TuneContexts with a task scheduler (TVM's ``tune.py``).
+
+String arguments are resolved as TVM does (reference section 1.1): the builder is a
+``LocalBuilder(max_workers=num_cores)``, the runner a ``LocalRunner()``, the database a
+``JSONDatabase(work_dir=work_dir)``, the cost model ``XGBModel(num_tuning_cores=num_cores)``,
+the callbacks ``MeasureCallback.create("default")`` and the scheduler ``GradientBased()``,
+where ``num_cores = tasks[0].num_threads``. Objects are used as given.
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import TYPE_CHECKING, Any, Sequence
+
+from workbench.meta_schedule.builder import Builder
+from workbench.meta_schedule.cost_model import CostModel
+from workbench.meta_schedule.database import Database
+from workbench.meta_schedule.measure_callback import MeasureCallback
+from workbench.meta_schedule.runner import Runner
+from workbench.meta_schedule.task_scheduler import TaskScheduler
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workbench.meta_schedule.tune_context import TuneContext
+
+__all__ = ["tune_tasks", "normalize_callbacks"]
+
+logger = logging.getLogger("workbench.meta_schedule")
+
+
+def normalize_callbacks(measure_callbacks: Any) -> list[MeasureCallback]:
+    """"default" | one callback | a list (which may itself contain "default")."""
+    if measure_callbacks is None:
+        return []
+    if isinstance(measure_callbacks, str):
+        return MeasureCallback.create(measure_callbacks)
+    if isinstance(measure_callbacks, MeasureCallback):
+        return [measure_callbacks]
+    out: list[MeasureCallback] = []
+    for cb in measure_callbacks:
+        out.extend(normalize_callbacks(cb))
+    return out
+
+
+def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
+               work_dir: str, max_trials_global: int, max_trials_per_task: int | None = None,
+               num_trials_per_iter: int = 64, builder: Any = "local", runner: Any = "local",
+               database: Any = "json", cost_model: Any = "xgb",
+               measure_callbacks: Any = "default", task_scheduler: Any = "gradient",
+               module_equality: str = "structural",
+               post_optimization: bool | None = False) -> Database:
+    """Tune ``tasks`` and return the database holding every record (see module docstring)."""
+    if not tasks:
+        raise ValueError("tune_tasks: no tasks to tune")
+    if len(tasks) != len(task_weights):
+        raise ValueError(f"tune_tasks: {len(tasks)} tasks but {len(task_weights)} weights")
+    if max_trials_per_task is None:
+        max_trials_per_task = max_trials_global
+    num_cores = tasks[0].num_threads
+    if isinstance(builder, str):
+        builder = Builder.create(builder, max_workers=num_cores)
+    if isinstance(runner, str):
+        runner = Runner.create(runner, max_workers=num_cores)
+    if isinstance(database, str):
+        if database == "json":
+            database = Database.create("json", work_dir=work_dir,
+                                       module_equality=module_equality)
+        else:
+            database = Database.create(database, module_equality=module_equality)
+    if isinstance(cost_model, str):
+        cost_model = CostModel.create(cost_model, num_tuning_cores=num_cores)
+    callbacks = normalize_callbacks(measure_callbacks)
+    scheduler = TaskScheduler.create(task_scheduler)
+    if post_optimization:
+        logger.warning("tune_tasks: post_optimization (Droplet search) is not available in "
+                       "Workbench; ignored")
+    kwargs = {}
+    if "work_dir" in inspect.signature(scheduler.tune).parameters:
+        kwargs["work_dir"] = work_dir
+    scheduler.tune(list(tasks), [float(w) for w in task_weights], max_trials_global,
+                   max_trials_per_task, num_trials_per_iter, builder, runner, callbacks,
+                   database, cost_model, **kwargs)
+    return database

@@ -1,0 +1,127 @@
+"""The Relax compilation pipeline: one named, ordered list of module passes from a graph to
+VM-ready code (TVM's ``relax.get_default_pipeline``).
+
+Each stage is a pass object with a ``name`` and ``__call__(IRModule) -> IRModule``. A
+:class:`Pipeline` runs them in order and reports each step to an optional instrument (the pass
+name, the module after it and the seconds it took), which is how notebooks show the graph pass
+by pass (:func:`run_with_log`), like the TIR lowering pipeline.
+
+The default order, and why:
+
+1. ``LegalizeOps``            high-level ops -> ``call_tir`` of te-made PrimFuncs
+2. ``AnnotateTIROpPattern``   each PrimFunc's fusion pattern (``op_pattern``)
+3. ``FuseOps``                group producers/consumers into Primitive functions   [fuse]
+4. ``FuseTIR``                one PrimFunc per group                                [fuse]
+5. ``DeadCodeElimination``    unused bindings and functions (fusion leaves some)
+6. ``ToNonDataflow``          from here on, code has effects
+7. ``CallTIRRewrite``         ``call_tir`` -> ``builtin.alloc_tensor`` + DPS kernel call
+8. ``StaticPlanBlockMemory``  share storage between non-overlapping lifetimes   [plan_memory]
+9. ``LowerAllocTensor``       what is left gets its own storage
+10. ``VMShapeLower``          parameter checks, shape heap, ``make_shape``
+11. ``AttachGlobalSymbol``    kernels are found by name in the compiled library
+
+``relax.build`` then runs ``VMCodeGen`` and compiles the PrimFuncs.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Protocol
+
+from workbench.ir.module import IRModule
+
+
+class ModulePass(Protocol):
+    name: str
+
+    def __call__(self, mod: IRModule) -> IRModule: ...
+
+
+# (pass name, module after the pass, seconds)
+RelaxInstrument = Callable[[str, IRModule, float], None]
+
+
+class Pipeline:
+    """An ordered list of module passes; ``pipeline(mod)`` runs them all."""
+
+    def __init__(self, passes: Iterable[ModulePass], name: str = "pipeline"):
+        self.passes = list(passes)
+        self.name = name
+
+    def __call__(self, mod: IRModule, instrument: RelaxInstrument | None = None) -> IRModule:
+        if not isinstance(mod, IRModule):
+            raise TypeError(f"{self.name}: expected an IRModule, got {type(mod).__name__}")
+        for p in self.passes:
+            start = time.perf_counter()
+            mod = p(mod)
+            if instrument is not None:
+                instrument(p.name, mod, time.perf_counter() - start)
+        return mod
+
+    @property
+    def pass_names(self) -> list[str]:
+        return [p.name for p in self.passes]
+
+    def __iter__(self) -> Iterator[ModulePass]:
+        return iter(self.passes)
+
+    def __len__(self) -> int:
+        return len(self.passes)
+
+    def __repr__(self) -> str:
+        return f"Pipeline({self.name!r}, [{', '.join(self.pass_names)}])"
+
+
+def get_default_pipeline(target: Any = None, fuse: bool = True,
+                         plan_memory: bool = True) -> Pipeline:
+    """The default pipeline for ``target`` (only CPU/llvm targets exist; the target is accepted
+    for TVM compatibility). ``fuse=False`` skips FuseOps/FuseTIR (one kernel per op);
+    ``plan_memory=False`` skips StaticPlanBlockMemory (one storage per tensor)."""
+    from workbench.relax import transform as T
+    from workbench.relax.transform.attach_global_symbol import AttachGlobalSymbol
+    from workbench.relax.transform.call_tir_rewrite import CallTIRRewrite, ToNonDataflow
+    from workbench.relax.transform.dead_code_elimination import DeadCodeElimination
+    from workbench.relax.transform.fuse_ops import FuseOps
+    from workbench.relax.transform.fuse_tir import FuseTIR
+    from workbench.relax.transform.static_plan_block_memory import (
+        LowerAllocTensor, StaticPlanBlockMemory,
+    )
+    from workbench.relax.transform.vm_shape_lower import VMShapeLower
+    passes: list[ModulePass] = [T.LegalizeOps(), T.AnnotateTIROpPattern()]
+    if fuse:
+        passes += [FuseOps(), FuseTIR()]
+    passes += [DeadCodeElimination(), ToNonDataflow(), CallTIRRewrite()]
+    if plan_memory:
+        passes.append(StaticPlanBlockMemory())
+    passes += [LowerAllocTensor(), VMShapeLower(), AttachGlobalSymbol()]
+    return Pipeline(passes, "default")
+
+
+@dataclass
+class PassRecord:
+    """The module after one pass of a pipeline run."""
+
+    pass_name: str
+    seconds: float
+    script: str
+
+    def _repr_html_(self) -> str:
+        from workbench.ir.printer import html_highlight
+        return f"<b>{self.pass_name}</b> ({self.seconds * 1e3:.1f} ms)" + \
+            html_highlight(self.script)
+
+
+def run_with_log(mod: IRModule, pipeline: Pipeline | None = None
+                 ) -> tuple[IRModule, list[PassRecord]]:
+    """Run ``pipeline`` (default: :func:`get_default_pipeline`) keeping the module's text and
+    the time after every pass."""
+    log: list[PassRecord] = []
+
+    def record(name: str, m: IRModule, seconds: float) -> None:
+        log.append(PassRecord(name, seconds, m.script()))
+
+    out = (pipeline or get_default_pipeline())(mod, record)
+    return out, log
+
+
+__all__ = ["Pipeline", "get_default_pipeline", "run_with_log", "PassRecord", "RelaxInstrument"]

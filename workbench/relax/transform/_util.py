@@ -1,0 +1,137 @@
+"""Small helpers shared by the compilation passes (which variables an expression uses, fresh
+names, the Relax functions of a module, the tir Vars of struct info)."""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+from workbench.ir.module import IRModule
+from workbench.relax.expr import (
+    Binding, BindingBlock, Call, Expr, Function, If, MatchCast, SeqExpr, Tuple, TupleGetItem,
+    Var,
+)
+from workbench.relax.struct_info import TensorStructInfo, TupleStructInfo
+
+
+def _uses(e: Any, out: list[Var], seen: set[int]) -> None:
+    rule = _USES.get(type(e))
+    if rule is None:
+        for cls in type(e).__mro__:
+            rule = _USES.get(cls)
+            if rule is not None:
+                break
+    if rule is not None:
+        rule(e, out, seen)
+
+
+def _use_var(v: Var, out: list[Var], seen: set[int]) -> None:
+    if id(v) not in seen:
+        seen.add(id(v))
+        out.append(v)
+
+
+def _use_seq(s: SeqExpr, out: list[Var], seen: set[int]) -> None:
+    for block in s.blocks:
+        for b in block.bindings:
+            _uses(b.value, out, seen)
+    _uses(s.body, out, seen)
+
+
+_USES: dict[type, Callable[[Any, list, set], None]] = {
+    Var: _use_var,
+    Call: lambda c, out, seen: [_uses(a, out, seen) for a in (c.op, *c.args)],
+    Tuple: lambda t, out, seen: [_uses(f, out, seen) for f in t.fields],
+    TupleGetItem: lambda g, out, seen: _uses(g.tuple_value, out, seen),
+    If: lambda e, out, seen: [_uses(x, out, seen) for x in (e.cond, e.true_branch,
+                                                            e.false_branch)],
+    SeqExpr: _use_seq,
+}
+
+
+def used_vars(e: Any) -> list[Var]:
+    """The Relax Vars ``e`` reads (in first-use order), looking into If branches; variables
+    defined inside a branch are included too (they never clash with outer ones)."""
+    out: list[Var] = []
+    _uses(e, out, set())
+    return out
+
+
+def relax_functions(mod: IRModule) -> Iterator[tuple[str, Function]]:
+    """``(name, function)`` for every Relax function of ``mod`` (a snapshot)."""
+    for name, func in list(mod.items()):
+        if isinstance(func, Function):
+            yield name, func
+
+
+def is_primitive(func: Any) -> bool:
+    return isinstance(func, Function) and bool(func.attrs.get("Primitive", 0))
+
+
+def fresh_name(mod: IRModule, base: str) -> str:
+    """``base``, or ``base1``, ``base2``, ... whichever is not a function of ``mod``."""
+    if base not in mod:
+        return base
+    k = 1
+    while f"{base}{k}" in mod:
+        k += 1
+    return f"{base}{k}"
+
+
+def map_bindings(seq: SeqExpr, fn: Callable[[Binding], list[Binding]],
+                 nested: bool = True) -> SeqExpr:
+    """Rebuild ``seq`` with each binding replaced by ``fn(binding)`` (a list). With
+    ``nested``, If values are rebuilt first (each branch through the same ``fn``)."""
+    blocks = []
+    changed = False
+    for block in seq.blocks:
+        new: list[Binding] = []
+        for b in block.bindings:
+            if nested and isinstance(b.value, If):
+                b2 = _map_if_binding(b, fn)
+                changed |= b2 is not b
+                b = b2
+            out = fn(b)
+            changed |= not (len(out) == 1 and out[0] is b)
+            new.extend(out)
+        blocks.append(type(block)(tuple(new)) if new else None)
+    if not changed:
+        return seq
+    return SeqExpr(tuple(b for b in blocks if b is not None), seq.body, seq.struct_info)
+
+
+def _map_if_binding(b: Binding, fn: Callable[[Binding], list[Binding]]) -> Binding:
+    e: If = b.value
+    t = map_bindings(e.true_branch, fn) if isinstance(e.true_branch, SeqExpr) else e.true_branch
+    f = map_bindings(e.false_branch, fn) if isinstance(e.false_branch, SeqExpr) \
+        else e.false_branch
+    if t is e.true_branch and f is e.false_branch:
+        return b
+    return b.replace(value=If(e.cond, t, f, e.struct_info))
+
+
+def with_body(func: Function, body: SeqExpr) -> Function:
+    return func if body is func.body else func.replace(body=body)
+
+
+def binding_blocks(seq: SeqExpr) -> tuple[BindingBlock, ...]:
+    return seq.blocks
+
+
+def tensor_fields(sinfo: Any) -> list[TensorStructInfo]:
+    """The tensors of a tensor or (nested) tuple struct info, flattened."""
+    if isinstance(sinfo, TensorStructInfo):
+        return [sinfo]
+    if isinstance(sinfo, TupleStructInfo):
+        return [t for f in sinfo.fields for t in tensor_fields(f)]
+    raise TypeError(f"expected tensor or tuple struct info, got {sinfo}")
+
+
+def binding_value(b: Binding) -> Expr:
+    return b.value
+
+
+def is_match_cast(b: Binding) -> bool:
+    return isinstance(b, MatchCast)
+
+
+__all__ = ["used_vars", "relax_functions", "is_primitive", "fresh_name", "map_bindings",
+           "with_body", "tensor_fields"]

@@ -1,0 +1,89 @@
+"""``ToNonDataflow`` and ``CallTIRRewrite``: from pure ``call_tir`` values to explicit
+allocation plus kernel calls in destination-passing style (TVM's passes of those names).
+
+``ToNonDataflow()(mod)``: every dataflow block becomes a plain binding block (the code after
+this point has effects: it allocates and writes memory). DataflowVars keep their identity.
+
+``CallTIRRewrite()(mod)``: in every Relax function, each binding ::
+
+    lv = R.call_tir(cls.f, (x, w), out_sinfo=R.Tensor((n, 16), "float32"))
+
+becomes ::
+
+    alloc = R.builtin.alloc_tensor(R.shape([n, 16]), dtype="float32", runtime_device_index=0)
+    _ = cls.f(x, w, alloc)                 # the kernel writes its output into alloc
+    lv = alloc
+
+(one ``alloc`` per output; several outputs make ``lv = (alloc, alloc1)``). A call with
+``tir_vars`` calls ``R.call_packed("vm.builtin.call_tir_dyn", cls.f, x, w, alloc,
+R.shape([...]))`` so the kernel receives the extra int64 scalars after its buffers. Bindings
+inside If branches are rewritten too.
+"""
+from __future__ import annotations
+
+from workbench.ir.module import IRModule
+from workbench.relax.expr import (
+    Binding, BindingBlock, Call, DataflowBlock, ExternFunc, SeqExpr, Tuple, Var, VarBinding,
+)
+from workbench.relax.op.base import call_tir_parts, is_call_tir
+from workbench.relax.transform._util import map_bindings, relax_functions, with_body
+from workbench.relax.transform.lowered_ops import VOID_SINFO, builtin_alloc_tensor
+
+
+def _to_plain(seq: SeqExpr) -> SeqExpr:
+    blocks = tuple(BindingBlock(b.bindings) if isinstance(b, DataflowBlock) else b
+                   for b in seq.blocks)
+    if all(a is b for a, b in zip(blocks, seq.blocks)):
+        return seq
+    return SeqExpr(blocks, seq.body, seq.struct_info)
+
+
+class ToNonDataflow:
+    """The pass object: ``mod = ToNonDataflow()(mod)`` (see the module docstring)."""
+
+    name = "ToNonDataflow"
+
+    def __call__(self, mod: IRModule) -> IRModule:
+        out = mod.copy()
+        for name, func in relax_functions(mod):
+            if isinstance(func.body, SeqExpr):
+                # Dataflow blocks cannot hold Ifs, so branches need no visit.
+                out[name] = with_body(func, _to_plain(func.body))
+        return out
+
+
+def _rewrite(b: Binding) -> list[Binding]:
+    if not (isinstance(b, VarBinding) and is_call_tir(b.value)):
+        return [b]
+    gvar, inputs, tir_vars, outs = call_tir_parts(b.value)
+    allocs: list[Var] = []
+    out: list[Binding] = []
+    for si in outs:
+        alloc = Var("alloc", si)
+        out.append(VarBinding(alloc, builtin_alloc_tensor(si.shape, si.dtype)))
+        allocs.append(alloc)
+    if tir_vars:
+        call = Call(ExternFunc("vm.builtin.call_tir_dyn"),
+                    (gvar, *inputs, *allocs, b.value.args[2]), {}, (VOID_SINFO,), VOID_SINFO)
+    else:
+        call = Call(gvar, (*inputs, *allocs), {}, (VOID_SINFO,), VOID_SINFO)
+    out.append(VarBinding(Var("_", VOID_SINFO), call))
+    result = allocs[0] if len(allocs) == 1 else Tuple(tuple(allocs), b.var.struct_info)
+    out.append(VarBinding(b.var, result))
+    return out
+
+
+class CallTIRRewrite:
+    """The pass object: ``mod = CallTIRRewrite()(mod)`` (see the module docstring)."""
+
+    name = "CallTIRRewrite"
+
+    def __call__(self, mod: IRModule) -> IRModule:
+        out = mod.copy()
+        for name, func in relax_functions(mod):
+            if isinstance(func.body, SeqExpr):
+                out[name] = with_body(func, map_bindings(func.body, _rewrite))
+        return out
+
+
+__all__ = ["ToNonDataflow", "CallTIRRewrite"]

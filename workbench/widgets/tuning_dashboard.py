@@ -1,0 +1,440 @@
+"""``TuningDashboard``: live view of a tuning run, and the measure callback that feeds it.
+
+It is a ``MeasureCallback`` (TVM's ``apply(task_scheduler, task_id, measure_candidates,
+builder_results, runner_results)``), so it goes into ``measure_callbacks`` like any other,
+after ``AddToDatabase``; ``tune_tir(..., dashboard=True)`` does that through
+:func:`attach_dashboard`.
+
+In a notebook (an IPython kernel) it is a widget tree built once, in the thread that creates
+the dashboard, and then only mutated:
+
+- a header: a progress bar over the trial budget, totals (trials, errors, elapsed, ETA, total
+  weighted latency, status) and a **Stop** button;
+- the task table with TVM's statistics columns plus ``Errors``;
+- "Best so far": the running best GFLOPS of each task against the trial index;
+- "Candidates": every measured candidate (trial index vs GFLOPS or latency), errors marked
+  with red crosses at y = 0.
+
+``apply`` only records the batch (a lock-protected model, :mod:`.tuning_progress`) and asks a
+:class:`~.throttle.Throttle` for a render, so renders happen at most every ``interval``
+seconds, intermediate states are coalesced and the last one is always drawn (the trailing
+render, and :meth:`TuningDashboard.finish`). Rendering changes trait values of existing
+widgets only, grouped by ``hold_sync`` / ``batch_update``: that is safe from the tuner's thread
+(ipywidgets sends trait changes on IOPub from any thread), while creating or displaying
+widgets is not and happens only in the constructor / :func:`attach_dashboard`.
+
+Outside a notebook the same callback prints one compact line per measured batch instead.
+
+**Stop**: the button (or :meth:`TuningDashboard.request_stop`, from any thread) only sets a
+flag. The next ``apply`` -- which runs after ``AddToDatabase`` has stored the batch -- calls
+TVM's public ``task_scheduler.terminate_task(i)`` for every task still alive, so the loop
+ends after the current batch and everything measured stays in the database. A task with a
+batch still in flight is left alone until that batch is joined (its own ``apply`` then
+terminates it), so no measured result is dropped. In a notebook the click is only delivered
+while the cell runs if the front end sends comms on a subshell (JupyterLab 4.6 default) or
+the tuning runs in a background thread; otherwise it takes effect for the next run.
+"""
+from __future__ import annotations
+
+import html
+import math
+import sys
+import threading
+from typing import Any, Iterable, Sequence, TextIO
+
+import ipywidgets as widgets
+import plotly.graph_objects as go
+
+from workbench.widgets.throttle import Throttle
+from workbench.widgets.tuning_progress import (
+    ProgressSnapshot, TuningProgress, format_seconds,
+)
+
+try:  # the tuner is finished concurrently; keep the widget importable without it
+    from workbench.meta_schedule.measure_callback import MeasureCallback, PyMeasureCallback
+    from workbench.meta_schedule.utils import derived_object
+except ImportError:  # pragma: no cover - only while meta_schedule is incomplete
+    MeasureCallback = object  # type: ignore[assignment,misc]
+
+    class PyMeasureCallback:  # type: ignore[no-redef]
+        """Stand-in with the same ``apply`` interface."""
+
+    def derived_object(cls):  # type: ignore[no-redef]
+        return cls
+
+__all__ = ["TuningDashboard", "attach_dashboard", "DashboardAttachment", "in_notebook"]
+
+_PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2",
+            "#ff9da6", "#9d755d", "#bab0ac")
+_ERROR_COLOUR = "#d62728"
+GFLOPS = "GFLOPS"
+LATENCY = "Latency (us)"
+
+
+def in_notebook() -> bool:
+    """True inside an IPython *kernel* (Jupyter, VS Code, nbclient), where widgets can show;
+    False in plain Python or terminal IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython comes with ipywidgets
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def _colour(task_id: int) -> str:
+    return _PALETTE[task_id % len(_PALETTE)]
+
+
+def _fmt(value: float, digits: int = 4) -> str:
+    return "N/A" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def _first_line(text: str | None, limit: int = 160) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+@derived_object
+class TuningDashboard(PyMeasureCallback):
+    """TuningDashboard(mode="auto", interval=0.25, max_trials_global=None,
+    max_trials_per_task=None, file=None): live tuning progress (see the module docstring).
+
+    ``mode``: "widget" (the ipywidgets view), "text" (one printed line per batch, to ``file``
+    or the current ``sys.stdout``) or "auto" (widget inside an IPython kernel, else text).
+    ``interval``: minimum seconds between two renders of the widget view.
+    ``max_trials_global`` / ``max_trials_per_task``: the trial budget, for the progress bar and
+    the ETA (:func:`attach_dashboard` fills them from ``tune_tir``'s arguments).
+
+    State for code and tests: ``progress`` (the model; ``progress.snapshot()``), ``throttle``
+    (``throttle.renders`` counts renders), ``frame`` (the task table now), and in
+    widget mode ``widget``, ``table_html``, ``summary_html``, ``progress_bar``,
+    ``stop_button``, ``metric_toggle``, ``best_figure``, ``scatter_figure``.
+    """
+
+    def __init__(self, mode: str = "auto", *, interval: float = 0.25,
+                 max_trials_global: int | None = None, max_trials_per_task: int | None = None,
+                 file: TextIO | None = None) -> None:
+        if mode not in ("auto", "widget", "text"):
+            raise ValueError(f"TuningDashboard: mode must be 'auto', 'widget' or 'text', got "
+                             f"{mode!r}")
+        self.mode = ("widget" if in_notebook() else "text") if mode == "auto" else mode
+        self.progress = TuningProgress(max_trials_global, max_trials_per_task)
+        self.file = file
+        self._stop = threading.Event()
+        self._scheduler: Any = None
+        self._batches = 0
+        self._displayed = False
+        self.throttle = Throttle(self.render, interval)
+        self.widget: widgets.VBox | None = None
+        if self.mode == "widget":
+            self._build_widgets()
+            self.render()
+        # Building the figures takes a moment; the run's clock starts after it.
+        self.progress.restart_clock()
+
+    # ---- the measure callback -------------------------------------------------------------
+
+    def apply(self, task_scheduler: Any, task_id: int, measure_candidates: Sequence[Any],
+              builder_results: Sequence[Any], runner_results: Sequence[Any]) -> None:
+        """Record one measured batch of task ``task_id``; honour a pending stop request.
+
+        Never raises for display problems: a broken view must not end a tuning run.
+        """
+        self._scheduler = task_scheduler
+        batch = self.progress.record_batch(task_scheduler, task_id, measure_candidates,
+                                           builder_results, runner_results)
+        self._batches += 1
+        if self._stop.is_set():
+            self._terminate_tasks(task_scheduler, task_id)
+        if self.mode == "text":
+            self._print(self.text_line(task_id, len(batch)))
+        else:
+            self.throttle.request()
+
+    def _terminate_tasks(self, task_scheduler: Any, current: int) -> None:
+        terminate = getattr(task_scheduler, "terminate_task", None)
+        if terminate is None:
+            return
+        for tid, record in enumerate(list(getattr(task_scheduler, "tasks_", None) or ())):
+            if getattr(record, "is_terminated", False):
+                continue
+            # Another task's batch in flight is joined later; terminating it now would make
+            # the scheduler skip that join and lose measured results.
+            if tid != current and getattr(record, "runner_futures", None):
+                continue
+            terminate(tid)
+        self.progress.sync_tasks(task_scheduler)
+
+    # ---- run control ----------------------------------------------------------------------
+
+    def begin(self, max_trials_global: int | None = None,
+              max_trials_per_task: int | None = None) -> None:
+        """A run starts: set the budget (None keeps the old one) and restart the clock.
+        A dashboard shows one run: make a new one for the next run."""
+        self.progress.set_budget(max_trials_global, max_trials_per_task)
+        self.progress.restart_clock()
+        if self.mode == "widget":
+            self.throttle.request()
+
+    def request_stop(self) -> None:
+        """Ask the run to end after the batch being measured (safe from any thread)."""
+        self._stop.set()
+        self.progress.stop_requested = True
+        if self.mode == "widget":
+            self.throttle.request()
+        else:
+            self._print("Stop requested: tuning ends after the current batch; measured "
+                        "records are kept.")
+
+    @property
+    def frame(self) -> Any:
+        """The task table now, as a DataFrame (TVM's columns; NaN where TVM prints N/A)."""
+        return self.progress.snapshot().table()
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop.is_set()
+
+    def finish(self, task_scheduler: Any = None) -> None:
+        """The run is over: copy the final done flags and render the final state now."""
+        self.progress.mark_finished(task_scheduler if task_scheduler is not None
+                                    else self._scheduler)
+        if self.mode == "widget":
+            self.throttle.request()
+            self.throttle.flush()
+        else:
+            snap = self.progress.snapshot()
+            self._print(f"Tuning {'stopped' if snap.stop_requested else 'finished'}: "
+                        f"{snap.trials} trials, {snap.errors} errors in "
+                        f"{format_seconds(snap.elapsed_s)}; total weighted latency "
+                        f"{_fmt(snap.total_latency_us, 3)} us")
+
+    # ---- text output ----------------------------------------------------------------------
+
+    def text_line(self, task_id: int, batch_size: int) -> str:
+        """The compact progress line printed for one batch outside a notebook."""
+        snap = self.progress.snapshot()
+        task = next((t for t in snap.tasks if t.task_id == task_id), None)
+        if task is None:
+            return f"[Task #{task_id}] +{batch_size} trials"
+        budget = f"/{snap.budget}" if snap.budget is not None else ""
+        stop = " | stopping" if snap.stop_requested else ""
+        return (f"[Task #{task_id}: {task.name}] +{batch_size} -> {task.trials} trials "
+                f"(total {snap.trials}{budget}) | best {_fmt(task.best_gflops)} GFLOPS "
+                f"({_fmt(task.best_latency_ms * 1e3, 2)} us) | errors {task.errors} | "
+                f"elapsed {format_seconds(snap.elapsed_s)} | ETA {format_seconds(snap.eta_s)}"
+                f"{stop}")
+
+    def _print(self, line: str) -> None:
+        out = self.file if self.file is not None else sys.stdout
+        print(line, file=out, flush=True)
+
+    # ---- widgets --------------------------------------------------------------------------
+
+    def _build_widgets(self) -> None:
+        self.progress_bar = widgets.IntProgress(value=0, min=0, max=1, description="Trials",
+                                                bar_style="info")
+        self.summary_html = widgets.HTML()
+        self.stop_button = widgets.Button(description="Stop", icon="stop", button_style="danger",
+                                          tooltip="end tuning after the current batch; "
+                                                  "measured records are kept")
+        self.stop_button.on_click(lambda _button: self.request_stop())
+        self.table_html = widgets.HTML()
+        self.metric_toggle = widgets.ToggleButtons(options=[GFLOPS, LATENCY], value=GFLOPS,
+                                                   description="y axis")
+        self.metric_toggle.observe(lambda _change: self.throttle.request(), names="value")
+        self.best_figure = go.FigureWidget(layout=dict(
+            title=dict(text="Best so far"), xaxis_title="trial", yaxis_title=GFLOPS,
+            height=320, margin=dict(l=50, r=10, t=40, b=40), legend=dict(orientation="h")))
+        self.scatter_figure = go.FigureWidget(
+            data=[go.Scatter(x=[], y=[], mode="markers", name="errors",
+                             marker=dict(symbol="x", color=_ERROR_COLOUR, size=8),
+                             hovertext=[], hoverinfo="x+text")],
+            layout=dict(title=dict(text="Candidates"), xaxis_title="trial", yaxis_title=GFLOPS,
+                        height=320, margin=dict(l=50, r=10, t=40, b=40),
+                        legend=dict(orientation="h")))
+        self._task_traces: dict[int, tuple[int, int]] = {}  # task -> (best idx, scatter idx)
+        half = widgets.Layout(width="50%")
+        charts = widgets.HBox([widgets.Box([self.best_figure], layout=half),
+                               widgets.VBox([self.metric_toggle, self.scatter_figure],
+                                            layout=half)])
+        header = widgets.HBox([self.progress_bar, self.summary_html, self.stop_button])
+        self.widget = widgets.VBox([header, self.table_html, charts])
+
+    def _ensure_traces(self, snap: ProgressSnapshot) -> None:
+        # Traces are added as tasks appear (add_traces cannot run inside batch_update).
+        for task in snap.tasks:
+            if task.task_id in self._task_traces:
+                continue
+            colour = _colour(task.task_id)
+            label = f"#{task.task_id} {task.name}"
+            self.best_figure.add_trace(go.Scatter(
+                x=[], y=[], mode="lines+markers", line_shape="hv", name=label,
+                line=dict(color=colour), marker=dict(size=4)))
+            self.scatter_figure.add_trace(go.Scatter(
+                x=[], y=[], mode="markers", name=label, marker=dict(color=colour, size=6)))
+            self._task_traces[task.task_id] = (len(self.best_figure.data) - 1,
+                                               len(self.scatter_figure.data) - 1)
+
+    def render(self) -> None:
+        """Draw the current state (the throttle calls this; callable directly too)."""
+        if self.widget is None:
+            return
+        snap = self.progress.snapshot()
+        self._ensure_traces(snap)
+        with self.table_html.hold_sync(), self.summary_html.hold_sync(), \
+                self.progress_bar.hold_sync(), self.stop_button.hold_sync():
+            self.table_html.value = table_html(snap.table())
+            self.summary_html.value = summary_html(snap)
+            self.progress_bar.max = max(1, snap.budget or snap.trials)
+            self.progress_bar.value = min(snap.trials, self.progress_bar.max)
+            self.progress_bar.bar_style = "success" if snap.finished else "info"
+            over = snap.finished or snap.stop_requested
+            self.stop_button.disabled = over
+            self.stop_button.description = "Stopping" if snap.stop_requested and \
+                not snap.finished else "Stop"
+        self._render_best(snap)
+        self._render_scatter(snap)
+
+    def _render_best(self, snap: ProgressSnapshot) -> None:
+        with self.best_figure.batch_update():
+            for task in snap.tasks:
+                xs, ys = snap.best_so_far(task.task_id)
+                trace = self.best_figure.data[self._task_traces[task.task_id][0]]
+                trace.x, trace.y = xs, ys
+
+    def _render_scatter(self, snap: ProgressSnapshot) -> None:
+        latency = self.metric_toggle.value == LATENCY
+        by_task: dict[int, tuple[list[int], list[float]]] = {t.task_id: ([], []) for t in
+                                                             snap.tasks}
+        err_x, err_text = [], []
+        for m in snap.measurements:
+            if m.error is not None:
+                err_x.append(m.trial)
+                err_text.append(f"task #{m.task_id}: {_first_line(m.error)}")
+                continue
+            xs, ys = by_task.setdefault(m.task_id, ([], []))
+            xs.append(m.trial)
+            ys.append(m.latency_ms * 1e3 if latency else m.gflops)
+        with self.scatter_figure.batch_update():
+            self.scatter_figure.layout.yaxis.title.text = LATENCY if latency else GFLOPS
+            errors = self.scatter_figure.data[0]
+            errors.x, errors.y, errors.hovertext = err_x, [0.0] * len(err_x), err_text
+            for task_id, (xs, ys) in by_task.items():
+                if task_id in self._task_traces:
+                    trace = self.scatter_figure.data[self._task_traces[task_id][1]]
+                    trace.x, trace.y = xs, ys
+
+    # ---- display --------------------------------------------------------------------------
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        # The widget view where widgets render, plus a static table for nbconvert/GitHub.
+        self._displayed = True
+        snap = self.progress.snapshot()
+        bundle: dict[str, Any] = {}
+        if self.widget is not None:
+            bundle = self.widget._repr_mimebundle_(**kwargs) or {}
+        bundle["text/html"] = summary_html(snap) + table_html(snap.table())
+        bundle["text/plain"] = self._text_table(snap)
+        return bundle
+
+    def _text_table(self, snap: ProgressSnapshot) -> str:
+        frame = snap.table()
+        lines = [f"TuningDashboard: {snap.trials} trials, {snap.errors} errors, elapsed "
+                 f"{format_seconds(snap.elapsed_s)}, ETA {format_seconds(snap.eta_s)}"]
+        if len(frame):
+            lines.append(frame.to_string(index=False, na_rep="N/A"))
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"TuningDashboard(mode={self.mode!r}, trials={self.progress.snapshot().trials})"
+
+
+# ---- HTML pieces (pure functions of the state) ---------------------------------------------
+
+def table_html(frame: Any) -> str:
+    """The task table as HTML: TVM's formatting (4 decimals, N/A, Done as Y)."""
+    formatters = {c: (lambda v: _fmt(v)) for c in
+                  ("Speed (GFLOPS)", "Latency (us)", "Weighted Latency (us)")}
+    formatters["Weight"] = lambda v: f"{v:g}"
+    return frame.to_html(index=False, na_rep="N/A", formatters=formatters, border=0,
+                         classes="wb-tuning-table")
+
+
+def summary_html(snap: ProgressSnapshot) -> str:
+    """One line of totals: trials/budget, errors, elapsed, ETA, total latency, status."""
+    status = "finished" if snap.finished else "stopping" if snap.stop_requested else "running"
+    budget = f"/{snap.budget}" if snap.budget is not None else ""
+    errors = f"<span style='color:{_ERROR_COLOUR}'>{snap.errors}</span>" if snap.errors \
+        else "0"
+    return (f"<b>{snap.trials}{budget}</b> trials &middot; errors {errors} &middot; elapsed "
+            f"{format_seconds(snap.elapsed_s)} &middot; ETA {format_seconds(snap.eta_s)} "
+            f"&middot; total latency {_fmt(snap.total_latency_us, 3)} us &middot; "
+            f"<i>{html.escape(status)}</i>")
+
+
+# ---- tune_tir / tune_tasks integration -----------------------------------------------------
+
+class DashboardAttachment:
+    """What :func:`attach_dashboard` returns: the callbacks to tune with and the dashboard.
+
+    Use it as a context manager around the tuning call; leaving the block (normally or by
+    an exception, e.g. a KeyboardInterrupt) calls ``dashboard.finish()`` so the final state
+    is drawn::
+
+        with attach_dashboard(measure_callbacks, dashboard, max_trials_global=n) as callbacks:
+            task_scheduler.tune(..., measure_callbacks=callbacks, ...)
+    """
+
+    def __init__(self, measure_callbacks: Any, dashboard: TuningDashboard | None) -> None:
+        self.measure_callbacks = measure_callbacks
+        self.dashboard = dashboard
+
+    def __enter__(self) -> Any:
+        return self.measure_callbacks
+
+    def __exit__(self, *exc: object) -> None:
+        if self.dashboard is not None:
+            self.dashboard.finish()
+
+
+def _as_callback_list(measure_callbacks: Any) -> list:
+    if measure_callbacks is None or isinstance(measure_callbacks, str):
+        from workbench.meta_schedule.measure_callback import MeasureCallback as _MC
+        return list(_MC.create(measure_callbacks or "default"))
+    if isinstance(measure_callbacks, Iterable) and not hasattr(measure_callbacks, "apply"):
+        return list(measure_callbacks)
+    return [measure_callbacks]
+
+
+def attach_dashboard(measure_callbacks: Any, dashboard: Any, *,
+                     max_trials_global: int | None = None,
+                     max_trials_per_task: int | None = None) -> DashboardAttachment:
+    """Add a dashboard to ``measure_callbacks`` for ``tune_tir``/``tune_tasks``.
+
+    ``dashboard``: False/None (nothing changes: the callbacks are returned as given), True
+    (a new :class:`TuningDashboard` in "auto" mode), "widget"/"text" (a new one in that mode)
+    or a :class:`TuningDashboard`. ``measure_callbacks``: TVM's forms ("default", one
+    callback, or a list). The dashboard is appended last, after ``AddToDatabase``, so a stop
+    request acts once the batch is stored; a dashboard already in the list is not added
+    twice. In a notebook a new (or not yet displayed) widget dashboard is displayed here --
+    call this from the notebook's main thread.
+    """
+    if dashboard is None or dashboard is False:
+        return DashboardAttachment(measure_callbacks, None)
+    if dashboard is True:
+        dashboard = TuningDashboard()
+    elif isinstance(dashboard, str):
+        dashboard = TuningDashboard(dashboard)
+    elif not isinstance(dashboard, TuningDashboard):
+        raise TypeError(f"dashboard must be a bool, 'widget', 'text' or a TuningDashboard, "
+                        f"got {type(dashboard).__name__}")
+    callbacks = _as_callback_list(measure_callbacks)
+    if not any(cb is dashboard for cb in callbacks):
+        callbacks.append(dashboard)
+    dashboard.begin(max_trials_global, max_trials_per_task)
+    if dashboard.mode == "widget" and not dashboard._displayed and in_notebook():
+        from IPython.display import display
+        display(dashboard)
+    return DashboardAttachment(callbacks, dashboard)

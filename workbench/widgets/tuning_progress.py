@@ -1,0 +1,299 @@
+"""``TuningProgress``: what the tuning dashboard knows, kept apart from how it is shown.
+
+It is fed the arguments of ``MeasureCallback.apply(task_scheduler, task_id,
+measure_candidates, builder_results, runner_results)`` and turns them into:
+
+- one :class:`TaskStats` per task (TVM's statistics-table facts plus an error count), read
+  from ``task_scheduler.tasks_`` (each record's ``ctx.task_name``, ``weight``, ``flop``,
+  ``is_terminated``; ``flop`` falls back to ``max(1, estimate_tir_flops(ctx.mod))``);
+- one :class:`Measurement` per measured candidate, numbered in measurement order across all
+  tasks (the *trial index*, 1-based), with its latency (TVM's rule: the median of
+  ``run_secs`` in ms) and GFLOPS, or the error that replaced them;
+- totals, the elapsed time and an ETA against a trial budget when one is known.
+
+Every public method takes one lock, so ``record_batch`` may run in the tuner's thread while a
+renderer reads :meth:`snapshot` from another. Nothing here imports widgets: the text
+fallback and the tests use it as is.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["TaskStats", "Measurement", "ProgressSnapshot", "TuningProgress", "TABLE_COLUMNS",
+           "candidate_latency_ms", "candidate_error"]
+
+#: TVM's ``print_tuning_statistics`` columns, then ours.
+TABLE_COLUMNS = ("ID", "Name", "FLOP", "Weight", "Speed (GFLOPS)", "Latency (us)",
+                 "Weighted Latency (us)", "Trials", "Done", "Errors")
+
+
+@dataclass
+class TaskStats:
+    """One task's row. ``best_latency_ms`` is ``inf`` until a candidate ran successfully."""
+
+    task_id: int
+    name: str
+    flop: float
+    weight: float
+    trials: int = 0
+    errors: int = 0
+    best_latency_ms: float = math.inf
+    best_trial: int | None = None
+    done: bool = False
+
+    @property
+    def best_gflops(self) -> float:
+        """FLOP / best latency, in GFLOPS (NaN before the first valid measurement)."""
+        if not math.isfinite(self.best_latency_ms):
+            return math.nan
+        return self.flop / self.best_latency_ms / 1e6
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A measured candidate. ``latency_ms``/``gflops`` are NaN when ``error`` is set."""
+
+    trial: int
+    task_id: int
+    latency_ms: float
+    gflops: float
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ProgressSnapshot:
+    """A consistent copy of the progress at one instant (safe to read without the lock)."""
+
+    tasks: tuple[TaskStats, ...]
+    measurements: tuple[Measurement, ...]
+    elapsed_s: float
+    budget: int | None
+    stop_requested: bool
+    finished: bool
+
+    @property
+    def trials(self) -> int:
+        return len(self.measurements)
+
+    @property
+    def errors(self) -> int:
+        return sum(t.errors for t in self.tasks)
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left at the average pace so far; 0 when finished, None when unknown."""
+        if self.finished or self.stop_requested:
+            return 0.0
+        if self.budget is None or self.trials == 0:
+            return None
+        left = max(0, self.budget - self.trials)
+        return self.elapsed_s / self.trials * left
+
+    @property
+    def total_latency_us(self) -> float:
+        """Sum of weighted best latencies over tasks with a valid one (TVM's total)."""
+        return sum(t.best_latency_ms * 1e3 * t.weight for t in self.tasks
+                   if math.isfinite(t.best_latency_ms))
+
+    def table(self) -> pd.DataFrame:
+        """TVM's statistics table as numbers (NaN where TVM prints N/A) plus ``Errors``."""
+        rows = []
+        for t in self.tasks:
+            lat_us = t.best_latency_ms * 1e3 if math.isfinite(t.best_latency_ms) else math.nan
+            rows.append((t.task_id, t.name, int(t.flop), t.weight, t.best_gflops, lat_us,
+                         lat_us * t.weight, t.trials, "Y" if t.done else "", t.errors))
+        return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+    def best_so_far(self, task_id: int, compress: bool = True) -> tuple[list[int], list[float]]:
+        """(trial indices, running best GFLOPS) of one task: a non-decreasing series starting
+        at its first valid measurement. With ``compress`` only the trials that improved the
+        best are kept, plus the task's last trial (enough for a step line, and bounded)."""
+        xs: list[int] = []
+        ys: list[float] = []
+        best = -math.inf
+        last = None
+        for m in self.measurements:
+            if m.task_id != task_id:
+                continue
+            last = m.trial
+            improved = m.error is None and m.gflops > best
+            if improved:
+                best = m.gflops
+            if best > -math.inf and (improved or not compress):
+                xs.append(m.trial)
+                ys.append(best)
+        if compress and xs and last is not None and xs[-1] != last:
+            xs.append(last)
+            ys.append(best)
+        return xs, ys
+
+
+def candidate_error(builder_result: Any, runner_result: Any) -> str | None:
+    """The error of one candidate: the build's, else the run's, else None. A run that
+    returned no times without a message is an error too (nothing was measured)."""
+    for result in (builder_result, runner_result):
+        msg = getattr(result, "error_msg", None)
+        if msg is not None:
+            return str(msg) or "error"
+    run_secs = getattr(runner_result, "run_secs", None)
+    if not run_secs:
+        return "no run time measured"
+    return None
+
+
+def candidate_latency_ms(run_secs: Sequence[float]) -> float:
+    """TVM's per-trial latency: the median of ``run_secs`` in ms (mean of the two middle
+    values for an even count)."""
+    return float(np.median(np.asarray(run_secs, dtype=float))) * 1e3
+
+
+def _task_flop(record: Any) -> float:
+    flop = getattr(record, "flop", None)
+    if flop is not None:
+        return float(flop)
+    mod = getattr(getattr(record, "ctx", None), "mod", None)
+    if mod is None:
+        return 1.0
+    try:
+        from workbench.meta_schedule.utils import estimate_tir_flops
+        return max(1.0, float(estimate_tir_flops(mod)))
+    except Exception:  # a FLOP estimate must never stop a tuning run
+        return 1.0
+
+
+def _task_name(record: Any, task_id: int) -> str:
+    ctx = getattr(record, "ctx", None)
+    name = getattr(ctx, "task_name", None) or getattr(record, "task_name", None)
+    return str(name) if name else f"task_{task_id}"
+
+
+class TuningProgress:
+    """Accumulates tuning progress (see the module docstring).
+
+    ``budget`` is the total number of trials expected (``max_trials_global``), used for the
+    ETA; ``max_trials_per_task`` caps it further once the number of tasks is known.
+    """
+
+    def __init__(self, budget: int | None = None, max_trials_per_task: int | None = None) -> None:
+        self._lock = threading.Lock()
+        self._max_global = budget
+        self._max_per_task = max_trials_per_task
+        self._tasks: dict[int, TaskStats] = {}
+        self._measurements: list[Measurement] = []
+        self._start = time.monotonic()
+        self._end: float | None = None
+        self.stop_requested = False
+        self.finished = False
+
+    # -- configuration ------------------------------------------------------------------------
+    def set_budget(self, max_trials_global: int | None = None,
+                   max_trials_per_task: int | None = None) -> None:
+        """Set or replace the trial budget used for the ETA (None keeps the old value)."""
+        with self._lock:
+            if max_trials_global is not None:
+                self._max_global = int(max_trials_global)
+            if max_trials_per_task is not None:
+                self._max_per_task = int(max_trials_per_task)
+
+    def restart_clock(self) -> None:
+        """Measure elapsed time and the ETA from now (a run starts)."""
+        with self._lock:
+            self._start = time.monotonic()
+            self._end = None
+
+    def _budget(self) -> int | None:
+        caps = []
+        if self._max_global is not None:
+            caps.append(self._max_global)
+        if self._max_per_task is not None and self._tasks:
+            caps.append(self._max_per_task * len(self._tasks))
+        return min(caps) if caps else None
+
+    # -- input --------------------------------------------------------------------------------
+    def sync_tasks(self, task_scheduler: Any) -> None:
+        """Add rows for tasks not seen yet and copy each task's ``is_terminated`` flag."""
+        records = list(getattr(task_scheduler, "tasks_", None) or ())
+        with self._lock:
+            for tid, record in enumerate(records):
+                stats = self._tasks.get(tid)
+                if stats is None:
+                    stats = self._tasks[tid] = TaskStats(
+                        tid, _task_name(record, tid), _task_flop(record),
+                        float(getattr(record, "weight", 1.0) or 1.0))
+                if bool(getattr(record, "is_terminated", False)):
+                    stats.done = True
+
+    def record_batch(self, task_scheduler: Any, task_id: int,
+                     measure_candidates: Sequence[Any], builder_results: Sequence[Any],
+                     runner_results: Sequence[Any]) -> list[Measurement]:
+        """Take in one measured batch of task ``task_id``; returns its measurements."""
+        self.sync_tasks(task_scheduler)
+        n = len(measure_candidates)
+        builder_results = list(builder_results) + [None] * (n - len(builder_results))
+        runner_results = list(runner_results) + [None] * (n - len(runner_results))
+        with self._lock:
+            stats = self._tasks.get(task_id)
+            if stats is None:  # a scheduler without tasks_: still count the task
+                stats = self._tasks[task_id] = TaskStats(task_id, f"task_{task_id}", 1.0, 1.0)
+            batch = []
+            for built, ran in zip(builder_results, runner_results):
+                error = candidate_error(built, ran)
+                trial = len(self._measurements) + 1
+                stats.trials += 1
+                if error is not None:
+                    stats.errors += 1
+                    m = Measurement(trial, task_id, math.nan, math.nan, error)
+                else:
+                    latency = candidate_latency_ms(ran.run_secs)
+                    gflops = stats.flop / latency / 1e6 if latency > 0 else math.inf
+                    m = Measurement(trial, task_id, latency, gflops)
+                    if latency < stats.best_latency_ms:
+                        stats.best_latency_ms, stats.best_trial = latency, trial
+                self._measurements.append(m)
+                batch.append(m)
+            return batch
+
+    def mark_finished(self, task_scheduler: Any = None) -> None:
+        """The run ended: freeze the clock and, given the scheduler, copy the done flags."""
+        if task_scheduler is not None:
+            self.sync_tasks(task_scheduler)
+        with self._lock:
+            self.finished = True
+            if self._end is None:
+                self._end = time.monotonic()
+
+    # -- output -------------------------------------------------------------------------------
+    def snapshot(self) -> ProgressSnapshot:
+        with self._lock:
+            end = self._end if self._end is not None else time.monotonic()
+            return ProgressSnapshot(
+                tasks=tuple(replace(self._tasks[k]) for k in sorted(self._tasks)),
+                measurements=tuple(self._measurements),
+                elapsed_s=end - self._start,
+                budget=self._budget(),
+                stop_requested=self.stop_requested,
+                finished=self.finished)
+
+    def task(self, task_id: int) -> TaskStats | None:
+        with self._lock:
+            stats = self._tasks.get(task_id)
+            return None if stats is None else replace(stats)
+
+
+def format_seconds(secs: float | None) -> str:
+    """``12s``, ``3m05s``, ``1h02m``; ``?`` when unknown."""
+    if secs is None or not math.isfinite(secs):
+        return "?"
+    secs = max(0, int(round(secs)))
+    if secs < 60:
+        return f"{secs}s"
+    if secs < 3600:
+        return f"{secs // 60}m{secs % 60:02d}s"
+    return f"{secs // 3600}h{secs % 3600 // 60:02d}m"
