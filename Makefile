@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-quick lab bench clean
+.PHONY: demo test test-quick lab bench clean extension
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,13 @@ lab: $(STAMP)
 
 bench: $(STAMP)
 	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
+
+# Rebuild the JupyterLab renderer for Report from extension/ into workbench/labextension/
+# (committed, so users and `make test` need no Node), then reinstall so JupyterLab loads it.
+extension: $(STAMP)
+	cd extension && npm ci --no-audit --no-fund && npm test \
+		&& PATH="$(abspath $(BIN)):$$PATH" npm run build
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -10,15 +10,17 @@ The default order, and why:
 
 1. ``LegalizeOps``            high-level ops -> ``call_tir`` of te-made PrimFuncs
 2. ``AnnotateTIROpPattern``   each PrimFunc's fusion pattern (``op_pattern``)
-3. ``FuseOps``                group producers/consumers into Primitive functions   [fuse]
-4. ``FuseTIR``                one PrimFunc per group                                [fuse]
-5. ``DeadCodeElimination``    unused bindings and functions (fusion leaves some)
-6. ``ToNonDataflow``          from here on, code has effects
-7. ``CallTIRRewrite``         ``call_tir`` -> ``builtin.alloc_tensor`` + DPS kernel call
-8. ``StaticPlanBlockMemory``  share storage between non-overlapping lifetimes   [plan_memory]
-9. ``LowerAllocTensor``       what is left gets its own storage
-10. ``VMShapeLower``          parameter checks, shape heap, ``make_shape``
-11. ``AttachGlobalSymbol``    kernels are found by name in the compiled library
+3. ``CanonicalizeBindings``   forward ``y = x`` / ``y = (a, b)[0]`` so fusion sees through
+4. ``DeadCodeElimination``    tuples left unused by 3 would block fusion
+5. ``FuseOps``                group producers/consumers into Primitive functions   [fuse]
+6. ``FuseTIR``                one PrimFunc per group                                [fuse]
+7. ``DeadCodeElimination``    unused bindings and functions (fusion leaves some)
+8. ``ToNonDataflow``          from here on, code has effects
+9. ``CallTIRRewrite``         ``call_tir`` -> ``builtin.alloc_tensor`` + DPS kernel call
+10. ``StaticPlanBlockMemory`` share storage between non-overlapping lifetimes   [plan_memory]
+11. ``LowerAllocTensor``      what is left gets its own storage
+12. ``VMShapeLower``          parameter checks, shape heap, ``make_shape``
+13. ``AttachGlobalSymbol``    kernels are found by name in the compiled library
 
 ``relax.build`` then runs ``VMCodeGen`` and compiles the PrimFuncs.
 """
@@ -87,7 +89,9 @@ def get_default_pipeline(target: Any = None, fuse: bool = True,
         LowerAllocTensor, StaticPlanBlockMemory,
     )
     from workbench.relax.transform.vm_shape_lower import VMShapeLower
-    passes: list[ModulePass] = [T.LegalizeOps(), T.AnnotateTIROpPattern()]
+    from workbench.relax.transform.canonicalize_bindings import CanonicalizeBindings
+    passes: list[ModulePass] = [T.LegalizeOps(), T.AnnotateTIROpPattern(),
+                                CanonicalizeBindings(), DeadCodeElimination()]
     if fuse:
         passes += [FuseOps(), FuseTIR()]
     passes += [DeadCodeElimination(), ToNonDataflow(), CallTIRRewrite()]

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import numpy as np
-
 from workbench.ir.module import GlobalVar, IRModule
 from workbench.relax.expr import (
     Binding, Call, Constant, ExternFunc, Function, If, MatchCast, Op, PrimValue, SeqExpr,

@@ -36,15 +36,20 @@ def transpose(a: Tensor, axes: Sequence[int] | None = None) -> Tensor:
 
 def _unravel(flat: PrimExpr, shape: Sequence[PrimExpr]) -> list[PrimExpr]:
     idx = []
-    for s in reversed(shape):
+    for s in reversed(shape[1:]):
         idx.append(op.floormod(flat, s))
         flat = op.floordiv(flat, s)
+    # ``flat`` is below the product of ``shape``, so the outermost index needs no modulus; without
+    # one a symbolic batch dim stays out of the indices and the kernel reads as injective.
+    idx.append(flat)
     return idx[::-1]
 
 
 def _ravel(indices: Sequence[PrimExpr], shape: Sequence[PrimExpr]) -> PrimExpr:
-    flat: PrimExpr = op.const(0, indices[0].dtype) if indices else op.const(0)
-    for i, s in zip(indices, shape):
+    if not indices:
+        return op.const(0)
+    flat: PrimExpr = indices[0]   # the outermost extent never multiplies anything
+    for i, s in zip(indices[1:], shape[1:]):
         flat = op.add(op.mul(flat, s), i)
     return flat
 

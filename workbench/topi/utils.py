@@ -73,5 +73,24 @@ def as_tuple(value: Any, n: int, what: str) -> tuple:
     return items
 
 
+def layout_dims(shape: Sequence[Any], layout: str, what: str,
+                symbolic: str = "N") -> dict[str, Any]:
+    """The dims of ``shape`` keyed by the letters of ``layout``: ints for constant dims, the
+    expression itself for the dims named in ``symbolic`` (the batch, by default) when they are
+    symbolic. Any other symbolic dim raises a ``ValueError`` naming it and ``what``."""
+    out: dict[str, Any] = {}
+    for letter, dim in zip(layout, shape):
+        if is_const_int(dim):
+            out[letter] = get_const_int(dim)
+        elif letter in symbolic:
+            out[letter] = dim
+        else:
+            allowed = " and ".join(repr(c) for c in symbolic) or "no dimension"
+            raise ValueError(f"{what}: dimension {letter!r} of the {layout} shape "
+                             f"{shape_str(shape)} is symbolic ({dim}); only {allowed} may be "
+                             "symbolic, the others must be constants")
+    return out
+
+
 def shape_str(shape: Sequence[Any]) -> str:
     return "(" + ", ".join(str(s) for s in get_const_tuple(shape)) + ")"

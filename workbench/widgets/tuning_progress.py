@@ -4,7 +4,7 @@ It is fed the arguments of ``MeasureCallback.apply(task_scheduler, task_id,
 measure_candidates, builder_results, runner_results)`` and turns them into:
 
 - one :class:`TaskStats` per task (TVM's statistics-table facts plus an error count), read
-  from ``task_scheduler.tasks_`` (each record's ``ctx.task_name``, ``weight``, ``flop``,
+  from ``task_scheduler.tasks_`` (each record's ``ctx.task_name``, ``task_weight``, ``flop``,
   ``is_terminated``; ``flop`` falls back to ``max(1, estimate_tir_flops(ctx.mod))``);
 - one :class:`Measurement` per measured candidate, numbered in measurement order across all
   tasks (the *trial index*, 1-based), with its latency (TVM's rule: the median of
@@ -168,6 +168,14 @@ def _task_flop(record: Any) -> float:
         return 1.0
 
 
+def _task_weight(record: Any) -> float:
+    # TVM's TaskRecord calls it task_weight; accept a plain ``weight`` too.
+    weight = getattr(record, "task_weight", None)
+    if weight is None:
+        weight = getattr(record, "weight", 1.0)
+    return float(weight)
+
+
 def _task_name(record: Any, task_id: int) -> str:
     ctx = getattr(record, "ctx", None)
     name = getattr(ctx, "task_name", None) or getattr(record, "task_name", None)
@@ -225,8 +233,7 @@ class TuningProgress:
                 stats = self._tasks.get(tid)
                 if stats is None:
                     stats = self._tasks[tid] = TaskStats(
-                        tid, _task_name(record, tid), _task_flop(record),
-                        float(getattr(record, "weight", 1.0) or 1.0))
+                        tid, _task_name(record, tid), _task_flop(record), _task_weight(record))
                 if bool(getattr(record, "is_terminated", False)):
                     stats.done = True
 

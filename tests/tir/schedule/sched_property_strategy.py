@@ -444,12 +444,17 @@ def _do_compute_at(sch, view, draw, name):
 
 
 def _rca_loops(view, name) -> list[For]:
-    """Loops containing every producer of ``name`` but not ``name`` itself."""
+    """Loops containing every producer of ``name`` but not ``name`` itself, where every
+    producer is complete at the end of an iteration: neither the loop nor one above it feeds a
+    producer's reduction variable (else the block would read partial results; the primitive
+    does not check this, see the report in test_sched_property.py)."""
     producers = view.producers(name)
     if not producers:
         return []
     return [lp for lp in view.loops if all(view.contains(lp, p) for p in producers) and
-            not view.contains(lp, name)]
+            not view.contains(lp, name) and
+            not any(_binds_reduce_of(view, p, x) for p in producers
+                    for x in [lp] + view.ancestors(lp))]
 
 
 def _opt_reverse_compute_at(view):

@@ -12,8 +12,10 @@ from workbench.relax.transform.static_plan_block_memory import (
 from workbench.relax.transform.vm_shape_lower import VMShapeLower
 from workbench.relax.transform.attach_global_symbol import AttachGlobalSymbol
 from workbench.relax.transform.bind_params import BindParams
+from workbench.relax.transform.canonicalize_bindings import CanonicalizeBindings
 
 __all__ = ["LegalizeOps", "AnnotateTIROpPattern", "OpPatternKind", "FuseOps", "FuseTIR",
            "DeadCodeElimination", "ToNonDataflow", "CallTIRRewrite", "StaticPlanBlockMemory",
            "LowerAllocTensor", "VMShapeLower", "AttachGlobalSymbol", "BindParams",
+           "CanonicalizeBindings",
            "MemoryUsage", "memory_usage", "estimate_memory_usage"]

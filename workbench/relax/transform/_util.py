@@ -6,8 +6,7 @@ from typing import Any, Callable, Iterator
 
 from workbench.ir.module import IRModule
 from workbench.relax.expr import (
-    Binding, BindingBlock, Call, Expr, Function, If, MatchCast, SeqExpr, Tuple, TupleGetItem,
-    Var,
+    Binding, Call, Function, If, SeqExpr, Tuple, TupleGetItem, Var,
 )
 from workbench.relax.struct_info import TensorStructInfo, TupleStructInfo
 
@@ -112,10 +111,6 @@ def with_body(func: Function, body: SeqExpr) -> Function:
     return func if body is func.body else func.replace(body=body)
 
 
-def binding_blocks(seq: SeqExpr) -> tuple[BindingBlock, ...]:
-    return seq.blocks
-
-
 def tensor_fields(sinfo: Any) -> list[TensorStructInfo]:
     """The tensors of a tensor or (nested) tuple struct info, flattened."""
     if isinstance(sinfo, TensorStructInfo):
@@ -123,14 +118,6 @@ def tensor_fields(sinfo: Any) -> list[TensorStructInfo]:
     if isinstance(sinfo, TupleStructInfo):
         return [t for f in sinfo.fields for t in tensor_fields(f)]
     raise TypeError(f"expected tensor or tuple struct info, got {sinfo}")
-
-
-def binding_value(b: Binding) -> Expr:
-    return b.value
-
-
-def is_match_cast(b: Binding) -> bool:
-    return isinstance(b, MatchCast)
 
 
 __all__ = ["used_vars", "relax_functions", "is_primitive", "fresh_name", "map_bindings",

@@ -13,8 +13,9 @@ single store's indices relate to its loads' indices (TVM's ``PatternKindAnalyzer
   (pooling), else ``kCommReduce``; a block without reduction is ``kOpaque``.
 
 The function's kind is the maximum over its blocks, except that an injective output block after a
-reduction makes ``kOutEWiseFusable`` (softmax, layer_norm). Blocks with several stores, or stores
-not indexed by plain variables, are ``kOpaque``.
+reduction makes ``kOutEWiseFusable`` (softmax, layer_norm). A block may store to several buffers
+at the same indices (a multi-value reduction such as layer_norm's sum and sum of squares); blocks
+without a store, with stores at different indices, or with nested blocks are ``kOpaque``.
 """
 from __future__ import annotations
 
@@ -62,6 +63,11 @@ class _Accesses(IRVisitor):
 
 def _same(a: Any, b: Any) -> bool:
     return a is b or structural_equal(a, b)
+
+
+def _same_indices(a: BufferStore, b: BufferStore) -> bool:
+    return len(a.indices) == len(b.indices) and all(
+        _same(x, y) for x, y in zip(a.indices, b.indices))
 
 
 def _is_elemwise(store: BufferStore, load: BufferLoad) -> bool:
@@ -149,7 +155,10 @@ class _PatternAnalyzer(IRVisitor):
             return
         acc = _Accesses()
         acc.visit(block.body)
-        if acc.nested or len(acc.stores) != 1:
+        # Several stores are one "store" when they share their indices: a multi-value reduction
+        # (layer_norm's sum and sum of squares, argmax's index and value), as in TVM.
+        if acc.nested or not acc.stores or any(
+                not _same_indices(acc.stores[0], s) for s in acc.stores[1:]):
             self.kind = K.kOpaque
             return
         store = acc.stores[0]
@@ -167,7 +176,8 @@ class _PatternAnalyzer(IRVisitor):
         if pattern == K.kBroadcast and has_elemwise:
             pattern = K.kElemWise
         if pattern != K.kOpaque:
-            if id(store.buffer) in self.params and self.kind == K.kCommReduce:
+            writes_param = any(id(s.buffer) in self.params for s in acc.stores)
+            if writes_param and self.kind == K.kCommReduce:
                 self.kind = K.kOutEWiseFusable  # reduce then injective output: softmax
             else:
                 self.kind = max(self.kind, pattern)

@@ -1,4 +1,4 @@
-"""``FuseOps``: group ``call_tir`` bindings into fused sub-functions (TVM's ``relax.transform.FuseOps``).
+"""``FuseOps``: group ``call_tir`` bindings into fused sub-functions (TVM's ``FuseOps``).
 
 Contract: ``FuseOps()(mod)`` returns a new module. In every dataflow block of every Relax
 function, the ``call_tir`` bindings (and TupleGetItems) are partitioned into groups by TVM's
@@ -248,7 +248,7 @@ class _Partitioner:
 
 # ---- rewriting a block ---------------------------------------------------------------------------
 
-def _group_members(block: DataflowBlock, groups: list[_Group]) -> dict[int, list[int]]:
+def _group_members(groups: list[_Group]) -> dict[int, list[int]]:
     members: dict[int, list[int]] = {}
     for i, g in enumerate(groups):
         members.setdefault(id(g.root()), []).append(i)
@@ -329,7 +329,7 @@ def _fuse_block(block: DataflowBlock, mod: IRModule, used_later: set[int],
                 new_funcs: IRModule) -> DataflowBlock:
     nodes = _build_graph(block, mod, used_later)
     groups = _Partitioner(nodes, _post_dominators(nodes)).run()
-    members = _group_members(block, groups)
+    members = _group_members(groups)
     bindings = block.bindings
     items: list[tuple[int, list[Binding]]] = []  # (sort key, bindings replacing the group)
     done: set[int] = set()

@@ -1,4 +1,4 @@
-"""``FuseTIR``: turn each fused Relax function into one PrimFunc (TVM's ``relax.transform.FuseTIR``).
+"""``FuseTIR``: turn each fused Relax function into one PrimFunc (TVM's ``FuseTIR``).
 
 Contract: ``FuseTIR()(mod)`` returns a new module in which every call of a ``Primitive``
 function (made by ``FuseOps``) is replaced by ``call_tir`` of one new PrimFunc of the same name

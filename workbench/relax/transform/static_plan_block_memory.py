@@ -35,7 +35,7 @@ import numpy as np
 
 from workbench.ir.module import IRModule
 from workbench.relax.expr import (
-    Binding, Call, Function, If, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var, VarBinding,
+    Binding, Call, Function, If, SeqExpr, ShapeExpr, Var, VarBinding,
 )
 from workbench.relax.struct_info import ObjectStructInfo, static_shape
 from workbench.relax.transform._util import (
@@ -58,7 +58,7 @@ def _nbytes(shape: tuple[int, ...], dtype: str) -> int:
     return math.prod(shape) * np.dtype(dtype).itemsize
 
 
-# ---- liveness and aliasing -------------------------------------------------------------------------
+# ---- liveness and aliasing -----------------------------------------------------------------------
 
 @dataclass
 class _Token:
@@ -205,7 +205,7 @@ def _plan(bindings: list[Binding], body: Any) -> dict[int, _Token]:
     return planned
 
 
-# ---- rewriting ---------------------------------------------------------------------------------------
+# ---- rewriting -----------------------------------------------------------------------------------
 
 def _plan_function(func: Function) -> Function:
     seq = func.body
@@ -244,7 +244,7 @@ class StaticPlanBlockMemory:
         return out
 
 
-# ---- LowerAllocTensor --------------------------------------------------------------------------------
+# ---- LowerAllocTensor ----------------------------------------------------------------------------
 
 def _lower_alloc(b: Binding) -> list[Binding]:
     if not (isinstance(b, VarBinding) and is_op(b.value, BUILTIN_ALLOC_TENSOR)):
@@ -252,8 +252,8 @@ def _lower_alloc(b: Binding) -> list[Binding]:
     shape: ShapeExpr = b.value.args[0]
     dtype = b.value.attrs["dtype"]
     storage = Var("storage", ObjectStructInfo())
-    return [VarBinding(storage, memory_alloc_storage(ShapeExpr((_symbolic_nbytes(shape, dtype),)),
-                                                      dtype="uint8")),
+    size = ShapeExpr((_symbolic_nbytes(shape, dtype),))
+    return [VarBinding(storage, memory_alloc_storage(size, dtype="uint8")),
             VarBinding(b.var, memory_alloc_tensor(storage, 0, shape, dtype))]
 
 
@@ -270,7 +270,7 @@ class LowerAllocTensor:
         return out
 
 
-# ---- memory usage -----------------------------------------------------------------------------------
+# ---- memory usage --------------------------------------------------------------------------------
 
 @dataclass
 class MemoryUsage:

@@ -107,7 +107,6 @@ class _Lowerer:
         pre: list[Binding] = []
         if needs_heap:
             self.heap_var = Var("shape_heap", ObjectStructInfo())
-            pre.append(None)  # placeholder: the heap size is known at the end
         for i, p in enumerate(self.func.params):
             ctx = self._err_ctx(f"param[{i}]", p.name_hint, p.struct_info)
             pre += self._check_info(p, p.struct_info, ctx)
@@ -117,13 +116,11 @@ class _Lowerer:
         pre += self._compute_ready()
         body = self._lower_seq(self.func.body)
         ret_checks = self._return_checks(body)
-        blocks = [BindingBlock(tuple(b for b in pre if b is not None))] if needs_heap or pre \
-            else []
-        if needs_heap:
-            alloc = VarBinding(self.heap_var, call_builtin_with_ctx(
+        if needs_heap:  # sized now that every slot is known
+            pre.insert(0, VarBinding(self.heap_var, call_builtin_with_ctx(
                 "vm.builtin.alloc_shape_heap", [prim_int(max(1, len(self.heap.exprs)))],
-                ObjectStructInfo()))
-            blocks = [BindingBlock((alloc, *blocks[0].bindings))]
+                ObjectStructInfo())))
+        blocks = [BindingBlock(tuple(pre))] if pre else []
         new_blocks = tuple(blocks) + body.blocks
         if ret_checks:
             new_blocks += (BindingBlock(tuple(ret_checks)),)

@@ -14,7 +14,7 @@ from workbench.te.tensor import Tensor
 from workbench.tir import op
 from workbench.tir.expr import PrimExpr
 from workbench.topi.nn.pad import pad
-from workbench.topi.utils import as_tuple, get_const_int, shape_str
+from workbench.topi.utils import as_tuple, get_const_int, layout_dims, shape_str
 
 
 def get_pad_tuple(padding: Any, kernel: tuple[int, int]) -> tuple[int, int, int, int]:
@@ -54,12 +54,12 @@ def _conv2d(data: Tensor, kernel: Tensor, stride: Any, padding: Any, dilation: A
     sh, sw = as_tuple(stride, 2, f"{what}: stride")
     dh, dw = as_tuple(dilation, 2, f"{what}: dilation")
     out_dtype = out_dtype or data.dtype
-    if layout == "NCHW":
-        n, c, h, w = (get_const_int(s) for s in data.shape)
-        oc, icg, kh, kw = (get_const_int(s) for s in kernel.shape)   # OIHW
-    else:
-        n, h, w, c = (get_const_int(s) for s in data.shape)
-        kh, kw, icg, oc = (get_const_int(s) for s in kernel.shape)   # HWIO
+    # The batch may be symbolic; channels, spatial extents and the kernel must be constants.
+    dims = layout_dims(data.shape, layout, f"{what}: data")
+    n, c, h, w = dims["N"], dims["C"], dims["H"], dims["W"]
+    kdims = layout_dims(kernel.shape, "OIHW" if layout == "NCHW" else "HWIO",
+                        f"{what}: kernel", symbolic="")
+    oc, icg, kh, kw = kdims["O"], kdims["I"], kdims["H"], kdims["W"]
     if c % groups or oc % groups or icg * groups != c:
         raise ValueError(f"{what}: {c} input channels, {oc} output channels and kernel input "
                          f"channels {icg} do not fit groups={groups}")
@@ -136,12 +136,15 @@ def _depthwise(data: Tensor, kernel: Tensor, stride: Any, padding: Any, dilation
     sh, sw = as_tuple(stride, 2, f"{what}: stride")
     dh, dw = as_tuple(dilation, 2, f"{what}: dilation")
     out_dtype = out_dtype or data.dtype
-    if layout == "NCHW":
-        n, c, h, w = (get_const_int(s) for s in data.shape)
-        kc, mult, kh, kw = (get_const_int(s) for s in kernel.shape)    # (C, multiplier, KH, KW)
-    else:
-        n, h, w, c = (get_const_int(s) for s in data.shape)
-        kh, kw, kc, mult = (get_const_int(s) for s in kernel.shape)    # (KH, KW, C, multiplier)
+    if data.ndim != 4 or kernel.ndim != 4:
+        raise ValueError(f"{what}: expects 4-d data and kernel, got {shape_str(data.shape)} "
+                         f"and {shape_str(kernel.shape)}")
+    dims = layout_dims(data.shape, layout, f"{what}: data")   # the batch may be symbolic
+    n, c, h, w = dims["N"], dims["C"], dims["H"], dims["W"]
+    # The filter is (C, multiplier, KH, KW) for NCHW and (KH, KW, C, multiplier) for NHWC.
+    kdims = layout_dims(kernel.shape, "CMHW" if layout == "NCHW" else "HWCM",
+                        f"{what}: kernel", symbolic="")
+    kc, mult, kh, kw = kdims["C"], kdims["M"], kdims["H"], kdims["W"]
     if kc != c:
         raise ValueError(f"{what}: the filter has {kc} channels but the data has {c}")
     pt, pl, pb, pr = get_pad_tuple(padding, ((kh - 1) * dh + 1, (kw - 1) * dw + 1))

@@ -14,7 +14,7 @@ from workbench.te.tensor import Tensor
 from workbench.tir import op
 from workbench.tir.expr import PrimExpr
 from workbench.topi.nn.pad import pad
-from workbench.topi.utils import as_tuple, get_const_int
+from workbench.topi.utils import as_tuple, get_const_int, layout_dims
 
 
 def _hw_axes(layout: str, ndim: int, what: str) -> tuple[int, int]:
@@ -22,6 +22,13 @@ def _hw_axes(layout: str, ndim: int, what: str) -> tuple[int, int]:
         raise ValueError(f"{what}: layout {layout!r} does not describe a {ndim}-d tensor with "
                          "H and W dimensions")
     return layout.index("H"), layout.index("W")
+
+
+def _static_hw(data: Tensor, layout: str, what: str) -> tuple[int, int]:
+    """H and W as ints: any dim but H and W (batch, channels) may be symbolic."""
+    other = "".join(c for c in layout if c not in "HW")
+    dims = layout_dims(data.shape, layout, f"{what}: data", symbolic=other)
+    return dims["H"], dims["W"]
 
 
 def _pool_out(size: int, lo: int, hi: int, k: int, s: int, d: int, ceil_mode: bool) -> int:
@@ -53,7 +60,7 @@ def pool2d(data: Tensor, kernel: Sequence[int], stride: Sequence[int],
     pads = [get_const_int(p) for p in ([padding] if isinstance(padding, int) else padding)]
     pt, pl, pb, pr = (pads * 4)[:4] if len(pads) == 1 else (
         (pads[0], pads[1], pads[0], pads[1]) if len(pads) == 2 else tuple(pads))
-    h, w = get_const_int(data.shape[ha]), get_const_int(data.shape[wa])
+    h, w = _static_hw(data, layout, what)
     oh = _pool_out(h, pt, pb, kh, sh, dh, ceil_mode)
     ow = _pool_out(w, pl, pr, kw, sw, dw, ceil_mode)
     # ceil_mode may read past the declared padding: pad enough for the last window.
@@ -103,7 +110,7 @@ def adaptive_pool(data: Tensor, output_size: Sequence[int] | int, pool_type: str
         raise ValueError(f"adaptive_pool: pool_type must be 'max' or 'avg', got {pool_type!r}")
     ha, wa = _hw_axes(layout, data.ndim, what)
     oh, ow = as_tuple(output_size, 2, f"{what}: output_size")
-    h, w = get_const_int(data.shape[ha]), get_const_int(data.shape[wa])
+    h, w = _static_hw(data, layout, what)
 
     def bounds(o: Any, size: int, out: int) -> tuple[Any, Any]:
         return (o * size) // out, ((o + 1) * size + out - 1) // out
