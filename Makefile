@@ -33,8 +33,8 @@ bench: $(STAMP)
 # Rebuild the JupyterLab renderer for Report from extension/ into workbench/labextension/
 # (committed, so users and `make test` need no Node), then reinstall so JupyterLab loads it.
 extension: $(STAMP)
-	cd extension && npm ci --no-audit --no-fund && npm test \
-		&& PATH="$(abspath $(BIN)):$$PATH" npm run build
+	cd extension && npm ci --no-audit --no-fund \
+		&& PATH="$(abspath $(BIN)):$$PATH" npm run build && npm test
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 
 clean:
