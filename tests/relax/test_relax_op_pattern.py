@@ -26,10 +26,10 @@ EXPECTED = {
     "max_pool2d": K.kOutEWiseFusable,  # window reduce with strided indices
     "split_sections": K.kInjective,    # one injective block per output
     "reshape": K.kInjective,
-    # topi's layer_norm and argmax reduce two values in one block (two stores): opaque, as the
-    # rule "one store per block" says.
-    "layer_norm": K.kOpaque,
-    "argmax": K.kOpaque,
+    # topi's layer_norm and argmax reduce two values in one block (two stores at the same
+    # indices: one comm-reduce block, as in TVM), then an injective output block.
+    "layer_norm": K.kOutEWiseFusable,
+    "argmax": K.kOutEWiseFusable,
 }
 
 

@@ -257,3 +257,62 @@ def loop_strides(info: BlockInfo, loops: list[For]) -> list[list[int]]:
 
 def buffer_of_write(block: Block) -> Buffer:
     return block.writes[0].buffer
+
+
+# ---- fast loop iteration types (the postprocessors call these for every candidate) --------
+
+def expr_vars(exprs: Iterable[Any]) -> set[Var]:
+    """The Vars in expressions, by an iterative walk (no visitor class per call)."""
+    from workbench.ir.node import field_names
+    found: set[Var] = set()
+    stack = list(exprs)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Var):
+            found.add(node)
+            continue
+        if not isinstance(node, PrimExpr):
+            continue
+        for name in field_names(type(node)):
+            v = getattr(node, name)
+            if isinstance(v, PrimExpr):
+                stack.append(v)
+            elif isinstance(v, tuple):
+                stack.extend(x for x in v if isinstance(x, PrimExpr))
+    return found
+
+
+def realizes_in(stmt: Any) -> list[BlockRealize]:
+    """BlockRealizes inside ``stmt``, not descending into the blocks found."""
+    from workbench.tir.schedule.state import child_stmts
+    out: list[BlockRealize] = []
+    stack = [stmt]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, BlockRealize):
+            out.append(node)
+            continue
+        stack.extend(reversed(list(child_stmts(node))))
+    return out
+
+
+def loop_iter_types(loops: list[For]) -> list[int]:
+    """TVM's GetLoopIterType for each loop: DATA_PAR when the loop only feeds data-parallel
+    block variables of the blocks below it, COMM_REDUCE when only reduction ones, OPAQUE
+    otherwise (same answer as ``block_scope.loop_iter_type``, computed once per nest)."""
+    if not loops:
+        return []
+    uses: list[tuple[set[Var], int]] = []
+    for r in realizes_in(loops[0].body):
+        for iv, value in zip(r.block.iter_vars, r.iter_values):
+            uses.append((expr_vars([value]), iv.iter_type))
+    out = []
+    for lp in loops:
+        kinds = {t for vs, t in uses if lp.loop_var in vs}
+        if len(kinds) > 1 or (kinds and kinds - {IterType.DATA_PAR, IterType.COMM_REDUCE}):
+            out.append(IterType.OPAQUE)
+        elif kinds == {IterType.COMM_REDUCE}:
+            out.append(IterType.COMM_REDUCE)
+        else:
+            out.append(IterType.DATA_PAR)
+    return out

@@ -8,6 +8,7 @@ where ``num_cores = tasks[0].num_threads``. Objects are used as given.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 from typing import TYPE_CHECKING, Any, Sequence
@@ -47,8 +48,12 @@ def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
                database: Any = "json", cost_model: Any = "xgb",
                measure_callbacks: Any = "default", task_scheduler: Any = "gradient",
                module_equality: str = "structural",
-               post_optimization: bool | None = False) -> Database:
-    """Tune ``tasks`` and return the database holding every record (see module docstring)."""
+               post_optimization: bool | None = False, dashboard: Any = False) -> Database:
+    """Tune ``tasks`` and return the database holding every record (see module docstring).
+
+    ``dashboard`` (Workbench): True / "widget" / "text" / a ``TuningDashboard`` shows live
+    progress (a widget in a notebook, a line per batch elsewhere) with a Stop button; see
+    :func:`workbench.widgets.tuning_dashboard.attach_dashboard`."""
     if not tasks:
         raise ValueError("tune_tasks: no tasks to tune")
     if len(tasks) != len(task_weights):
@@ -76,7 +81,19 @@ def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
     kwargs = {}
     if "work_dir" in inspect.signature(scheduler.tune).parameters:
         kwargs["work_dir"] = work_dir
-    scheduler.tune(list(tasks), [float(w) for w in task_weights], max_trials_global,
-                   max_trials_per_task, num_trials_per_iter, builder, runner, callbacks,
-                   database, cost_model, **kwargs)
+    with _dashboard(callbacks, dashboard, max_trials_global, max_trials_per_task) as callbacks:
+        scheduler.tune(list(tasks), [float(w) for w in task_weights], max_trials_global,
+                       max_trials_per_task, num_trials_per_iter, builder, runner, callbacks,
+                       database, cost_model, **kwargs)
     return database
+
+
+def _dashboard(callbacks: list[MeasureCallback], dashboard: Any, max_trials_global: int,
+               max_trials_per_task: int) -> Any:
+    """The callbacks with the dashboard appended, as a context that draws its final state.
+    The widgets layer is imported only when a dashboard is asked for (floor 6 on request)."""
+    if not dashboard:
+        return contextlib.nullcontext(callbacks)
+    from workbench.widgets.tuning_dashboard import attach_dashboard
+    return attach_dashboard(callbacks, dashboard, max_trials_global=max_trials_global,
+                            max_trials_per_task=max_trials_per_task)

@@ -7,6 +7,8 @@
   NDArrays, tuples) and checks the rest: what the reference evaluators use at function entry,
   and what ``MatchCast`` does at run time.
 - :func:`eval_dims` evaluates dims under such bindings.
+- :func:`estimate_memory_usage` is TVM's ``relax.analysis.estimate_memory_usage`` (implemented
+  with memory planning, in :mod:`workbench.relax.transform.static_plan_block_memory`).
 """
 from __future__ import annotations
 
@@ -142,4 +144,16 @@ def _match_dims(dims: Any, shape: tuple, env: MutableMapping[Var, int], what: st
                                 f"{expected}, got {s} (shape {shape})")
 
 
-__all__ = ["bind_symbolic", "substitute_sinfo", "match_value", "eval_dims", "ShapeMismatch"]
+def estimate_memory_usage(mod: Any, shape_vars: Mapping[str, int] | None = None) -> str:
+    """TVM's text report of the bytes each Relax function of ``mod`` allocates per call, with
+    and without memory planning (``mod`` at any stage; ``shape_vars`` values symbolic dims by
+    name). Same as :func:`workbench.relax.transform.estimate_memory_usage`."""
+    # Imported here: the transforms import this module.
+    from workbench.relax.transform.static_plan_block_memory import (
+        estimate_memory_usage as _estimate,
+    )
+    return _estimate(mod, dict(shape_vars) if shape_vars is not None else None)
+
+
+__all__ = ["bind_symbolic", "substitute_sinfo", "match_value", "eval_dims", "ShapeMismatch",
+           "estimate_memory_usage"]

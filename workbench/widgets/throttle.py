@@ -66,6 +66,22 @@ class Throttle:
                 return
         self._run()
 
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until nothing is pending and no render runs (the trailing render is done);
+        False if ``timeout`` seconds passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if not self.pending:
+                # Taking the render lock waits out a render that is still running.
+                if self._render_lock.acquire(timeout=-1 if deadline is None
+                                             else max(0.0, deadline - time.monotonic())):
+                    self._render_lock.release()
+                    if not self.pending:
+                        return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+
     def flush(self) -> None:
         """Render now if a request is pending (cancels the trailing timer)."""
         with self._state_lock:

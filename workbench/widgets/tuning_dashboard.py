@@ -125,6 +125,7 @@ class TuningDashboard(PyMeasureCallback):
         self._scheduler: Any = None
         self._batches = 0
         self._displayed = False
+        self._render_lock = threading.RLock()
         self.throttle = Throttle(self.render, interval)
         self.widget: widgets.VBox | None = None
         if self.mode == "widget":
@@ -278,9 +279,14 @@ class TuningDashboard(PyMeasureCallback):
                                                len(self.scatter_figure.data) - 1)
 
     def render(self) -> None:
-        """Draw the current state (the throttle calls this; callable directly too)."""
+        """Draw the current state (the throttle calls this; callable directly too, from any
+        thread: renders are serialised, so traces are added once per task)."""
         if self.widget is None:
             return
+        with self._render_lock:
+            self._render()
+
+    def _render(self) -> None:
         snap = self.progress.snapshot()
         self._ensure_traces(snap)
         with self.table_html.hold_sync(), self.summary_html.hold_sync(), \

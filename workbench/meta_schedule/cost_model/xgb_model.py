@@ -226,7 +226,7 @@ def _early_stopping(dtrain: Any, ids: np.ndarray, ys: np.ndarray, patience: int,
 
         def after_iteration(self, model: Any, epoch: int, evals_log: Any) -> bool:
             self.rounds = epoch + 1
-            pred = model.predict(dtrain, output_margin=True, iteration_range=(0, epoch + 1))
+            pred = model.predict(dtrain, output_margin=True)  # incremental: cached on dtrain
             sums = pack_sum(pred, ids, len(ys))
             rmse = float(np.sqrt(np.mean((sums[ids] - ys[ids]) ** 2)))
             if verbose_eval and epoch % verbose_eval == 0:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from workbench.meta_schedule import analysis as A
 from workbench.meta_schedule.postproc.postproc import Postproc, register_postproc
 from workbench.tir.schedule import Schedule, ScheduleError
-from workbench.tir.schedule.primitive.block_scope import loop_iter_type
 from workbench.tir.stmt import For, ForKind, IterType
 
 _KEYS = ("meta_schedule.parallel", "meta_schedule.vectorize", "meta_schedule.unroll_explicit",
@@ -72,7 +71,7 @@ class RewriteParallelVectorizeUnroll(Postproc):
         info = A.block_info(sch, block)
         fors = info.loops
         n = len(fors)
-        types = [loop_iter_type(lp) for lp in fors]
+        types = A.loop_iter_types(fors)
         rewritable = [t == IterType.DATA_PAR and _plain(lp) and A.single_child(lp)
                       and A.const_int(lp.extent) is not None for t, lp in zip(types, fors)]
         n_par = self._num_parallel(fors, types, parsed.max_parallel_extent)

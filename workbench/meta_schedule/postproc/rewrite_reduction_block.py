@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from workbench.meta_schedule.postproc.postproc import Postproc, register_postproc
 from workbench.tir.schedule import Schedule
-from workbench.tir.schedule.primitive.block_scope import loop_iter_type
+from workbench.meta_schedule import analysis as A
 from workbench.tir.stmt import IterType
 
 
@@ -27,7 +27,7 @@ class RewriteReductionBlock(Postproc):
             info = sch._index().blocks[name]
             if info.block.init is None:
                 continue
-            for depth, loop in enumerate(info.loops):
-                if loop_iter_type(loop) != IterType.DATA_PAR:
+            for depth, itype in enumerate(A.loop_iter_types(info.loops)):
+                if itype != IterType.DATA_PAR:
                     return name, depth
         return None

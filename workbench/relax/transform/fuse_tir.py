@@ -30,6 +30,7 @@ from workbench.relax.expr import (
     VarBinding,
 )
 from workbench.relax.op.base import call_tir, call_tir_parts, is_call_tir
+from workbench.relax.te_bridge import _plain_param_dims
 from workbench.relax.struct_info import TensorStructInfo, TupleStructInfo
 from workbench.relax.transform._util import (
     is_primitive, map_bindings, relax_functions, with_body,
@@ -228,7 +229,10 @@ class _Fuser:
                         FrozenDict({"global_symbol": self.name, "tir.noalias": True,
                                     "op_pattern": self.pattern}))
         self.extra_vars = extra
-        return substitute(func, fresh) if fresh else func
+        func = substitute(func, fresh) if fresh else func
+        # Compound dims of parameter buffers (a fused reshape's ``n * 12``) become plain vars, as
+        # call_te's kernels have them: the kernel ABI binds shapes from plain dims only.
+        return _plain_param_dims(func)
 
 
 def _function_dims(func: Function) -> set[TirVar]:

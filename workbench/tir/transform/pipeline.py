@@ -43,9 +43,9 @@ class Pass:
 # pass that creates index arithmetic.
 LOWERING_PIPELINE: tuple[Pass, ...] = (
     Pass("VerifyInput", verify_prim_func),        # user IR is well formed
+    Pass("PlanBufferAllocation", plan_buffer_allocation),     # allocate at the users' LCA
     Pass("LowerInitBlock", lower_init_block),     # reduction init -> guarded store
     Pass("LowerOpaqueBlock", lower_opaque_block), # blocks -> loops, predicates, allocations
-    Pass("PlanBufferAllocation", plan_buffer_allocation),     # allocate at the accesses' LCA
     Pass("CompactBufferAllocation", compact_buffer_allocation),  # shrink to the touched region
     Pass("FlattenBuffer", flatten_buffer),        # N-d accesses -> 1-d linear indices
     Pass("Simplify", simplify_func),              # clean index expressions

@@ -10,15 +10,15 @@ in registers.
 """
 from __future__ import annotations
 
-
-
 from workbench.tir import op
-from workbench.tir.arith import NEG_INF, POS_INF, Analyzer
+from workbench.tir.arith import NEG_INF, POS_INF, Analyzer, IntervalSet
 from workbench.tir.buffer import Buffer, Range
 from workbench.tir.expr import BufferLoad, IntImm, PrimExpr, Var
 from workbench.tir.function import PrimFunc
-from workbench.tir.functor import IRMutator, IRVisitor
-from workbench.tir.stmt import Allocate, BufferStore, DeclBuffer, For, Stmt
+from workbench.tir.functor import IRMutator, IRVisitor, uses_var
+from workbench.tir.stmt import (
+    Allocate, Block, BlockRealize, BufferStore, DeclBuffer, For, IterType, Stmt,
+)
 
 
 class _Accesses(IRVisitor):
@@ -81,26 +81,82 @@ class _WrapLoopBody(IRMutator):
         return self.generic_visit(loop)
 
 
-class _Plan(IRMutator):
-    def visit_Allocate(self, alloc: Allocate) -> Stmt:
-        decl = alloc.body
-        if not isinstance(decl, DeclBuffer) or decl.buffer.data is not alloc.buffer_var:
-            return self.generic_visit(alloc)
-        inner = self.visit(decl.body)
-        acc = _Accesses(alloc.buffer_var)
-        acc.visit(inner)
-        lca = _common_prefix([loops for _, loops in acc.found])
-        if acc.opaque or not acc.found or not lca:
-            return alloc.replace(body=decl.replace(body=inner))
-        target = lca[-1]
+class _BlockAccessPaths(IRVisitor):
+    """The loop paths (below the allocating block) of every block that touches ``buf``.
 
-        def wrap(body: Stmt) -> Stmt:
-            return alloc.replace(body=decl.replace(body=body))
-        return _WrapLoopBody(target, wrap).visit(inner)
+    A block that writes ``buf`` while reducing keeps its path only down to the first loop that
+    feeds one of its reduction iteration variables: allocating below that loop would start a
+    fresh buffer in every reduction step and lose the partial results (TVM's LCA rule).
+    """
+
+    def __init__(self, buf: Buffer) -> None:
+        self.buf = buf
+        self.loops: list[For] = []
+        self.paths: list[tuple[For, ...]] = []
+
+    def visit_For(self, loop: For) -> None:
+        self.loops.append(loop)
+        self.visit(loop.body)
+        self.loops.pop()
+
+    def visit_BlockRealize(self, realize: BlockRealize) -> None:
+        block = realize.block
+        touched = _Accesses(self.buf.data)
+        touched.visit(block)
+        writes = any(r.buffer is self.buf for r in block.writes)
+        if touched.found or touched.opaque or writes or \
+                any(r.buffer is self.buf for r in block.reads):
+            path = tuple(self.loops)
+            if writes:
+                feeds = [v for iv, v in zip(block.iter_vars, realize.iter_values)
+                         if iv.iter_type != IterType.DATA_PAR]
+                for pos, lp in enumerate(path):
+                    if any(_uses(v, lp.loop_var) for v in feeds):
+                        path = path[:pos]
+                        break
+            self.paths.append(path)
+        self.visit(block.body)  # nested blocks refine nothing here; loops above them count
+
+    def visit_BufferLoad(self, e: BufferLoad) -> None:
+        if e.buffer.data is self.buf.data:
+            self.paths.append(tuple(self.loops))
+        self.generic_visit(e)
+
+    def visit_BufferStore(self, s: BufferStore) -> None:
+        if s.buffer.data is self.buf.data:
+            self.paths.append(tuple(self.loops))
+        self.generic_visit(s)
+
+
+def _uses(expr: PrimExpr, var: Var) -> bool:
+    return uses_var(expr, lambda v: v is var)
+
+
+class _Plan(IRMutator):
+    def visit_Block(self, block: Block) -> Block:
+        block = self.generic_visit(block)
+        if not block.alloc_buffers:
+            return block
+        keep: list[Buffer] = []
+        body = block.body
+        for buf in block.alloc_buffers:
+            finder = _BlockAccessPaths(buf)
+            finder.visit(body)
+            lca = _common_prefix(finder.paths)
+            if not finder.paths or not lca:
+                keep.append(buf)
+                continue
+
+            def wrap(inner: Stmt, buf: Buffer = buf) -> Stmt:
+                return Allocate(buf.data, buf.dtype, buf.shape, op.const(True),
+                                DeclBuffer(buf, inner))
+            body = _WrapLoopBody(lca[-1], wrap).visit(body)
+        return block.replace(alloc_buffers=tuple(keep), body=body)
 
 
 def plan_buffer_allocation(func: PrimFunc) -> PrimFunc:
-    """Allocate each buffer inside the innermost loop that holds all its accesses."""
+    """Allocate each block-allocated buffer inside the innermost loop that holds all the blocks
+    using it (block form: run before the blocks are lowered)."""
     return func.with_body(_Plan().visit(func.body))
 
 
@@ -126,16 +182,20 @@ class _Rebase(IRMutator):
 def _region(acc: _Accesses, buf: Buffer) -> list[tuple[PrimExpr, int] | None]:
     """Per dimension: (min, constant extent) covering every access, or None to keep it whole."""
     ana = Analyzer()
-    dom: dict[Var, Range] = {}
+    # Each access relaxes only the loops around it; interval sets are built once per loop.
+    ranges: dict[Var, IntervalSet] = {}
+    doms: list[dict[Var, IntervalSet]] = []
     for _, loops in acc.found:
         for lp in loops:
-            dom[lp.loop_var] = Range(lp.min, lp.extent)
+            if lp.loop_var not in ranges:
+                ranges[lp.loop_var] = IntervalSet.from_range(Range(lp.min, lp.extent))
+        doms.append({lp.loop_var: ranges[lp.loop_var] for lp in loops})
     out: list[tuple[PrimExpr, int] | None] = []
     for d, dim in enumerate(buf.shape):
         lo: PrimExpr | None = None
         hi: PrimExpr | None = None
         ok = True
-        for indices, _ in acc.found:
+        for (indices, _), dom in zip(acc.found, doms):
             s = ana.int_set(indices[d], dom)
             if s.min_value is NEG_INF or s.max_value is POS_INF:
                 ok = False

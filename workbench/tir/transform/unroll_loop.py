@@ -10,29 +10,29 @@ from __future__ import annotations
 from workbench.tir import op
 from workbench.tir.expr import IntImm
 from workbench.tir.function import PrimFunc
-from workbench.tir.functor import IRMutator, IRVisitor, substitute
-from workbench.tir.stmt import For, ForKind, Stmt, seq
+from workbench.tir.functor import IRMutator, substitute
+from workbench.ir.node import field_names
+from workbench.tir.stmt import For, ForKind, SeqStmt, Stmt, seq
 
 # Unrolling beyond this many copies only bloats code; such loops stay loops.
 MAX_EXPLICIT_UNROLL = 512
 
 
 def _steps(stmt: Stmt) -> int:
-    """How many innermost statement executions a loop nest performs (constant extents only)."""
-
-    class _Count(IRVisitor):
-        def __init__(self) -> None:
-            self.total = 1
-
-        def visit_For(self, loop: For) -> None:
-            inner = _Count()
-            inner.visit(loop.body)
-            ext = loop.extent.value if isinstance(loop.extent, IntImm) else MAX_EXPLICIT_UNROLL
-            self.total = max(self.total, ext * inner.total)
-
-    c = _Count()
-    c.visit(stmt)
-    return c.total
+    """How many leaf statements executing ``stmt`` runs (constant extents only). Statements
+    in a sequence add up, so an inner loop that was already unrolled into N copies still
+    counts N steps (as TVM's ``step_count``); a non-constant loop counts as too many."""
+    if isinstance(stmt, For):
+        ext = stmt.extent.value if isinstance(stmt.extent, IntImm) else MAX_EXPLICIT_UNROLL + 1
+        return ext * _steps(stmt.body)
+    if isinstance(stmt, SeqStmt):
+        children = list(stmt.seq)
+    else:
+        children = [v for v in (getattr(stmt, n) for n in field_names(type(stmt)))
+                    if isinstance(v, Stmt)]
+    if not children:
+        return 1
+    return sum(_steps(c) for c in children)
 
 
 def _unroll(loop: For) -> Stmt:

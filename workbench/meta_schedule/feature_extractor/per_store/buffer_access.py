@@ -248,7 +248,6 @@ def _set_region(accesses: list[BufferAccess], nest: LoopNest, cache: AccessCache
             env[f.var] = (f.min_value, f.min_value)
     dims = []
     for acc in accesses:
-        shape = cache.shape(acc.buffer)
         dims.append([[_DimBounds(e, a, nest, pos_of) for e, a in zip(idx, aff)]
                      for idx, aff in zip(acc.indices, acc.affine)])
     for p in range(n - 1, -1, -1):

@@ -55,6 +55,16 @@ class _Row:
     front: list[float]       # groups 1, 2, 3
     outer_prod: int          # group 5's loop product, which group 4's last column divides
     group5: list[float]
+    buffers: tuple[str, ...]  # stored buffer, then the buffers of columns B0.. (debugging)
+
+
+@dataclass(frozen=True)
+class RowInfo:
+    """What one feature row describes: the stored buffer and, in column order, the buffers
+    whose access features fill ``B0.*``, ``B1.*``, ..."""
+
+    stored: str
+    accessed: tuple[str, ...]
 
 
 class _Collector(IRVisitor):
@@ -100,24 +110,28 @@ class _Collector(IRVisitor):
                                        touched_bytes, float_op_count(counts))
         key = store.buffer.data
         old = self.rows.get(key)
+        names = tuple(a.buffer.name for a in accesses[:cfg.buffers_per_store])
         self.rows[key] = _Row(len(self.rows) if old is None else old.order, front, nest.prod,
-                              group5_features(nest))
+                              group5_features(nest), (store.buffer.name,) + names)
 
     def add_params(self, func: PrimFunc) -> None:
         empty = LoopNest()
         for buf in func.buffer_map.values():
             self.allocs[buf.data] = allocation_at(buf, empty, self.cache)
 
-    def export(self) -> list[list[float]]:
-        out = []
+    def export(self) -> tuple[list[list[float]], list[RowInfo]]:
+        out, info = [], []
         for key, row in sorted(self.rows.items(), key=lambda kv: kv[1].order):
             out.append(row.front + group4_features(self.allocs.get(key), row.outer_prod)
                        + row.group5)
-        return out
+            info.append(RowInfo(row.buffers[0], row.buffers[1:]))
+        return out, info
 
 
-def collect_rows(lowered: IRModule | PrimFunc, config: FeatureConfig) -> list[list[float]]:
-    """Feature rows (groups 1-5) of a module already lowered for feature extraction."""
+def collect_rows(lowered: IRModule | PrimFunc, config: FeatureConfig
+                 ) -> tuple[list[list[float]], list[RowInfo]]:
+    """Feature rows (groups 1-5) of a module already lowered for feature extraction, and
+    what each row describes."""
     funcs = [lowered] if isinstance(lowered, PrimFunc) else \
         [f for _, f in lowered.items() if isinstance(f, PrimFunc)]
     c = _Collector(config)
@@ -127,4 +141,4 @@ def collect_rows(lowered: IRModule | PrimFunc, config: FeatureConfig) -> list[li
     return c.export()
 
 
-__all__ = ["FeatureConfig", "collect_rows"]
+__all__ = ["FeatureConfig", "RowInfo", "collect_rows"]

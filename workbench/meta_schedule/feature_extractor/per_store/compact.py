@@ -4,22 +4,28 @@ Same contract and same result as ``workbench.tir.transform.plan_buffers.
 compact_buffer_allocation`` (each allocated buffer shrinks to the box its accesses touch, and
 indices are re-based), which the tests check structurally. The general pass asks the analyzer
 for an ``int_set`` per access and dimension; feature extraction runs it on every candidate,
-and there the indices are affine in loop variables, so the box is plain integer arithmetic on
-:class:`~.index_analysis.AffineIndex` forms. A function with any access this shortcut does not
-cover (a non-affine index, a loop with a symbolic range) goes through the general pass.
+and there the indices are affine in loop variables, so the box is plain integer arithmetic: an index is split
+into a sum of terms; terms over variables outside the accesses' loops stay symbolic (compared by
+structural key), the others are bounded by :func:`~.index_analysis.interval`. A function with
+an access this shortcut does not cover (a term mixing outer and inner variables, a loop with a
+symbolic range) goes through the general pass.
 """
 from __future__ import annotations
 
+from workbench.ir.node import field_names
 from workbench.tir import op
 from workbench.tir.arith import Analyzer
 from workbench.tir.buffer import Buffer
-from workbench.tir.expr import BufferLoad, IntImm, PrimExpr, Var
+from workbench.tir.arith.expr_key import KeyMaker
+from workbench.tir.expr import Add, BufferLoad, IntImm, Mul, PrimExpr, Sub, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, IRVisitor
 from workbench.tir.stmt import Allocate, BufferStore, DeclBuffer, For, Stmt
 from workbench.tir.transform.plan_buffers import compact_buffer_allocation
 
-from workbench.meta_schedule.feature_extractor.per_store.index_analysis import affine_index
+from workbench.meta_schedule.feature_extractor.per_store.index_analysis import (
+    free_vars, interval,
+)
 
 
 class _Fallback(Exception):
@@ -60,10 +66,63 @@ class _Accesses(IRVisitor):
             self.opaque = True
 
 
-def _affine_expr(const: int, coefs: dict[Var, int], dtype: str) -> PrimExpr:
-    e: PrimExpr = op.const(const, dtype)
-    for v, c in coefs.items():
-        e = op.add(e, op.mul(v, op.const(c, v.dtype)) if c != 1 else v)
+def _split_terms(e: PrimExpr, sign: int, const: list[int], out: list[tuple[PrimExpr, int]]
+                 ) -> None:
+    """``e`` as ``const[0] + sum(k * term)``, flattening +, - and multiplication by constants."""
+    if isinstance(e, IntImm):
+        const[0] += sign * e.value
+    elif isinstance(e, Add):
+        _split_terms(e.a, sign, const, out)
+        _split_terms(e.b, sign, const, out)
+    elif isinstance(e, Sub):
+        _split_terms(e.a, sign, const, out)
+        _split_terms(e.b, -sign, const, out)
+    elif isinstance(e, Mul) and isinstance(e.b, IntImm):
+        _split_terms(e.a, sign * e.b.value, const, out)
+    elif isinstance(e, Mul) and isinstance(e.a, IntImm):
+        _split_terms(e.b, sign * e.a.value, const, out)
+    else:
+        out.append((e, sign))
+
+
+class _Bounder:
+    """Splits an index into terms over outer variables (kept symbolic, compared by structural
+    key) and terms over the accesses' loops (bounded to constants)."""
+
+    def __init__(self, dom: dict[Var, tuple[int, int]]) -> None:
+        self.dom = dom
+        self.keys = KeyMaker()
+
+    def bound(self, index: PrimExpr) -> tuple[dict, list[tuple[PrimExpr, int]], int, int]:
+        """(symbolic key -> coefficient, symbolic terms, constant lo, constant hi)."""
+        const = [0]
+        terms: list[tuple[PrimExpr, int]] = []
+        _split_terms(index, 1, const, terms)
+        lo = hi = const[0]
+        sym: dict = {}
+        sym_terms: list[tuple[PrimExpr, int]] = []
+        for term, k in terms:
+            vars_ = free_vars(term, set())
+            inner = [v for v in vars_ if v in self.dom]
+            if not inner:
+                key = self.keys.key(term)
+                sym[key] = sym.get(key, 0) + k
+                sym_terms.append((term, k))
+                continue
+            if len(inner) != len(vars_):
+                raise _Fallback  # a term mixing outer and inner variables
+            b = interval(term, self.dom)
+            if b is None:
+                raise _Fallback
+            lo += min(k * b[0], k * b[1])
+            hi += max(k * b[0], k * b[1])
+        return {key: c for key, c in sym.items() if c}, sym_terms, lo, hi
+
+
+def _offset(lo: int, sym_terms: list[tuple[PrimExpr, int]], dtype: str) -> PrimExpr:
+    e: PrimExpr = op.const(lo, dtype)
+    for term, k in sym_terms:
+        e = op.add(e, term if k == 1 else op.mul(term, op.const(k, term.dtype)))
     return e
 
 
@@ -75,29 +134,16 @@ def _region(found, buf: Buffer, ana: Analyzer) -> list[tuple[PrimExpr, int] | No
             if not (isinstance(lp.min, IntImm) and isinstance(lp.extent, IntImm)):
                 raise _Fallback
             dom[lp.loop_var] = (lp.min.value, lp.min.value + lp.extent.value - 1)
+    bounder = _Bounder(dom)
     out: list[tuple[PrimExpr, int] | None] = []
     for d, dim in enumerate(buf.shape):
-        sym = None
+        sym = sym_terms = None
         lo = hi = 0
         ok = True
         for n, (indices, _) in enumerate(found):
-            aff = affine_index(indices[d])
-            if not aff.is_affine:
-                raise _Fallback
-            a_lo = a_hi = aff.const
-            a_sym = {}
-            for v, c in aff.coefs.items():
-                r = dom.get(v)
-                if r is None:
-                    a_sym[v] = c
-                elif c > 0:
-                    a_lo += c * r[0]
-                    a_hi += c * r[1]
-                else:
-                    a_lo += c * r[1]
-                    a_hi += c * r[0]
+            a_sym, a_terms, a_lo, a_hi = bounder.bound(indices[d])
             if n == 0:
-                sym, lo, hi = a_sym, a_lo, a_hi
+                sym, sym_terms, lo, hi = a_sym, a_terms, a_lo, a_hi
             elif a_sym != sym:
                 ok = False  # bounds differ by a non-constant: keep the dimension whole
                 break
@@ -107,8 +153,33 @@ def _region(found, buf: Buffer, ana: Analyzer) -> list[tuple[PrimExpr, int] | No
         if not ok or (isinstance(dim, IntImm) and extent >= dim.value) or extent <= 0:
             out.append(None)
         else:
-            out.append((ana.simplify(_affine_expr(lo, sym, indices[d].dtype)), extent))
+            out.append((ana.simplify(_offset(lo, sym_terms, found[0][0][d].dtype)), extent))
     return out
+
+
+def _loads_of(e: PrimExpr, data: Var) -> bool:
+    """Whether ``e`` loads from the buffer over ``data`` (a cheap pre-check before rewriting)."""
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, BufferLoad):
+            if n.buffer.data is data:
+                return True
+            stack.extend(n.indices)
+        elif isinstance(n, (Var, IntImm)):
+            continue
+        else:
+            stack.extend(c for c in _expr_children(n))
+    return False
+
+
+def _expr_children(n: PrimExpr):
+    for name in field_names(type(n)):
+        v = getattr(n, name)
+        if isinstance(v, PrimExpr):
+            yield v
+        elif isinstance(v, tuple):
+            yield from (x for x in v if isinstance(x, PrimExpr))
 
 
 class _Rebase(IRMutator):
@@ -116,12 +187,17 @@ class _Rebase(IRMutator):
         super().__init__()
         self.old, self.new, self.offsets = old, new, offsets
 
+    def visit_PrimExpr(self, e: PrimExpr) -> PrimExpr:
+        # Most expressions (loop bounds, conditions, other buffers' values) do not touch the
+        # buffer: skip the generic rewrite for them.
+        return self.generic_visit(e) if _loads_of(e, self.old.data) else e
+
     def _indices(self, indices: tuple[PrimExpr, ...]) -> tuple[PrimExpr, ...]:
         return tuple(op.sub(self.visit(i), o) for i, o in zip(indices, self.offsets))
 
     def visit_BufferLoad(self, e: BufferLoad) -> PrimExpr:
         if e.buffer.data is not self.old.data:
-            return self.generic_visit(e)
+            return self.visit_PrimExpr(e)
         return BufferLoad(self.new, self._indices(e.indices), e.dtype, e.predicate)
 
     def visit_BufferStore(self, s: BufferStore) -> Stmt:
@@ -134,6 +210,12 @@ class _Compact(IRMutator):
     def __init__(self) -> None:
         super().__init__()
         self.ana = Analyzer()
+
+    def visit_PrimExpr(self, e: PrimExpr) -> PrimExpr:
+        return e  # allocations live in statements only
+
+    def visit_Buffer(self, buf: Buffer) -> Buffer:
+        return buf
 
     def visit_Allocate(self, alloc: Allocate) -> Stmt:
         decl = alloc.body

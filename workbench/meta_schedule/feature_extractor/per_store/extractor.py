@@ -23,7 +23,7 @@ from workbench.meta_schedule.feature_extractor.feature_extractor import FeatureE
 from workbench.tir.function import PrimFunc
 
 from workbench.meta_schedule.feature_extractor.per_store.collector import (
-    FeatureConfig, collect_rows,
+    FeatureConfig, RowInfo, collect_rows,
 )
 from workbench.meta_schedule.feature_extractor.per_store.names import feature_names
 from workbench.meta_schedule.feature_extractor.per_store.preprocess import (
@@ -47,17 +47,22 @@ def _as_module(mod: IRModule | PrimFunc) -> IRModule:
     return mod
 
 
-def _rows(mod: IRModule, config: FeatureConfig) -> np.ndarray:
-    """Groups 1-5 of ``mod`` as a read-only float64 array, through the cache."""
+def _rows_and_info(mod: IRModule, config: FeatureConfig) -> tuple[np.ndarray, list[RowInfo]]:
+    """Groups 1-5 of ``mod`` as a read-only float64 array (and row info), through the cache."""
     h = structural_hash(mod)
     key = (h, config)
     got = _FEATURES.get(key)
     if got is None:
-        rows = collect_rows(lower_for_features(mod, key=h), config)
-        got = np.asarray(rows, dtype="float64").reshape(len(rows), config.length)
-        got.setflags(write=False)
+        rows, info = collect_rows(lower_for_features(mod, key=h), config)
+        arr = np.asarray(rows, dtype="float64").reshape(len(rows), config.length)
+        arr.setflags(write=False)
+        got = (arr, info)
         _FEATURES.put(key, got)
     return got
+
+
+def _rows(mod: IRModule, config: FeatureConfig) -> np.ndarray:
+    return _rows_and_info(mod, config)[0]
 
 
 def extract_features(mod: IRModule | PrimFunc, *, buffers_per_store: int = 5,
@@ -79,6 +84,12 @@ def extract_features(mod: IRModule | PrimFunc, *, buffers_per_store: int = 5,
         emb = np.asarray(workload_embedding(workload_mod if workload_mod is not None else mod))
         rows = np.hstack([rows, np.broadcast_to(emb, (rows.shape[0], emb.size))])
     return rows.astype(dtype)
+
+
+def describe_rows(mod: IRModule | PrimFunc, *, buffers_per_store: int = 5) -> list[RowInfo]:
+    """For each row of ``extract_features(mod)``: the stored buffer's name and the names of
+    the buffers in columns ``B0.*``, ``B1.*``, ... (for debugging and DataFrames)."""
+    return list(_rows_and_info(_as_module(mod), FeatureConfig(buffers_per_store))[1])
 
 
 def _is_gpu(context: Any) -> bool:
@@ -146,4 +157,4 @@ class PerStoreFeatureFull(FeatureExtractor):
         return "PerStoreFeature"
 
 
-__all__ = ["PerStoreFeatureFull", "extract_features"]
+__all__ = ["PerStoreFeatureFull", "RowInfo", "describe_rows", "extract_features"]

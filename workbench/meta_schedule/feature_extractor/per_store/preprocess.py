@@ -101,9 +101,9 @@ def simplify_for_feature_extraction(func: PrimFunc) -> PrimFunc:
 
 FEATURE_PASSES: tuple[Pass, ...] = (
     Pass("SimplifyForFeatureExtraction", simplify_for_feature_extraction),
+    Pass("PlanBufferAllocation", plan_buffer_allocation),  # block form, as in the pipeline
     Pass("LowerInitBlock", lower_init_block),
     Pass("LowerOpaqueBlock", lower_opaque_block),
-    Pass("PlanBufferAllocation", plan_buffer_allocation),
     Pass("CompactBufferAllocation", compact_for_features),  # same result, affine fast path
     Pass("Simplify", simplify_func),
 )
@@ -129,7 +129,8 @@ class _LRU:
             self.data.popitem(last=False)
 
 
-_LOWERED = _LRU(1024)
+# Small: the extractor caches finished features too; this serves other callers (notebooks).
+_LOWERED = _LRU(64)
 
 
 def lower_for_features(mod: IRModule | PrimFunc, key: int | None = None) -> IRModule:

@@ -231,6 +231,11 @@ def rfactor(func: PrimFunc, index: FuncIndex, loop_var: Var,
 
     # Rebuild the original nest: the write-back block under the spatial loops and the rf loop.
     keep = {lp.loop_var for lp in loops if lp is rf_loop or lp.loop_var not in reduce_vars}
+    # The write-back keeps the predicate terms over the loops it keeps (a non-dividing split
+    # of a spatial loop): without them it would write outside the buffer.
+    dropped = {lp.loop_var for lp in loops} - keep
+    wb_realize = wb_realize.replace(predicate=conjunction(
+        t for t in conjuncts(realize.predicate) if not collect_vars(t) & dropped))
     wb_nest = _Prune(keep, {lp.loop_var for lp in loops}, realize, wb_realize).visit(loops[0])
     new_top = seq(rf_nest, wb_nest)
     new_scope = _ReplaceLoop(loops[0], new_top).visit(scope)
@@ -414,6 +419,15 @@ class _ReplaceLoop(IRMutator):
 
     def visit_For(self, lp: For) -> Stmt:
         return self.new if lp is self.old else self.generic_visit(lp)
+
+    def visit_SeqStmt(self, s: SeqStmt) -> Stmt:
+        # Splice a replacement sequence into its parent: a nested SeqStmt would make later
+        # primitives (cache_write's insertion point, compute_at's consumer order) treat the
+        # rfactor and write-back nests as one statement.
+        items = [self.visit(x) for x in s.seq]
+        if all(a is b for a, b in zip(items, s.seq)):
+            return s
+        return seq(*items)
 
     def visit_BlockRealize(self, r: BlockRealize) -> Stmt:
         return self.generic_visit(r)
