@@ -27,8 +27,14 @@ class _Dispatching:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._method_by_name = {name[len("visit_"):]: name for name in dir(cls)
-                               if name.startswith("visit_")}
+        # Inherit the parents' table and add this class's own methods: cheap enough that
+        # visitors defined inside functions (a new class per call) cost little.
+        table: dict[str, str] = {}
+        for base in reversed(cls.__mro__[1:]):
+            table.update(getattr(base, "_method_by_name", None) or {})
+        table.update({name[len("visit_"):]: name for name in cls.__dict__
+                      if name.startswith("visit_")})
+        cls._method_by_name = table
         cls._cache = {}
 
     @classmethod

@@ -45,28 +45,35 @@ def simplify_bindings(stmt: Stmt, outer_loops: list[For]) -> Stmt:
     return _SimplifyBindings(ana).visit(stmt)
 
 
+class _Realizes(IRVisitor):
+    def __init__(self) -> None:
+        self.found: list[BlockRealize] = []
+
+    def visit_BlockRealize(self, r: BlockRealize) -> None:
+        self.found.append(r)
+
+
 def realizes_under(stmt: Stmt) -> list[BlockRealize]:
     """Every BlockRealize inside ``stmt`` (not descending into found blocks' bodies)."""
-    found: list[BlockRealize] = []
+    v = _Realizes()
+    v.visit(stmt)
+    return v.found
 
-    class _V(IRVisitor):
-        def visit_BlockRealize(self, r: BlockRealize) -> None:
-            found.append(r)
 
-    _V().visit(stmt)
-    return found
+class _UsesVar(IRVisitor):
+    def __init__(self, var: Var) -> None:
+        self.var = var
+        self.hit = False
+
+    def visit_Var(self, v: Var) -> None:
+        if v is self.var:
+            self.hit = True
 
 
 def uses_var(expr: Any, var: Var) -> bool:
-    hit = False
-
-    class _V(IRVisitor):
-        def visit_Var(self, v: Var) -> None:
-            nonlocal hit
-            hit = hit or v is var
-
-    _V().visit(expr)
-    return hit
+    v = _UsesVar(var)
+    v.visit(expr)
+    return v.hit
 
 
 def loop_binds_reduction(loop: For) -> bool:

@@ -88,9 +88,24 @@ class _LowerOpaque(IRMutator):
             body = IfThenElse(substitute(pred, vmap) if vmap else pred, body)
         for buf in reversed(block.alloc_buffers):
             buf = self.visit_Buffer(buf)
-            extents = (op.mul(buf.strides[0], buf.shape[0]),) if buf.strides else buf.shape
-            body = Allocate(buf.data, buf.dtype, extents, op.const(True), DeclBuffer(buf, body))
+            body = Allocate(buf.data, buf.dtype, _extents(buf), op.const(True),
+                            DeclBuffer(buf, body))
         return body
+
+    def visit_Allocate(self, alloc: Allocate) -> Stmt:
+        # An allocation already placed by PlanBufferAllocation: its buffer may have become
+        # strided (storage_align), and then it needs the padded size.
+        alloc = self.generic_visit(alloc)
+        decl = alloc.body
+        if isinstance(decl, DeclBuffer) and decl.buffer.data is alloc.buffer_var and \
+                decl.buffer.strides:
+            return alloc.replace(extents=_extents(decl.buffer))
+        return alloc
+
+
+def _extents(buf: Buffer) -> tuple[PrimExpr, ...]:
+    """What to allocate for ``buf``: its shape, or the padded span of a strided buffer."""
+    return (op.mul(buf.strides[0], buf.shape[0]),) if buf.strides else buf.shape
 
 
 def lower_opaque_block(func: PrimFunc) -> PrimFunc:
