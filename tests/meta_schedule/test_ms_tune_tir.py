@@ -12,6 +12,7 @@ from ms_tuning_workloads import (
 )
 
 import workbench.meta_schedule as ms
+from workbench.meta_schedule.builder import LocalBuilder
 from workbench.meta_schedule.database import JSONDatabase
 from workbench.meta_schedule.tir_integration import compile_tir
 
@@ -96,8 +97,11 @@ def test_tune_conv2d_evolutionary(tmp_path):
 def test_tune_softmax(tmp_path, strategy):
     func = softmax()
     strat = strategy if strategy == "replay-trace" else small_evolutionary()
+    # Some softmax schedules currently make LLVM's optimizer hang (a codegen issue); a short
+    # build timeout turns those into recorded build failures quickly.
     db = ms.tune_tir(func, TARGET, str(tmp_path), max_trials_global=4, num_trials_per_iter=2,
-                     strategy=strat, runner=fast_runner(), cost_model="random", seed=4)
+                     strategy=strat, runner=fast_runner(), cost_model="random", seed=4,
+                     builder=LocalBuilder(max_workers=2, timeout_sec=8))
 
     def ref(x):
         e = np.exp(x - x.max(axis=1, keepdims=True))

@@ -242,7 +242,8 @@ def _opt_reverse_inline(view):
             continue
         p = writers[0]
         pb = view.block(p)
-        if view.has_reduce_iter(p) or view.is_output(p) or len(pb.writes) != 1 or \
+        if view.has_reduce_iter(p) or pb.init is not None or view.is_output(p) or \
+                len(pb.writes) != 1 or \
                 any(r.buffer is w.buffer for r in pb.reads for w in pb.writes) or \
                 not isinstance(pb.body, BufferStore):
             continue
@@ -530,9 +531,7 @@ MOVES: list[tuple[str, Callable, Callable]] = [
     ("cache_read", _opt_cache_read, _do_cache_read),
     ("decompose_reduction", _opt_decompose, _do_decompose),
     ("rfactor", _opt_rfactor, _do_rfactor),
-    # storage_align is left out until lowering allocates the padded size of a buffer it moves
-    # into a loop (test_storage_align_then_compute_at_allocates_the_padded_size, xfail).
-    # ("storage_align", _opt_storage_align, _do_storage_align),
+    ("storage_align", _opt_storage_align, _do_storage_align),
     ("transform_layout", _opt_transform_layout, _do_transform_layout),
     ("annotate", _opt_annotate, _do_annotate),
     ("add_unit_loop", _opt_blocks, _do_add_unit_loop),

@@ -24,7 +24,7 @@ class ScheduleFn(SpaceGenerator):
             return [sch]
         if isinstance(result, Schedule):
             return [result]
-        out = list(result)
+        out = list(result) if isinstance(result, (list, tuple)) else []
         if not out or not all(isinstance(s, Schedule) for s in out):
             raise TypeError(f"the schedule function {getattr(self.sch_fn, '__name__', '?')} "
                             "must return None, a Schedule or a non-empty list of Schedules")

@@ -232,13 +232,13 @@ def reverse_compute_inline(func: PrimFunc, index: FuncIndex, name: str) -> PrimF
         fail(f"buffer {buffer.name!r} has {len(writers)} producer blocks {writers}; it needs "
              "exactly one")
     producer = writers[0]
+    problem = S.complete_block_problem(index, producer)
+    if problem is not None:
+        fail(f"its producer {producer!r} must be a complete block, but {problem}")
     if index.blocks[producer].block.init is not None:
         # e.g. an rfactor block whose reduction loops all became spatial: its init would still
         # store to the buffer that disappears
         fail(f"its producer {producer!r} is a reduction block (it has an init statement)")
-    problem = S.complete_block_problem(index, producer)
-    if problem is not None:
-        fail(f"its producer {producer!r} must be a complete block, but {problem}")
     readers = [n for n in S.scope_children(index, name) if n != name and
                any(r.buffer is buffer for r in index.blocks[n].block.reads)]
     if readers:

@@ -1,0 +1,154 @@
+"""Search strategies: lifecycle errors, ReplayTrace/ReplayFunc/EvolutionarySearch behaviour
+(budget, postprocessing, deduplication, skipping measured modules, no-mutator degeneration)."""
+from __future__ import annotations
+
+import pytest
+from ms_tuning_workloads import matmul
+
+from workbench.ir.structural import structural_hash
+from workbench.meta_schedule.cost_model import RandomModel
+from workbench.meta_schedule.database import MemoryDatabase, TuningRecord
+from workbench.meta_schedule.runner import RunnerResult
+from workbench.meta_schedule.search_strategy import (
+    EvolutionarySearch, MeasureCandidate, ReplayFunc, ReplayTrace, SearchStrategy,
+)
+from workbench.meta_schedule.space_generator import ScheduleFn
+from workbench.meta_schedule.tune_context import TuneContext
+
+TARGET = "llvm -num-cores=2"
+
+
+def _ctx(strategy, space="post-order-apply", n=32, seed=11):
+    return TuneContext(matmul(n), target=TARGET, space_generator=space,
+                       search_strategy=strategy, rand_state=seed)
+
+
+def _ok(cands):
+    return [RunnerResult([1e-3], None) for _ in cands]
+
+
+def _tile_fn(sch):
+    """A tiny space: 2-way split of i; perfect tiles of 8 give 4 distinct schedules."""
+    b = sch.get_block("C")
+    i, _, _ = sch.get_loops(b)
+    sch.split(i, sch.sample_perfect_tile(i, n=2, max_innermost_factor=8))
+
+
+@pytest.mark.parametrize("strategy", [ReplayTrace(), ReplayFunc(), EvolutionarySearch()])
+def test_lifecycle_errors(strategy):
+    with pytest.raises(RuntimeError, match="not initialized"):
+        strategy.pre_tuning(4, 2, [])
+    ctx = _ctx(strategy.clone())
+    s = ctx.search_strategy
+    with pytest.raises(RuntimeError, match="pre_tuning has not been called"):
+        s.generate_measure_candidates()
+    with pytest.raises(RuntimeError, match="pre_tuning has not been called"):
+        s.notify_runner_results([], [])
+    with pytest.raises(RuntimeError, match="pre_tuning has not been called"):
+        s.post_tuning()
+    spaces = ctx.generate_design_space()
+    with pytest.raises(ValueError, match="design_spaces is empty"):
+        s.pre_tuning(4, 2, [])
+    s.pre_tuning(4, 2, spaces)
+    with pytest.raises(RuntimeError, match="already tuning"):
+        s.pre_tuning(4, 2, spaces)
+    s.post_tuning()
+    with pytest.raises(RuntimeError, match="pre_tuning has not been called"):
+        s.generate_measure_candidates()
+
+
+def test_context_forwarding_errors():
+    ctx = TuneContext(matmul(16), target=TARGET)
+    with pytest.raises(ValueError, match="no space_generator"):
+        ctx.generate_design_space()
+    with pytest.raises(ValueError, match="no search_strategy"):
+        ctx.generate_measure_candidates()
+
+
+def test_replay_trace_budget_and_postprocessing():
+    ctx = _ctx("replay-trace")
+    ctx.pre_tuning(max_trials=5, num_trials_per_iter=2)
+    sizes = []
+    while (cands := ctx.generate_measure_candidates()) is not None:
+        sizes.append(len(cands))
+        for c in cands:
+            assert isinstance(c, MeasureCandidate)
+            kinds = [i.kind.name for i in c.sch.trace.insts]
+            assert "EnterPostproc" in kinds and "DecomposeReduction" in kinds
+            assert [a.shape for a in c.args_info] == [(32, 32)] * 3
+        ctx.notify_runner_results(cands, _ok(cands))
+    assert sizes == [2, 2, 1]
+    ctx.post_tuning()
+
+
+def test_replay_func_resamples_the_space():
+    ctx = _ctx("replay-func", space=_tile_fn)
+    ctx.pre_tuning(max_trials=8, num_trials_per_iter=8)
+    cands = ctx.generate_measure_candidates()
+    assert len(cands) == 8
+    decisions = {tuple(d) for c in cands for i, d in c.sch.trace.decisions.items()
+                 if i.kind.name == "SamplePerfectTile"}
+    assert len(decisions) > 1 and all(a * b == 32 for a, b in decisions)
+
+
+def test_evolutionary_dedups_and_skips_measured():
+    strategy = EvolutionarySearch(population_size=16, init_min_unmeasured=4,
+                                  genetic_num_iters=2)
+    ctx = _ctx(strategy, space=ScheduleFn(_tile_fn, sch_rules=[], mutator_probs={}), n=8)
+    db = MemoryDatabase()
+    ctx.pre_tuning(max_trials=20, num_trials_per_iter=3, database=db,
+                   cost_model=RandomModel(seed=0))
+    seen = []
+    rounds = 0
+    while (cands := ctx.generate_measure_candidates()) is not None:
+        rounds += 1
+        for c in cands:
+            seen.append(structural_hash(c.sch.mod))
+            db.commit_tuning_record(TuningRecord(c.sch.trace, db.commit_workload(ctx.mod),
+                                                 [1e-3], None, c.args_info))
+        ctx.notify_runner_results(cands, _ok(cands))
+        assert rounds < 20
+    # perfect 2-tilings of 8 with the inner factor <= 8: 4 distinct modules, each measured
+    # once; then 5 empty rounds end the search (no mutators: plain scored sampling).
+    assert len(seen) == len(set(seen)) == 4
+    ctx.post_tuning()
+
+
+def test_evolutionary_with_mutators_finds_new_modules():
+    strategy = EvolutionarySearch(population_size=12, init_min_unmeasured=3,
+                                  genetic_num_iters=3, genetic_mutate_prob=1.0)
+    ctx = _ctx(strategy, n=64)
+    ctx.pre_tuning(max_trials=6, num_trials_per_iter=6)
+    cands = ctx.generate_measure_candidates()
+    hashes = [structural_hash(c.sch.mod) for c in cands]
+    assert len(cands) == 6 and len(set(hashes)) == 6
+
+
+def test_evolutionary_fails_without_enough_samples():
+    def broken(sch):
+        sch.get_block("C")
+
+    class Reject:
+        def _initialize_with_tune_context(self, ctx):
+            pass
+
+        def apply(self, sch):
+            return False
+
+    strategy = EvolutionarySearch(population_size=8, init_min_unmeasured=2, max_fail_count=2)
+    ctx = _ctx(strategy, space=ScheduleFn(broken, sch_rules=[], postprocs=[Reject()],
+                                           mutator_probs={}))
+    ctx.pre_tuning(max_trials=4, num_trials_per_iter=2)
+    assert ctx.generate_measure_candidates() is None
+
+
+def test_create_and_clone():
+    assert isinstance(SearchStrategy.create(), EvolutionarySearch)
+    assert isinstance(SearchStrategy.create("replay-trace", max_fail_count=3), ReplayTrace)
+    with pytest.raises(ValueError, match="replay-func"):
+        SearchStrategy.create("beam")
+    evo = EvolutionarySearch(population_size=7)
+    copy = evo.clone()
+    assert copy is not evo and copy.population_size == 7 and copy.max_fail_count == 5
+    with pytest.raises(TypeError):
+        MeasureCandidate("not a schedule", [])
