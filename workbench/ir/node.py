@@ -56,7 +56,9 @@ class Node:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        NODE_REGISTRY[cls.__name__] = cls
+        # First registration wins: the IR layers below (tir) import before those above (relax),
+        # so a bare name like "Var" always means the same class in every process.
+        NODE_REGISTRY.setdefault(cls.__name__, cls)
 
     def replace(self, **changes: Any):
         """A copy with some fields changed; ``self`` when every value is the same object."""
@@ -90,4 +92,8 @@ def field_names(cls: type) -> tuple[str, ...]:
 
 def node(cls):
     """Decorator: make ``cls`` a frozen, slotted dataclass compared by identity."""
-    return dataclasses.dataclass(frozen=True, slots=True, eq=False, repr=False)(cls)
+    new = dataclasses.dataclass(frozen=True, slots=True, eq=False, repr=False)(cls)
+    # slots=True makes a new class; it replaces the pre-dataclass one it was built from.
+    if NODE_REGISTRY.get(cls.__name__) is cls:
+        NODE_REGISTRY[cls.__name__] = new
+    return new

@@ -172,24 +172,22 @@ class XGBModel(CostModel):
 
         stopper = _early_stopping(dtrain, ids, ys, self.early_stopping_rounds,
                                  self.verbose_eval, self.average_peak_n)
-        self.booster = xgb.train(self.config.to_dict(), dtrain,
-                                 num_boost_round=self.max_num_boost_round, obj=objective,
-                                 callbacks=[stopper], verbose_eval=False)
-        if stopper.best_iteration is not None:
-            self._best_range = (0, stopper.best_iteration + 1)
+        booster = xgb.train(self.config.to_dict(), dtrain,
+                            num_boost_round=self.max_num_boost_round, obj=objective,
+                            callbacks=[stopper], verbose_eval=False)
+        # Keep the trees up to the best round, so a saved model predicts the same.
+        best = stopper.best_iteration
+        self.booster = booster[: best + 1] if best is not None else booster
         logger.debug("XGB trained on %d samples: %d rounds, best p-rmse %.6f", n,
                      stopper.rounds, stopper.best_score)
 
     # -- prediction ----------------------------------------------------------------------------
-    _best_range: tuple[int, int] | None = None
-
     def _predict_raw(self, feats: list[np.ndarray]) -> np.ndarray:
         import xgboost as xgb
         rows, ids = pack(feats)
         if len(rows) == 0:
             return np.zeros(len(feats))
-        kwargs = {"iteration_range": self._best_range} if self._best_range else {}
-        pred = self.booster.predict(xgb.DMatrix(rows), output_margin=True, **kwargs)
+        pred = self.booster.predict(xgb.DMatrix(rows), output_margin=True)
         return pack_sum(pred, ids, len(feats))
 
     def predict(self, context: "TuneContext",
