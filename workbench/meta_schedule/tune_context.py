@@ -12,11 +12,12 @@ The search lifecycle is forwarded to the strategy: ``pre_tuning`` ->
 """
 from __future__ import annotations
 
-import copy
 import logging
 from typing import TYPE_CHECKING, Any, Sequence
 
 from workbench.ir.module import IRModule
+from workbench.meta_schedule.search_strategy import SearchStrategy
+from workbench.meta_schedule.space_generator import SpaceGenerator
 from workbench.meta_schedule.utils import get_num_threads, normalize_mod
 from workbench.target import Target
 from workbench.tir.schedule import Schedule
@@ -26,8 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from workbench.meta_schedule.cost_model import CostModel
     from workbench.meta_schedule.database import Database
     from workbench.meta_schedule.runner import RunnerResult
-    from workbench.meta_schedule.search_strategy import MeasureCandidate, SearchStrategy
-    from workbench.meta_schedule.space_generator import SpaceGenerator
+    from workbench.meta_schedule.search_strategy import MeasureCandidate
 
 __all__ = ["TuneContext"]
 
@@ -40,8 +40,6 @@ class TuneContext:
                  task_name: str = "main", rand_state: int = -1,
                  num_threads: int | str = "physical",
                  logger: logging.Logger | None = None) -> None:
-        from workbench.meta_schedule.search_strategy import SearchStrategy
-        from workbench.meta_schedule.space_generator import SpaceGenerator
         self.mod: IRModule | None = None if mod is None else normalize_mod(mod)
         self.target: Target | None = target if target is None or isinstance(target, Target) \
             else Target(target)
@@ -134,5 +132,3 @@ class TuneContext:
                 f"space_generator={type(self.space_generator).__name__}, "
                 f"search_strategy={type(self.search_strategy).__name__})")
 
-
-del copy

@@ -9,8 +9,10 @@ with ``_tvm_metadata``), and it must implement every abstract method. It then ma
 """
 from __future__ import annotations
 
+import ast
 import inspect
 import os
+import textwrap
 from typing import Any, Sequence, TypeVar
 
 import numpy as np
@@ -62,13 +64,23 @@ def derived_object(cls: T) -> T:
 
 
 def _is_stub(method: Any) -> bool:
+    """Abstract, or a body that is only (a docstring and) ``raise NotImplementedError``."""
     if method is None:
         return False
     if getattr(method, "__isabstractmethod__", False):
         return True
-    code = getattr(getattr(method, "__func__", method), "__code__", None)
-    return code is not None and "NotImplementedError" in code.co_names and \
-        len(code.co_code) <= 64
+    func = getattr(method, "__func__", method)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    body = tree.body[0].body if tree.body and hasattr(tree.body[0], "body") else []
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
+        return False
+    exc = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
+    return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
 
 
 def fork_seed(seed: int | None, n: int) -> list[int]:
