@@ -69,7 +69,7 @@ def per_candidate_ms(fn, cands) -> float:
 
 
 def main() -> None:
-    ext = X.PerStoreFeatureFull()
+    ext = X.PerStoreFeature()
     for name, mod in (("matmul 512^3", matmul()), ("conv2d 1x64x56x56 k3", conv2d())):
         ctx, cands = candidates(mod, N_CANDIDATES)
 

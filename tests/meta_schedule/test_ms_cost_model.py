@@ -1,4 +1,4 @@
-"""Cost models and the part-1 per-store features: shapes, learning a ranking, save/load."""
+"""Cost models on the per-store features: shapes, learning a ranking, save/load."""
 from __future__ import annotations
 
 import math
@@ -9,13 +9,15 @@ from ms_tuning_workloads import matmul
 
 from workbench.meta_schedule.cost_model import CostModel, MLPModel, RandomModel, XGBModel
 from workbench.meta_schedule.feature_extractor import FeatureExtractor, PerStoreFeature
-from workbench.meta_schedule.feature_extractor.per_store_feature import N_FEATURES
+from workbench.meta_schedule.feature_extractor.per_store import FEATURE_NAMES
 from workbench.meta_schedule.runner import RunnerResult
 from workbench.meta_schedule.search_strategy import MeasureCandidate
 from workbench.meta_schedule.search_strategy.base import TraceApplier
 from workbench.meta_schedule.tune_context import TuneContext
 from workbench.meta_schedule.arg_info import ArgInfo
 from workbench.tir.schedule import Schedule
+
+N_FEATURES = len(FEATURE_NAMES)
 
 
 def _ctx():
@@ -53,11 +55,12 @@ def test_per_store_feature_unscheduled_matmul():
     cand = MeasureCandidate(Schedule(matmul(128)), [])
     (feats,) = FeatureExtractor.create("per-store-feature").extract_from(ctx, [cand])
     assert feats.shape == (1, N_FEATURES) and feats.dtype == np.float32
+    col = {name: i for i, name in enumerate(FEATURE_NAMES)}
     # float add and mul: 128^3 each -> slog = log2(2^21 + 1)
-    assert feats[0, 0] == pytest.approx(math.log2(2**21 + 1), rel=1e-5)
-    assert feats[0, 1] == pytest.approx(math.log2(2**21 + 1), rel=1e-5)
-    assert feats[0, -3] == pytest.approx(math.log2(2**21 + 1), rel=1e-5)  # loop product
-    assert feats[0, -2] == pytest.approx(2.0)  # slog(3 loops)
+    assert feats[0, col["float_add_sub"]] == pytest.approx(math.log2(2**21 + 1), rel=1e-5)
+    assert feats[0, col["float_mul"]] == pytest.approx(math.log2(2**21 + 1), rel=1e-5)
+    assert feats[0, col["outer_prod"]] == pytest.approx(math.log2(2**21 + 1), rel=1e-5)
+    assert feats[0, col["num_loops"]] == pytest.approx(2.0)  # slog(3 loops)
 
 
 def test_per_store_feature_scheduled_rows():

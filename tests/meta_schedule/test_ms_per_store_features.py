@@ -16,7 +16,7 @@ from workbench.tir import stmt as S
 from workbench.ir.structural import structural_equal
 from workbench.meta_schedule.feature_extractor import FeatureExtractor
 from workbench.meta_schedule.feature_extractor.per_store import (
-    FEATURE_NAMES, FEATURE_NAMES_WITH_WORKLOAD, FEATURE_PASSES, PerStoreFeatureFull,
+    FEATURE_NAMES, FEATURE_NAMES_WITH_WORKLOAD, FEATURE_PASSES, PerStoreFeature,
     describe_rows, extract_features,
 )
 from workbench.meta_schedule.feature_extractor.per_store import extractor as X
@@ -92,11 +92,11 @@ def test_names_and_lengths():
     assert FEATURE_NAMES[:2] == ("float_mad", "float_add_sub")
     assert FEATURE_NAMES[57] == "B0.acc_type.kRead" and FEATURE_NAMES[-3:] == (
         "outer_prod", "num_loops", "auto_unroll_max_step")
-    assert PerStoreFeatureFull().feature_vector_length == 164
-    assert PerStoreFeatureFull(extract_workload=True).feature_vector_length == 172
-    assert isinstance(PerStoreFeatureFull(), FeatureExtractor)
+    assert PerStoreFeature().feature_vector_length == 164
+    assert PerStoreFeature(extract_workload=True).feature_vector_length == 172
+    assert isinstance(PerStoreFeature(), FeatureExtractor)
     with pytest.raises(ValueError, match="buffers_per_store"):
-        PerStoreFeatureFull(buffers_per_store=0)
+        PerStoreFeature(buffers_per_store=0)
 
 
 @pytest.mark.parametrize("make", [matmul, conv2d, softmax,
@@ -120,10 +120,10 @@ def test_extract_from_interface_and_workload_columns():
     mod = softmax()
     ctx = TuneContext(mod, target="llvm")
     cands = [MeasureCandidate(Schedule(mod), []), MeasureCandidate(tiled_matmul(64), [])]
-    feats = PerStoreFeatureFull().extract_from(ctx, cands)
+    feats = PerStoreFeature().extract_from(ctx, cands)
     assert [f.shape[1] for f in feats] == [164, 164]
     assert all(f.dtype == np.float32 for f in feats)
-    wl = PerStoreFeatureFull(extract_workload=True).extract_from(ctx, cands)
+    wl = PerStoreFeature(extract_workload=True).extract_from(ctx, cands)
     names = list(FEATURE_NAMES_WITH_WORKLOAD)
     # Workload columns come from the task (softmax blocks), for every candidate.
     for f in wl:

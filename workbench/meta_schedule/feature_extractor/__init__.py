@@ -2,6 +2,6 @@
 from workbench.meta_schedule.feature_extractor.feature_extractor import (
     FeatureExtractor, PyFeatureExtractor,
 )
-from workbench.meta_schedule.feature_extractor.per_store_feature import PerStoreFeature
+from workbench.meta_schedule.feature_extractor.per_store import PerStoreFeature
 
 __all__ = ["FeatureExtractor", "PyFeatureExtractor", "PerStoreFeature"]

@@ -32,9 +32,7 @@ class FeatureExtractor(abc.ABC):
         if isinstance(kind, FeatureExtractor):
             return kind
         if kind == "per-store-feature":
-            from workbench.meta_schedule.feature_extractor.per_store_feature import (
-                PerStoreFeature,
-            )
+            from workbench.meta_schedule.feature_extractor.per_store import PerStoreFeature
             return PerStoreFeature(*args, **kwargs)
         raise ValueError(f"FeatureExtractor.create: unknown kind {kind!r}; expected "
                          "'per-store-feature'")

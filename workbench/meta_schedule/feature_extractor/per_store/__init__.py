@@ -8,7 +8,7 @@ Modules, one job each: :mod:`.preprocess` (lowering for feature extraction),
 :mod:`.names` (column names).
 """
 from workbench.meta_schedule.feature_extractor.per_store.extractor import (
-    PerStoreFeatureFull, RowInfo, describe_rows, extract_features,
+    PerStoreFeature, RowInfo, describe_rows, extract_features,
 )
 from workbench.meta_schedule.feature_extractor.per_store.names import (
     FEATURE_NAMES, FEATURE_NAMES_WITH_WORKLOAD, feature_names,
@@ -18,5 +18,5 @@ from workbench.meta_schedule.feature_extractor.per_store.preprocess import (
 )
 
 __all__ = ["FEATURE_NAMES", "FEATURE_NAMES_WITH_WORKLOAD", "FEATURE_PASSES",
-           "PerStoreFeatureFull", "RowInfo", "describe_rows", "extract_features", "feature_names",
+           "PerStoreFeature", "RowInfo", "describe_rows", "extract_features", "feature_names",
            "lower_for_features"]

@@ -1,4 +1,4 @@
-"""``PerStoreFeatureFull``: TVM's full per-store feature extractor (164 columns, 172 with the
+"""``PerStoreFeature``: TVM's full per-store feature extractor (164 columns, 172 with the
 workload embedding), with the tuner's ``FeatureExtractor`` interface.
 
 ``extract_features(mod)`` gives the ``(rows, 164)`` matrix of one scheduled module:
@@ -98,7 +98,7 @@ def _is_gpu(context: Any) -> bool:
     return "gpu" in tuple(keys or ())
 
 
-class PerStoreFeatureFull(FeatureExtractor):
+class PerStoreFeature(FeatureExtractor):
     """TVM's ``PerStoreFeature`` (reference section 8.4): see the module docstring.
 
     Arguments mirror TVM's: ``buffers_per_store`` buffers of 18 features per row, an
@@ -157,4 +157,4 @@ class PerStoreFeatureFull(FeatureExtractor):
         return "PerStoreFeature"
 
 
-__all__ = ["PerStoreFeatureFull", "RowInfo", "describe_rows", "extract_features"]
+__all__ = ["PerStoreFeature", "RowInfo", "describe_rows", "extract_features"]
