@@ -54,6 +54,14 @@ class ExprRV(Var):
         raise TypeError("an ExprRV has no value by itself; use sch.get(rv)")
 
 
+def _mix64(x: int) -> int:
+    """SplitMix64's finaliser: spreads nearby integers over the whole 64-bit range."""
+    x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return x ^ (x >> 31)
+
+
 class RandomEngine:
     """A small, seedable linear congruential generator (minstd), so traces replay exactly
     and forked schedules draw independent streams."""
@@ -68,7 +76,9 @@ class RandomEngine:
         if seed is None or seed == -1:
             import random
             seed = random.SystemRandom().randrange(1, self.MOD)
-        seed = int(seed) % self.MOD
+        # Scramble first: a raw LCG seeded with a small integer yields tiny first draws
+        # (seed * 48271 / 2^31), so nearby seeds would all pick the first candidate.
+        seed = _mix64(int(seed)) % self.MOD
         self.state = seed if seed != 0 else 1
 
     def next(self) -> int:
