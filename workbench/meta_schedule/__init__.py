@@ -7,8 +7,8 @@ Subpackages follow TVM's layout: ``arg_info``, ``builder``, ``runner``, ``databa
 """
 from workbench.meta_schedule import (  # noqa: F401 - the subpackages, as in TVM
     arg_info, builder, cost_model, database, feature_extractor, logging, measure_callback,
-    mutator, postproc, profiler, runner, schedule_rule, search_strategy, space_generator,
-    task_scheduler, tune_context, utils,
+    mutator, postproc, profiler, relax_integration, runner, schedule_rule, search_strategy,
+    space_generator, task_scheduler, tune_context, utils,
 )
 from workbench.meta_schedule.builder import Builder
 from workbench.meta_schedule.cost_model import CostModel

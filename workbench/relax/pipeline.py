@@ -14,6 +14,7 @@ The default order, and why:
 4. ``DeadCodeElimination``    tuples left unused by 3 would block fusion
 5. ``FuseOps``                group producers/consumers into Primitive functions   [fuse]
 6. ``FuseTIR``                one PrimFunc per group                                [fuse]
+   ``MetaScheduleApplyDatabase`` tuned schedules from a database                 [database]
 7. ``DeadCodeElimination``    unused bindings and functions (fusion leaves some)
 8. ``ToNonDataflow``          from here on, code has effects
 9. ``CallTIRRewrite``         ``call_tir`` -> ``builtin.alloc_tensor`` + DPS kernel call
@@ -75,10 +76,12 @@ class Pipeline:
 
 
 def get_default_pipeline(target: Any = None, fuse: bool = True,
-                         plan_memory: bool = True) -> Pipeline:
+                         plan_memory: bool = True, database: Any = None) -> Pipeline:
     """The default pipeline for ``target`` (only CPU/llvm targets exist; the target is accepted
     for TVM compatibility). ``fuse=False`` skips FuseOps/FuseTIR (one kernel per op);
-    ``plan_memory=False`` skips StaticPlanBlockMemory (one storage per tensor)."""
+    ``plan_memory=False`` skips StaticPlanBlockMemory (one storage per tensor).
+    ``database`` (a meta-schedule Database) adds ``MetaScheduleApplyDatabase`` right after
+    fusion, so the compiled graph uses the tuned kernels (see ``meta_schedule.compile_relax``)."""
     from workbench.relax import transform as T
     from workbench.relax.transform.attach_global_symbol import AttachGlobalSymbol
     from workbench.relax.transform.call_tir_rewrite import CallTIRRewrite, ToNonDataflow
@@ -94,6 +97,9 @@ def get_default_pipeline(target: Any = None, fuse: bool = True,
                                 CanonicalizeBindings(), DeadCodeElimination()]
     if fuse:
         passes += [FuseOps(), FuseTIR()]
+    if database is not None:
+        from workbench.relax.transform.meta_schedule import MetaScheduleApplyDatabase
+        passes.append(MetaScheduleApplyDatabase(database, target))
     passes += [DeadCodeElimination(), ToNonDataflow(), CallTIRRewrite()]
     if plan_memory:
         passes.append(StaticPlanBlockMemory())

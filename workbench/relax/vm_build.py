@@ -35,13 +35,15 @@ def _entry_function(mod: IRModule) -> str:
 
 def build(mod: IRModule, target: Any = "llvm", params: Mapping[str, Any] | None = None,
           fuse: bool = True, plan_memory: bool = True, relax_pipeline: Pipeline | None = None,
-          instrument: RelaxInstrument | None = None) -> Executable:
+          instrument: RelaxInstrument | None = None, database: Any = None) -> Executable:
     """Compile the Relax functions of ``mod`` for ``target`` into an Executable.
 
     ``params`` binds parameters of the entry function (``main``, else the first public
     function) to constant values by name, as TVM does. ``fuse`` / ``plan_memory`` switch
     operator fusion and memory planning; ``relax_pipeline`` replaces the whole pipeline;
-    ``instrument(pass_name, module, seconds)`` is called after every pass.
+    ``instrument(pass_name, module, seconds)`` is called after every pass. ``database`` (a
+    meta-schedule Database) replaces each fused kernel by its best tuned schedule
+    (``MetaScheduleApplyDatabase`` after FuseTIR; ignored with ``relax_pipeline``).
     """
     from workbench.codegen.build import build as build_kernels
     from workbench.relax.transform.bind_params import BindParams
@@ -56,7 +58,8 @@ def build(mod: IRModule, target: Any = "llvm", params: Mapping[str, Any] | None 
     if params:
         mod = BindParams(_entry_function(mod), params)(mod)
     pipeline = relax_pipeline or get_default_pipeline(target, fuse=fuse,
-                                                      plan_memory=plan_memory)
+                                                      plan_memory=plan_memory,
+                                                      database=database)
     lowered = pipeline(mod, instrument)
     exe, kernels = vm_codegen(lowered)
     if len(kernels):

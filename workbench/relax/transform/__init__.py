@@ -19,3 +19,7 @@ __all__ = ["LegalizeOps", "AnnotateTIROpPattern", "OpPatternKind", "FuseOps", "F
            "LowerAllocTensor", "VMShapeLower", "AttachGlobalSymbol", "BindParams",
            "CanonicalizeBindings",
            "MemoryUsage", "memory_usage", "estimate_memory_usage"]
+# Tuned kernels from a meta-schedule database (issue 7).
+from workbench.relax.transform.meta_schedule import MetaScheduleApplyDatabase  # noqa: E402
+
+__all__ += ["MetaScheduleApplyDatabase"]

@@ -1,0 +1,184 @@
+"""Tuning whole Relax models (TVM's ``meta_schedule/relax_integration.py``, reference
+section 12).
+
+- :func:`extract_tasks` runs the Relax pipeline up to and including ``FuseOps`` + ``FuseTIR``,
+  so the tasks are the fused kernels the VM will call; every ``call_tir`` site's PrimFunc is
+  normalised to ``IRModule({"main": f})`` and deduplicated with the module equality; a task's
+  ``weight`` is the number of call sites of equal kernels and its name is the first kernel's
+  name (``fused_matmul_add_relu``, ...). Tasks are in order of first call.
+- :func:`tune_relax` tunes the extracted tasks with ``tune_tasks`` (weights from the call
+  counts) and returns the database; ``dashboard=True`` shows all the model's tasks at once.
+- :func:`compile_relax` builds the model with ``relax.build(..., database=db)``: the pass
+  :class:`MetaScheduleApplyDatabase` swaps each fused kernel for the database's best schedule
+  of it (trace replayed, postprocs included) before lowering to the VM.
+
+Kernels with symbolic shapes cannot be measured (the runner needs concrete inputs):
+``tune_relax`` skips them with a warning, and they stay unscheduled in the compiled model.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping, Sequence
+
+from workbench.ir.module import IRModule
+from workbench.meta_schedule.database import Database
+from workbench.meta_schedule.database.module_equality import ModuleEquality
+from workbench.meta_schedule.extracted_task import ExtractedTask
+from workbench.meta_schedule.logging import get_loggers_from_work_dir
+from workbench.meta_schedule.tir_integration import _task_module
+from workbench.meta_schedule.tune import tune_tasks
+from workbench.meta_schedule.tune_context import TuneContext
+from workbench.meta_schedule.utils import fork_seed
+from workbench.relax.transform.meta_schedule import MetaScheduleApplyDatabase
+from workbench.target import Target
+from workbench.tir.function import PrimFunc
+
+__all__ = ["extract_tasks", "extracted_tasks_to_tune_contexts", "tune_relax", "compile_relax",
+           "MetaScheduleApplyDatabase"]
+
+logger = logging.getLogger("workbench.meta_schedule")
+
+
+def _as_relax_module(mod: Any, params: Mapping[str, Any] | None) -> IRModule:
+    from workbench.relax.expr import Function
+    from workbench.relax.transform.bind_params import BindParams
+    from workbench.relax.vm_build import _entry_function
+    if isinstance(mod, Function):
+        mod = IRModule({"main": mod})
+    if not isinstance(mod, IRModule):
+        raise TypeError(f"expected a Relax IRModule or Function, got {type(mod).__name__}")
+    if not any(isinstance(f, Function) for _, f in mod.items()):
+        raise ValueError("the module has no Relax function")
+    if params:
+        mod = BindParams(_entry_function(mod), params)(mod)
+    return mod
+
+
+def _fuse(mod: IRModule, target: Any) -> IRModule:
+    """The default Relax pipeline up to and including FuseTIR."""
+    from workbench.relax.pipeline import get_default_pipeline
+    for p in get_default_pipeline(target):
+        mod = p(mod)
+        if p.name == "FuseTIR":
+            break
+    return mod
+
+
+def _call_sites(mod: IRModule) -> list[str]:
+    """The PrimFunc names of every ``call_tir`` in the Relax functions, in program order."""
+    from workbench.relax.expr import Function
+    from workbench.relax.expr_functor import ExprVisitor
+    from workbench.relax.op.base import is_call_tir
+    names: list[str] = []
+
+    class _Visitor(ExprVisitor):
+        def visit_Call_(self, c: Any) -> None:
+            if is_call_tir(c):
+                names.append(c.args[0].name_hint)
+            super().visit_Call_(c)
+
+    for _, func in list(mod.items()):
+        if isinstance(func, Function):
+            _Visitor().visit_expr(func)
+    return names
+
+
+def extract_tasks(mod: Any, target: str | Target, params: Mapping[str, Any] | None = None,
+                  module_equality: str = "structural") -> list[ExtractedTask]:
+    """The tuning tasks of a Relax model: one per distinct fused kernel (see module
+    docstring)."""
+    if not isinstance(target, Target):
+        target = Target(target)
+    fused = _fuse(_as_relax_module(mod, params), target)
+    equality = ModuleEquality(module_equality)
+    buckets: dict[int, list[ExtractedTask]] = {}
+    tasks: list[ExtractedTask] = []
+    for name in _call_sites(fused):
+        func = fused[name]
+        if not isinstance(func, PrimFunc):
+            continue
+        task_mod = _task_module(func)
+        shash = equality.hash(task_mod)
+        for task in buckets.get(shash, ()):
+            if equality.equal(task.dispatched[0], task_mod):
+                task.weight += 1
+                break
+        else:
+            task = ExtractedTask(name, task_mod, target, [task_mod], 1)
+            buckets.setdefault(shash, []).append(task)
+            tasks.append(task)
+    return tasks
+
+
+def _is_static(task_mod: IRModule) -> bool:
+    from workbench.tir.expr import IntImm
+    func = task_mod["main"]
+    return all(isinstance(d, (int, IntImm)) for b in func.buffers for d in b.shape)
+
+
+def extracted_tasks_to_tune_contexts(tasks: Sequence[ExtractedTask], work_dir: str,
+                                     space: Any = "post-order-apply",
+                                     strategy: Any = "evolutionary",
+                                     num_threads: int | str = "physical",
+                                     seed: int | None = None) -> tuple[list[TuneContext],
+                                                                       list[float]]:
+    """One cloned TuneContext per task (skipping already-scheduled ones), and the weights."""
+    tasks = [t for t in tasks if not t.dispatched[0]["main"].attrs.get("tir.is_scheduled")]
+    loggers = get_loggers_from_work_dir(work_dir, [t.task_name for t in tasks])
+    contexts, weights = [], []
+    for task, task_logger, rand_state in zip(tasks, loggers, fork_seed(seed, len(tasks))):
+        ctx = TuneContext(task.dispatched[0], target=task.target, space_generator=space,
+                          search_strategy=strategy, task_name=task.task_name,
+                          rand_state=rand_state, num_threads=num_threads, logger=task_logger)
+        contexts.append(ctx.clone())
+        weights.append(float(task.weight))
+    return contexts, weights
+
+
+def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target, work_dir: str,
+               max_trials_global: int, *, max_trials_per_task: int | None = None,
+               op_names: Sequence[str] | None = None, num_trials_per_iter: int = 64,
+               builder: Any = "local", runner: Any = "local", database: Any = "json",
+               cost_model: Any = "xgb", measure_callbacks: Any = "default",
+               task_scheduler: Any = "gradient", space: Any = "post-order-apply",
+               strategy: Any = "evolutionary", seed: int | None = None,
+               module_equality: str = "structural", num_tuning_cores: int | str = "physical",
+               dashboard: Any = False) -> Database:
+    """Tune the fused kernels of a Relax model; return the database (see module docstring).
+
+    ``op_names`` keeps only tasks whose name contains one of the given strings (TVM).
+    Kernels with symbolic shapes are skipped with a warning. ``dashboard`` as in
+    :func:`tune_tasks` (one row per task)."""
+    if not isinstance(target, Target):
+        target = Target(target)
+    tasks = extract_tasks(mod, target, params, module_equality=module_equality)
+    if op_names is not None:
+        tasks = [t for t in tasks if any(op in t.task_name for op in op_names)]
+    static = [t for t in tasks if _is_static(t.dispatched[0])]
+    skipped = [t.task_name for t in tasks if t not in static]
+    if skipped:
+        logger.warning("tune_relax: skipping kernels with symbolic shapes: %s",
+                       ", ".join(skipped))
+    if not static:
+        raise ValueError("tune_relax: no tunable task (all kernels filtered out or symbolic)")
+    contexts, weights = extracted_tasks_to_tune_contexts(
+        static, work_dir, space, strategy, num_threads=num_tuning_cores, seed=seed)
+    return tune_tasks(tasks=contexts, task_weights=weights, work_dir=work_dir,
+                      max_trials_global=max_trials_global,
+                      max_trials_per_task=max_trials_per_task,
+                      num_trials_per_iter=num_trials_per_iter, builder=builder, runner=runner,
+                      database=database, cost_model=cost_model,
+                      measure_callbacks=measure_callbacks, task_scheduler=task_scheduler,
+                      module_equality=module_equality, dashboard=dashboard)
+
+
+def compile_relax(database: Database, mod: Any, target: str | Target,
+                  params: Mapping[str, Any] | None = None, **build_kwargs: Any) -> Any:
+    """``relax.build`` with every fused kernel that has a record in ``database`` replaced by
+    its best schedule; returns the VM Executable (``exe.lowered_mod`` shows the kernels)."""
+    from workbench.relax.vm_build import build
+    if not isinstance(target, Target):
+        target = Target(target)
+    mod = _as_relax_module(mod, params)
+    with database:
+        return build(mod, target, database=database, **build_kwargs)
