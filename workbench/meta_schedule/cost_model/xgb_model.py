@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from workbench.meta_schedule.cost_model.cost_model import CostModel
-from workbench.meta_schedule.cost_model.dataset import FeatureGroup, cost_of, pack, pack_sum
+from workbench.meta_schedule.cost_model.dataset import (
+    FAILED_COST, FeatureGroup, cost_of, pack, pack_sum,
+)
 from workbench.meta_schedule.feature_extractor import FeatureExtractor
 from workbench.meta_schedule.utils import cpu_count, shash2hex
 
@@ -76,6 +78,8 @@ class XGBModel(CostModel):
         self.data_size = 0
         self.last_train_size = 0
         self.booster: Any = None
+        # RankCorrelation of each update's batch, measured before training on it.
+        self.rank_correlations: list = []
         self._rng = np.random.RandomState(seed)
 
     # -- persistence ---------------------------------------------------------------------------
@@ -129,6 +133,9 @@ class XGBModel(CostModel):
             return
         key = shash2hex(context.mod)
         group = self.data.get(key)
+        if self.booster is not None:
+            # Accuracy on the newest batch, before training on it (held-out data).
+            self._log_rank_correlation(context, feats, costs)
         if group is not None and self.booster is not None:
             self._log_validation(group, feats, costs)
         if group is None:
@@ -140,6 +147,20 @@ class XGBModel(CostModel):
             return
         self.last_train_size = self.data_size
         self._train()
+
+    def _log_rank_correlation(self, context: "TuneContext", feats: list,
+                              costs: list[float]) -> None:
+        from workbench.meta_schedule.cost_model.metric import rank_correlation
+        c = np.asarray(costs, dtype="float64")
+        ok = np.nonzero((c < FAILED_COST) & (c > 0))[0]
+        if len(ok) < 2:
+            return
+        pred = self._predict_raw([feats[i] for i in ok])
+        corr = rank_correlation(pred, 1.0 / c[ok])
+        self.rank_correlations.append(corr)
+        log = getattr(context, "logger", None) or logger
+        log.info("XGB cost model accuracy on the newest %d measured candidates (before "
+                 "training on them): %s", len(ok), corr)
 
     def _log_validation(self, group: FeatureGroup, feats: list, costs: list[float]) -> None:
         min_cost = min(group.min_cost, min(costs))

@@ -34,10 +34,36 @@ def traced(kind_name: str, sampling: bool = False) -> Callable:
         sig = inspect.signature(method)
         input_names = [n.lstrip("*") for n in kind.inputs]
 
-        @functools.wraps(method)
-        def call(self: "Schedule", *args: Any, **kwargs: Any) -> Any:
+        params_list = list(sig.parameters.values())
+        simple = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                     for p in params_list)
+        names = [p.name for p in params_list]
+        positional = [p.name for p in params_list
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        defaults = {p.name: p.default for p in params_list if p.default is not p.empty}
+
+        def bind(self: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+            # A fast equivalent of sig.bind(...).apply_defaults() for plain signatures
+            # (the common case; this runs for every primitive call of every replay).
+            if simple and len(args) + 1 <= len(positional) and \
+                    all(k in defaults or k in names for k in kwargs):
+                out = dict(defaults)
+                out.update(zip(positional, (self,) + args))
+                for k in kwargs:
+                    if k in out and k in positional[:len(args) + 1]:
+                        break
+                else:
+                    out.update(kwargs)
+                    if len(out) == len(names):
+                        return out
             bound = sig.bind(self, *args, **kwargs)
             bound.apply_defaults()
+            return bound.arguments
+
+        @functools.wraps(method)
+        def call(self: "Schedule", *args: Any, **kwargs: Any) -> Any:
+            if self._depth == 0:
+                params = bind(self, args, kwargs)  # raises TypeError on a bad call
             self._depth += 1
             try:
                 result = method(self, *args, **kwargs)
@@ -47,7 +73,6 @@ def traced(kind_name: str, sampling: bool = False) -> Callable:
             if sampling:
                 result, decision = result
             if self._depth == 0:
-                params = bound.arguments
                 inputs = [_freeze(params[n]) for n in input_names]
                 attrs = [_freeze(params[n]) for n in kind.attrs]
                 outputs = [] if result is None else \

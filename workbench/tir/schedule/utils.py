@@ -14,19 +14,27 @@ from workbench.tir.stmt import Block, BlockRealize, For, IterType, Stmt
 class _SimplifyBindings(IRMutator):
     """Simplify block bindings and predicates knowing the ranges of the loops around them."""
 
-    def __init__(self, analyzer: Analyzer) -> None:
+    def __init__(self, analyzer: Analyzer, changed: frozenset | None = None) -> None:
         super().__init__()
         self.analyzer = analyzer
+        # When given, only expressions that use one of these vars are re-simplified: the
+        # others did not change, and their simplification does not depend on the new loops.
+        self.changed = changed
+
+    def _simplify(self, e: PrimExpr) -> PrimExpr:
+        if self.changed is not None and not _uses_any(e, self.changed):
+            return e
+        return self.analyzer.simplify(e)
 
     def visit_For(self, loop: For) -> Stmt:
         self.analyzer.bind(loop.loop_var, Range(loop.min, loop.extent))
         return loop.replace(body=self.visit(loop.body))
 
     def visit_BlockRealize(self, realize: BlockRealize) -> Stmt:
-        values = tuple(self.analyzer.simplify(v) for v in realize.iter_values)
+        values = tuple(self._simplify(v) for v in realize.iter_values)
         if all(a is b for a, b in zip(values, realize.iter_values)):
             values = realize.iter_values
-        pred = self.analyzer.simplify(realize.predicate)
+        pred = self._simplify(realize.predicate)
         block = self.visit(realize.block)
         return realize.replace(iter_values=values, predicate=pred, block=block)
 
@@ -37,12 +45,43 @@ class _SimplifyBindings(IRMutator):
         return self.generic_visit(block)
 
 
-def simplify_bindings(stmt: Stmt, outer_loops: list[For]) -> Stmt:
-    """``stmt`` with block bindings/predicates simplified under ``outer_loops``' ranges."""
+def simplify_bindings(stmt: Stmt, outer_loops: list[For],
+                      changed_vars: Any = None) -> Stmt:
+    """``stmt`` with block bindings/predicates simplified under ``outer_loops``' ranges.
+
+    ``changed_vars`` (optional): only bindings/predicates that use one of these vars are
+    simplified (the ones a primitive just rewrote); the rest are left as they are."""
     ana = Analyzer()
     for loop in outer_loops:
         ana.bind(loop.loop_var, Range(loop.min, loop.extent))
-    return _SimplifyBindings(ana).visit(stmt)
+    changed = frozenset(changed_vars) if changed_vars is not None else None
+    return _SimplifyBindings(ana, changed).visit(stmt)
+
+
+class _UsesAny(IRVisitor):
+    def __init__(self, vars_: frozenset) -> None:
+        super().__init__()
+        self.vars = vars_
+        self.hit = False
+
+    def visit(self, node: Any) -> Any:
+        if self.hit:
+            return None
+        return super().visit(node)
+
+    def visit_Var(self, v: Var) -> None:
+        if v in self.vars:
+            self.hit = True
+
+
+def _uses_any(expr: Any, vars_: frozenset) -> bool:
+    if isinstance(expr, Var):
+        return expr in vars_
+    if isinstance(expr, IntImm):
+        return False
+    v = _UsesAny(vars_)
+    v.visit(expr)
+    return v.hit
 
 
 class _Realizes(IRVisitor):

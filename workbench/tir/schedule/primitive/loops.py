@@ -79,7 +79,7 @@ def split(func: PrimFunc, index: FuncIndex, loop_var: Var,
     for v, size in reversed(list(zip(new_vars, sizes))):
         body = For(v, op.const(0, dtype), size, ForKind.SERIAL, body)
     outer = _outer_loops(index, loop_var)
-    body = simplify_bindings(body, outer)
+    body = simplify_bindings(body, outer, new_vars)
     return replace_stmt(func, info.ancestors, loop, body), new_vars
 
 
@@ -113,7 +113,7 @@ def fuse(func: PrimFunc, index: FuncIndex, loop_vars: Sequence[Var],
     body = substitute(loops[-1].body, vmap)
     new_loop = For(fused, op.const(0, dtype), stride, ForKind.SERIAL, body)
     info = index.loops[loop_vars[0]]
-    new_loop = simplify_bindings(new_loop, _outer_loops(index, loop_vars[0]))
+    new_loop = simplify_bindings(new_loop, _outer_loops(index, loop_vars[0]), [fused])
     return replace_stmt(func, info.ancestors, loops[0], new_loop), fused
 
 
