@@ -316,3 +316,45 @@ def loop_iter_types(loops: list[For]) -> list[int]:
         else:
             out.append(IterType.DATA_PAR)
     return out
+
+
+def needs_rfactor(sch: Schedule, block: BlockRV, max_parallel_extent: int,
+                  max_parallel_basic: int) -> bool:
+    """TVM's ``NeedsRFactorOrCrossThreadReduction``: a reduction block (init + reduction
+    iterators only besides spatial ones) with trivial binding, not tiled, whose loops are all
+    spatial/reduction, form one perfect nest around the block, include a reduction loop and
+    have constant extents. Then: for a block MultiLevelTiling would take, only when the
+    spatial product S < reduction product R and S <= ``max_parallel_extent``; otherwise when
+    R > ``max_parallel_basic`` (the core count), as TVM's code does."""
+    info = block_info(sch, block)
+    blk = info.block
+    if is_root(sch, block) or not blk.writes or blk.init is None or not has_reduction(blk):
+        return False
+    if any(iv.iter_type not in (IterType.DATA_PAR, IterType.COMM_REDUCE)
+           for iv in blk.iter_vars):
+        return False
+    if not has_trivial_binding(info) or is_tiled(blk):
+        return False
+    loops = info.loops
+    types = loop_iter_types(loops)
+    if not loops or any(t not in (IterType.DATA_PAR, IterType.COMM_REDUCE) for t in types):
+        return False
+    if IterType.COMM_REDUCE not in types:
+        return False
+    for outer, inner in zip(loops, loops[1:]):
+        if outer.body is not inner:
+            return False
+    if not (isinstance(loops[-1].body, BlockRealize) and loops[-1].body.block is blk):
+        return False
+    space, reduce = 1, 1
+    for lp, t in zip(loops, types):
+        ext = const_int(lp.extent)
+        if ext is None:
+            return False
+        if t == IterType.DATA_PAR:
+            space *= ext
+        else:
+            reduce *= ext
+    if needs_multi_level_tiling(info, sch._index()):
+        return not (space >= reduce or space > max_parallel_extent)
+    return reduce > 1 and reduce > max_parallel_basic

@@ -5,10 +5,11 @@ state from the context there), then ``apply(trace) -> Trace | None`` many times:
 (cut at ``EnterPostproc``) or None when the mutator does not apply. ``clone()`` deep-copies.
 
 ``Mutator.create(kind)``: ``"llvm"`` (alias ``"cpu"``) gives the default ``{mutator:
-probability}`` dict; a single name (``"mutate-tile-size"``, ``"mutate-unroll"``) one mutator.
+probability}`` dict; a single name (``"mutate-tile-size"``, ``"mutate-compute-location"``,
+``"mutate-unroll"``, ``"mutate-parallel"``) one mutator.
 
-Part 1 note: the llvm dict holds MutateTileSize (0.9) and MutateUnroll (0.03) with TVM's
-probabilities; part 2 adds MutateComputeLocation (0.05) and MutateParallel (0.02).
+The llvm dict is TVM's ``Mutator::DefaultLLVM()`` in its order: MutateTileSize 0.9,
+MutateComputeLocation 0.05, MutateUnroll 0.03, MutateParallel(max_jobs_per_core=16) 0.02.
 """
 from __future__ import annotations
 
@@ -63,9 +64,11 @@ class Mutator(abc.ABC):
         """The default ``{mutator: prob}`` of a target kind, or one mutator by name."""
         from workbench.meta_schedule import mutator as _m  # noqa: F401 (registers)
         if kind in ("llvm", "cpu"):
-            from workbench.meta_schedule.mutator.mutate_tile_size import MutateTileSize
-            from workbench.meta_schedule.mutator.mutate_unroll import MutateUnroll
-            return {MutateTileSize(): 0.9, MutateUnroll(): 0.03}
+            from workbench.meta_schedule.mutator import (
+                MutateComputeLocation, MutateParallel, MutateTileSize, MutateUnroll,
+            )
+            return {MutateTileSize(): 0.9, MutateComputeLocation(): 0.05, MutateUnroll(): 0.03,
+                    MutateParallel(max_jobs_per_core=16): 0.02}
         if kind in _SINGLE:
             return _SINGLE[kind]()
         if kind in ("cuda", "cuda-tensorcore", "hexagon"):

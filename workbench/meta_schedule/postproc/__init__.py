@@ -4,8 +4,10 @@ from workbench.meta_schedule.postproc.postproc import Postproc, PyPostproc, regi
 from workbench.meta_schedule.postproc.rewrite_parallel_vectorize_unroll import (
     RewriteParallelVectorizeUnroll,
 )
+from workbench.meta_schedule.postproc.rewrite_layout import RewriteLayout
 from workbench.meta_schedule.postproc.rewrite_reduction_block import RewriteReductionBlock
 from workbench.meta_schedule.postproc.verify_cpu_code import VerifyCPUCode
 
 __all__ = ["Postproc", "PyPostproc", "register_postproc", "DisallowDynamicLoop",
-           "RewriteParallelVectorizeUnroll", "RewriteReductionBlock", "VerifyCPUCode"]
+           "RewriteParallelVectorizeUnroll", "RewriteReductionBlock", "RewriteLayout",
+           "VerifyCPUCode"]

@@ -7,10 +7,12 @@ candidate. ``clone()`` deep-copies.
 
 ``Postproc.create(kind)``: ``"llvm"`` (alias ``"cpu"``) gives the default **list**; a single
 postproc name (``"disallow-dynamic-loop"``, ``"rewrite-parallel-vectorize-unroll"``,
-``"rewrite-reduction-block"``, ``"verify-cpu-code"``) gives one postproc.
+``"rewrite-reduction-block"``, ``"rewrite-layout"``, ``"verify-cpu-code"``) gives one postproc.
 
-Part 1 note: the llvm list is TVM's DefaultLLVM minus RewriteLayout (Workbench functions
-declare no layout-free buffers yet); part 2 completes it.
+The llvm list is TVM's ``Postproc::DefaultLLVM()`` in order: DisallowDynamicLoop,
+RewriteParallelVectorizeUnroll, RewriteReductionBlock, RewriteLayout (a documented no-op in
+Workbench, see its module). VerifyCPUCode is Workbench's own check and, like TVM (which has
+no CPU verifier), not in the default list: add it explicitly to reject malformed IR early.
 """
 from __future__ import annotations
 
@@ -56,17 +58,12 @@ class Postproc(abc.ABC):
         """The default list for a target kind, or one postproc by name (module docstring)."""
         from workbench.meta_schedule import postproc as _p  # noqa: F401 (registers)
         if kind in ("llvm", "cpu"):
-            from workbench.meta_schedule.postproc.disallow_dynamic_loop import (
-                DisallowDynamicLoop,
-            )
-            from workbench.meta_schedule.postproc.rewrite_parallel_vectorize_unroll import (
-                RewriteParallelVectorizeUnroll,
-            )
-            from workbench.meta_schedule.postproc.rewrite_reduction_block import (
+            from workbench.meta_schedule.postproc import (
+                DisallowDynamicLoop, RewriteLayout, RewriteParallelVectorizeUnroll,
                 RewriteReductionBlock,
             )
             return [DisallowDynamicLoop(), RewriteParallelVectorizeUnroll(),
-                    RewriteReductionBlock()]
+                    RewriteReductionBlock(), RewriteLayout()]
         if kind in _SINGLE:
             return _SINGLE[kind]()
         if kind in ("cuda", "cuda-tensorcore", "hexagon"):

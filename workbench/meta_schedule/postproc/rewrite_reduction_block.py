@@ -27,6 +27,11 @@ class RewriteReductionBlock(Postproc):
             info = sch._index().blocks[name]
             if info.block.init is None:
                 continue
+            if not A.has_reduction(info.block):
+                # An init block whose reduction iterators were all unit and dropped (e.g. the
+                # rfactor block of a split with a unit piece): one update per init, nothing to
+                # decompose, and decompose_reduction would refuse; lowering handles the init.
+                continue
             for depth, itype in enumerate(A.loop_iter_types(info.loops)):
                 if itype != IterType.DATA_PAR:
                     return name, depth

@@ -1,6 +1,11 @@
 """Schedule rules (TVM's ``meta_schedule.schedule_rule``). See :mod:`.schedule_rule`."""
+from workbench.meta_schedule.schedule_rule.add_rfactor import AddRFactor
+from workbench.meta_schedule.schedule_rule.apply_custom_rule import (
+    ApplyCustomRule, register_custom_schedule_rule,
+)
 from workbench.meta_schedule.schedule_rule.auto_inline import AutoInline
-from workbench.meta_schedule.schedule_rule.multi_level_tiling import MultiLevelTiling
+from workbench.meta_schedule.schedule_rule.inline_constant_scalars import InlineConstantScalars
+from workbench.meta_schedule.schedule_rule.multi_level_tiling import MultiLevelTiling, ReuseType
 from workbench.meta_schedule.schedule_rule.parallel_vectorize_unroll import (
     ParallelizeVectorizeUnroll,
 )
@@ -9,5 +14,7 @@ from workbench.meta_schedule.schedule_rule.schedule_rule import (
     PyScheduleRule, ScheduleRule, register_schedule_rule,
 )
 
-__all__ = ["ScheduleRule", "PyScheduleRule", "register_schedule_rule", "AutoInline",
-           "MultiLevelTiling", "ParallelizeVectorizeUnroll", "RandomComputeLocation"]
+__all__ = ["ScheduleRule", "PyScheduleRule", "register_schedule_rule", "ApplyCustomRule",
+           "register_custom_schedule_rule", "InlineConstantScalars", "AutoInline", "AddRFactor",
+           "MultiLevelTiling", "ReuseType", "ParallelizeVectorizeUnroll",
+           "RandomComputeLocation"]

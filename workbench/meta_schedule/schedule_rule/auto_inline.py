@@ -22,14 +22,15 @@ class AutoInline(ScheduleRule):
     def __init__(self, into_producer: bool = False, into_consumer: bool = True,
                  inline_const_tensor: bool = True, disallow_if_then_else: bool = True,
                  require_injective: bool = True, require_ordered: bool = True,
-                 disallow_op: Sequence[str] | None = ("exp",)) -> None:
+                 disallow_op: Sequence[str] | None = ("tir.exp",)) -> None:
         self.into_producer = into_producer
         self.into_consumer = into_consumer
         self.inline_const_tensor = inline_const_tensor
         self.disallow_if_then_else = disallow_if_then_else
         self.require_injective = require_injective
         self.require_ordered = require_ordered
-        self.disallow_op = [op.split(".")[-1] for op in (disallow_op or ())]
+        # Kept as given (TVM's names, e.g. "tir.exp"); matched by the name after the last dot.
+        self.disallow_op = list(disallow_op or ())
 
     def _should_inline(self, sch: Schedule, block: BlockRV) -> bool:
         info = A.block_info(sch, block)
@@ -45,7 +46,8 @@ class AutoInline(ScheduleRule):
         if not A.func_is_all_spatial(index):
             # These checks only matter next to reductions: inlining there must not duplicate
             # expensive or branchy work inside the hot loop (TVM's reasoning).
-            if self.disallow_op and A.calls_op(info.block.body, self.disallow_op):
+            if self.disallow_op and A.calls_op(info.block.body,
+                                                  [op.split(".")[-1] for op in self.disallow_op]):
                 return False
             if self.disallow_if_then_else and A.has_if_then_else(info.block.body):
                 return False

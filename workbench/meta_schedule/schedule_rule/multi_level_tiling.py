@@ -4,12 +4,21 @@ stage its output through a write cache (reference meta_schedule.md section 4.3 i
 Steps on CPU: annotate ``meta_schedule.tiling_structure``; every spatial loop gets
 ``sample_perfect_tile(n=4)`` + ``split`` (pieces at levels 0, 1, 3, 5), every reduction loop
 ``sample_perfect_tile(n=2)`` + ``split`` (levels 2, 4); ``reorder`` level by level. Then write
-reuse (req "may", levels [1, 2]): either the single elementwise consumer is moved under the
-tile levels, or a ``cache_write(..., "global")`` block is; plus the untouched state.
-Part 1 keeps TVM's structure; part 2 adds read reuse/intrinsics variants.
+reuse (req "may", levels [1, 2]), in TVM's order:
+
+- the block's single consumer is already write-cache-like (an elementwise epilogue): one
+  state per level with ``c = get_consumers(block)[0]; reverse_compute_at(c, ...)``, then the
+  state left alone;
+- otherwise: the state without a cache, then one state per level with
+  ``cache_write(block, 0, scope)`` + ``reverse_compute_at`` of the cache (req "must" drops
+  the no-cache state, "no" adds nothing).
+
+``reuse_read`` (CacheRead + compute_at of operands) is GPU-only in TVM's defaults and not
+implemented; ``tile_binds`` / ``vector_load_lens`` are accepted and ignored on CPU.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from workbench.meta_schedule import analysis as A
@@ -20,12 +29,38 @@ from workbench.tir.schedule import BlockRV, LoopRV, Schedule, ScheduleError
 from workbench.tir.stmt import IterType
 
 
+@dataclass
+class ReuseType:
+    """TVM's ``ReuseType``: ``req`` is "no", "may" or "must"; ``levels`` are 1-based tile
+    levels; ``scope`` the cache's storage scope."""
+
+    req: str
+    levels: list[int] = field(default_factory=list)
+    scope: str = "global"
+
+    def __post_init__(self) -> None:
+        if self.req not in ("no", "may", "must"):
+            raise ValueError(f"ReuseType: req must be 'no', 'may' or 'must', got {self.req!r}")
+        self.levels = [int(x) for x in self.levels]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"req": self.req, "levels": list(self.levels), "scope": self.scope}
+
+
+def _reuse_dict(x: ReuseType | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if x is None:
+        return None
+    if isinstance(x, ReuseType):
+        return x.as_dict()
+    return ReuseType(**dict(x)).as_dict()
+
+
 @register_schedule_rule("multi-level-tiling")
 class MultiLevelTiling(ScheduleRule):
     def __init__(self, structure: str = "SSRSRS", tile_binds: Any = None,
                  max_innermost_factor: int = 64, vector_load_lens: Any = None,
-                 reuse_read: Mapping[str, Any] | None = None,
-                 reuse_write: Mapping[str, Any] | None = None) -> None:
+                 reuse_read: ReuseType | Mapping[str, Any] | None = None,
+                 reuse_write: ReuseType | Mapping[str, Any] | None = None) -> None:
         if set(structure) - {"S", "R"}:
             raise ValueError(f"MultiLevelTiling: structure must use only 'S' and 'R', got "
                              f"{structure!r}")
@@ -33,8 +68,9 @@ class MultiLevelTiling(ScheduleRule):
         self.tile_binds = tile_binds  # GPU only; ignored on CPU
         self.max_innermost_factor = max_innermost_factor
         self.vector_load_lens = vector_load_lens
-        self.reuse_read = dict(reuse_read) if reuse_read else None
-        self.reuse_write = dict(reuse_write) if reuse_write else None
+        # Stored as TVM's Python class does: plain dicts (``ReuseType.as_dict()``).
+        self.reuse_read = _reuse_dict(reuse_read)
+        self.reuse_write = _reuse_dict(reuse_write)
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         info = A.block_info(sch, block)
@@ -71,29 +107,35 @@ class MultiLevelTiling(ScheduleRule):
     # -- write reuse ---------------------------------------------------------------------------
     def _add_write_reuse(self, sch: Schedule, block: BlockRV,
                          tiles: list[list[LoopRV]]) -> list[Schedule]:
-        if not self.reuse_write:
+        """TVM's AddWriteReuse (see the module docstring for the order of the states)."""
+        if not self.reuse_write or self.reuse_write["req"] == "no":
             return [sch]
-        levels = [int(x) for x in self.reuse_write.get("levels", [1, 2])]
-        scope = self.reuse_write.get("scope", "global")
-        name = A.block_name(sch, block)
-        cons = A.consumers(sch, name)
-        out = [sch]
-        if len(cons) == 1 and self._write_cache_like(sch, cons[0]):
-            # An elementwise epilogue is already a write cache: move it into the tiles.
-            for level in levels:
-                new = sch.copy()
-                try:
-                    consumer = new.get_sblock(cons[0])
-                    new.reverse_compute_at(consumer, tiles[level - 1][-1],
-                                           preserve_unit_loops=True)
-                except (ScheduleError, IndexError):
-                    continue
-                out.append(new)
-            return out
+        levels = self.reuse_write["levels"]
+        scope = self.reuse_write["scope"]
+        out: list[Schedule] = []
+        if self.reuse_write["req"] == "may":
+            cons = A.consumers(sch, A.block_name(sch, block))
+            if len(cons) == 1 and self._write_cache_like(sch, cons[0]):
+                # An elementwise epilogue already is a write cache: move it into the tiles.
+                for level in levels:
+                    new = sch.copy()
+                    try:
+                        consumer = new.get_consumers(block)[0]
+                        new.reverse_compute_at(consumer, tiles[level - 1][-1],
+                                               preserve_unit_loops=True)
+                    except (ScheduleError, IndexError):
+                        continue
+                    out.append(new)
+                out.append(sch)
+                return out
+            out.append(sch.copy())  # the no-cache design
+        try:
+            cache = sch.cache_write(block, 0, scope)
+        except ScheduleError:
+            return out or [sch]
         for level in levels:
             new = sch.copy()
             try:
-                cache = new.cache_write(block, 0, scope)
                 new.reverse_compute_at(cache, tiles[level - 1][-1], preserve_unit_loops=True)
             except (ScheduleError, IndexError):
                 continue

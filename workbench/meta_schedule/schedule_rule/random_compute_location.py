@@ -38,9 +38,11 @@ class RandomComputeLocation(ScheduleRule):
         info = A.block_info(sch, block)
         producer = None
         if PRODUCER_ANN in info.block.annotations:
-            prods = A.producers(sch, info.block.name_hint)
+            # Fetch the producer first (as TVM: GetProducers, then Unannotate): if the block
+            # itself gets inlined below, it can no longer lead us to its producer.
+            prods = sch.get_producers(block)
             if len(prods) == 1:
-                producer = sch.get_sblock(prods[0])
+                producer = prods[0]
             sch.unannotate(block, PRODUCER_ANN)
         for b in (block, producer):
             if b is None:

@@ -7,14 +7,14 @@ count there), then ``apply(sch, block)`` for every block in post-order. ``clone(
 ``ScheduleRule.create(kind)``:
 
 - a target kind, ``"llvm"`` (alias ``"cpu"``): the default rule **list** for that target;
-- a single rule name (``"auto-inline"``, ``"multi-level-tiling"``,
-  ``"parallel-vectorize-unroll"``, ``"random-compute-location"``): one rule with its llvm
-  defaults.
+- a single rule name (``"apply-custom-rule"``, ``"inline-constant-scalars"``,
+  ``"auto-inline"``, ``"add-rfactor"``, ``"multi-level-tiling"``,
+  ``"parallel-vectorize-unroll"``, ``"random-compute-location"``): one rule with its
+  class defaults.
 
-Part 1 note: the llvm list here is a small but real subset of TVM's DefaultLLVM (AutoInline,
-MultiLevelTiling "SSRSRS" with write reuse, ParallelizeVectorizeUnroll,
-RandomComputeLocation). Part 2 replaces it with TVM's full list (ApplyCustomRule,
-InlineConstantScalars, AddRFactor, ...) under the same names.
+The llvm list is TVM's ``ScheduleRule::DefaultLLVM()``, in TVM's order and with its
+parameters (reference meta_schedule.md section 4.3): ApplyCustomRule, InlineConstantScalars,
+AutoInline, AddRFactor, MultiLevelTiling, ParallelizeVectorizeUnroll, RandomComputeLocation.
 """
 from __future__ import annotations
 
@@ -75,20 +75,22 @@ class ScheduleRule(abc.ABC):
 
 
 def _default_llvm() -> list[ScheduleRule]:
-    from workbench.meta_schedule.schedule_rule.auto_inline import AutoInline
-    from workbench.meta_schedule.schedule_rule.multi_level_tiling import MultiLevelTiling
-    from workbench.meta_schedule.schedule_rule.parallel_vectorize_unroll import (
-        ParallelizeVectorizeUnroll,
-    )
-    from workbench.meta_schedule.schedule_rule.random_compute_location import (
-        RandomComputeLocation,
+    """TVM's ``ScheduleRule::DefaultLLVM()`` (C++ values, which differ from some Python class
+    defaults, e.g. ParallelizeVectorizeUnroll's vector extent)."""
+    from workbench.meta_schedule.schedule_rule import (
+        AddRFactor, ApplyCustomRule, AutoInline, InlineConstantScalars, MultiLevelTiling,
+        ParallelizeVectorizeUnroll, RandomComputeLocation, ReuseType,
     )
     return [
+        ApplyCustomRule(),
+        InlineConstantScalars(),
         AutoInline(into_producer=False, into_consumer=True, inline_const_tensor=True,
                    disallow_if_then_else=True, require_injective=True, require_ordered=True,
-                   disallow_op=["exp"]),
-        MultiLevelTiling(structure="SSRSRS", max_innermost_factor=64,
-                         reuse_write={"req": "may", "levels": [1, 2], "scope": "global"}),
+                   disallow_op=["tir.exp"]),
+        AddRFactor(max_jobs_per_core=16, max_innermost_factor=64),
+        MultiLevelTiling(structure="SSRSRS", tile_binds=None, max_innermost_factor=64,
+                         vector_load_lens=None, reuse_read=None,
+                         reuse_write=ReuseType(req="may", levels=[1, 2], scope="global")),
         ParallelizeVectorizeUnroll(max_jobs_per_core=16, max_vectorize_extent=64,
                                    unroll_max_steps=[0, 16, 64, 512], unroll_explicit=True),
         RandomComputeLocation(),
