@@ -13,7 +13,7 @@ from typing import Any, Iterable
 from workbench.ir.structural import structural_equal
 from workbench.tir import op
 from workbench.tir.buffer import Buffer, BufferRegion, Range
-from workbench.tir.expr import And, BufferLoad, IntImm, PrimExpr, Var
+from workbench.tir.expr import And, BufferLoad, IntImm, PrimExpr, Var, is_const_int
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, IRVisitor, Substitute, collect_vars
 from workbench.tir.schedule.error import ScheduleError
@@ -187,6 +187,13 @@ def rfactor(func: PrimFunc, index: FuncIndex, loop_var: Var,
         (data_par_vars if iv.iter_type == IterType.DATA_PAR else reduce_vars).update(
             collect_vars(value))
     _check_rfactor_loops(loops, rf_loop, block, data_par_vars, reduce_vars)
+    if not is_const_int(realize.predicate, 1) and \
+            any(v in reduce_vars for v in collect_vars(realize.predicate)):
+        # Whole rf-block instances (init included) would be skipped for some rfactor indices,
+        # and the write-back would then sum uninitialised partial results.
+        raise ScheduleError(prim, f"block {block_name!r}", "its predicate depends on a "
+                            "reduction loop (a split whose factors do not divide the reduction "
+                            "extent); rfactor needs a perfect tiling of the reduction loops")
     init, update = _single_stores(block, prim)
     matched = match_reducer(init.value, update)
     if matched is None:
