@@ -19,8 +19,9 @@ from workbench.tir.buffer import Buffer
 from workbench.tir.arith.expr_key import KeyMaker
 from workbench.tir.expr import Add, BufferLoad, IntImm, Mul, PrimExpr, Sub, Var
 from workbench.tir.function import PrimFunc
-from workbench.tir.functor import IRMutator, IRVisitor
-from workbench.tir.stmt import Allocate, BufferStore, DeclBuffer, For, Stmt
+from workbench.tir.functor import IRMutator
+from workbench.tir.stmt import Allocate, BufferStore, DeclBuffer, Stmt
+from workbench.tir.transform import plan_buffers as _plan_buffers
 from workbench.tir.transform.plan_buffers import compact_buffer_allocation
 
 from workbench.meta_schedule.feature_extractor.per_store.index_analysis import (
@@ -28,42 +29,12 @@ from workbench.meta_schedule.feature_extractor.per_store.index_analysis import (
 )
 
 
+# The access collector is the pipeline pass's own, so both see the same accesses.
+_Accesses = _plan_buffers._Accesses
+
+
 class _Fallback(Exception):
     """Raised when an allocation needs the general pass."""
-
-
-class _Accesses(IRVisitor):
-    """Index tuples of every access to ``data`` below a statement, with their loops."""
-
-    def __init__(self, data: Var) -> None:
-        self.data = data
-        self.loops: list[For] = []
-        self.found: list[tuple[tuple[PrimExpr, ...], tuple[For, ...]]] = []
-        self.opaque = False
-
-    def visit_For(self, loop: For) -> None:
-        self.visit(loop.min)
-        self.visit(loop.extent)
-        self.loops.append(loop)
-        self.visit(loop.body)
-        self.loops.pop()
-
-    def visit_BufferLoad(self, e: BufferLoad) -> None:
-        if e.buffer.data is self.data:
-            self.found.append((e.indices, tuple(self.loops)))
-        for i in e.indices:
-            self.visit(i)
-
-    def visit_BufferStore(self, s: BufferStore) -> None:
-        if s.buffer.data is self.data:
-            self.found.append((s.indices, tuple(self.loops)))
-        for i in s.indices:
-            self.visit(i)
-        self.visit(s.value)
-
-    def visit_Var(self, v: Var) -> None:
-        if v is self.data:
-            self.opaque = True
 
 
 def _split_terms(e: PrimExpr, sign: int, const: list[int], out: list[tuple[PrimExpr, int]]
