@@ -6,6 +6,7 @@ from typing import Any
 from workbench.codegen.compiler import CompiledObject, LLVMCompiler
 from workbench.codegen.renderer import render
 from workbench.ir.module import IRModule
+from workbench.runtime.module import Module
 from workbench.target import Target
 from workbench.tir.function import PrimFunc
 from workbench.tir.transform.pipeline import Instrument, lower
@@ -42,7 +43,6 @@ def build(mod: IRModule | PrimFunc, target: Any = None, name: str | None = None,
     Returns a :class:`workbench.runtime.Module` whose functions are called with NDArrays;
     ``module.get_source("ll")`` / ``get_source("asm")`` show the generated code.
     """
-    from workbench.runtime.module import Module  # runtime sits below codegen; no cycle
     tgt = _as_target(target)
     mod = _as_module(mod)
     if name is not None and len(mod) == 1:
