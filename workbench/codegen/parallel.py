@@ -1,8 +1,9 @@
 """Parallel loops: outlined into a closure and run on libgomp's thread pool.
 
 ``for i in T.parallel(n): body`` becomes a function ``void f_par_k(i8* closure)`` that unpacks
-the values the body uses, takes its static chunk of ``[0, n)`` by thread number, and runs the
-body serially over it; the caller packs the closure on its stack and calls ``GOMP_parallel``.
+the values the body uses and passes them to ``f_par_k_body`` (buffer pointers keep the caller's
+``noalias``), which takes its static chunk of ``[0, n)`` by thread number and runs the body
+serially over it; the caller packs the closure on its stack and calls ``GOMP_parallel``.
 No Python and no GIL are involved. A parallel loop nested inside another runs serially.
 """
 from __future__ import annotations
@@ -65,13 +66,36 @@ def emit_parallel_for(ctx: FunctionContext, loop: S.For) -> None:
 def _emit_closure_body(parent: FunctionContext, fn: ir.Function, struct: ir.Type,
                        captured: list[E.Var], loop: S.For) -> None:
     renderer = parent.renderer
-    ctx = FunctionContext(renderer, fn, parent.name)
-    b = ctx.b
-    data = b.bitcast(fn.args[0], struct.as_pointer())
-    fields = [b.load(b.gep(data, [ir.Constant(I32, 0), ir.Constant(I32, i)]))
+    # The closure function only unpacks the fields and passes them to ``<fn>_body`` as
+    # arguments, so buffer pointers keep the ``noalias`` they have in the caller. Loaded
+    # from the closure they would lose it, LICM could then not hoist loop-invariant loads
+    # past the loop's stores, and LLVM 22's loop vectorizer takes time exponential in the
+    # length of an in-loop chain of uniform fcmp/select (max) ops (``vputils::isSingleScalar``
+    # walks the operand DAG unmemoised): an unrolled 64-term softmax max chain never finished.
+    ub = ir.IRBuilder(fn.append_basic_block("entry"))
+    data = ub.bitcast(fn.args[0], struct.as_pointer())
+    fields = [ub.load(ub.gep(data, [ir.Constant(I32, 0), ir.Constant(I32, i)]))
               for i in range(len(struct.elements))]
-    begin, extent = fields[0], fields[1]
-    for v, value in zip(captured, fields[2:]):
+    body_fn = ir.Function(renderer.module, ir.FunctionType(ir.VoidType(), list(struct.elements)),
+                          f"{fn.name}_body")
+    body_fn.linkage = "internal"
+    body_fn.attributes.add("nounwind")
+    # Only when every captured pointer is a distinct ``noalias`` argument of the caller: a
+    # pointer derived from (or equal to) another one must not become a separate noalias arg.
+    pointers = [parent.vars[v] for v in captured
+                if isinstance(parent.vars[v].type, ir.PointerType)]
+    if all(isinstance(p, ir.Argument) and "noalias" in p.attributes for p in pointers) \
+            and len({id(p) for p in pointers}) == len(pointers):
+        for arg in body_fn.args:
+            if isinstance(arg.type, ir.PointerType):
+                arg.add_attribute("noalias")
+    ub.call(body_fn, fields)
+    ub.ret_void()
+
+    ctx = FunctionContext(renderer, body_fn, parent.name)
+    b = ctx.b
+    begin, extent = body_fn.args[0], body_fn.args[1]
+    for v, value in zip(captured, body_fn.args[2:]):
         ctx.vars[v] = value
 
     ity = value_type(loop.loop_var.dtype)
