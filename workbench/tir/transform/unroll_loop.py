@@ -3,7 +3,8 @@
 A loop of kind ``unroll`` with a constant extent is replaced by copies of its body with the loop
 variable set to each value. A loop annotated ``pragma_auto_unroll_max_step = N`` (what the
 tuner's unroll decisions become) also unrolls every serial loop below it whose whole nest runs at
-most N steps, innermost first, as TVM's UnrollLoop does with ``auto_max_step``.
+most N steps, innermost first, as TVM's UnrollLoop does with ``auto_max_step``. A vectorized
+loop counts as one step (TVM runs VectorizeLoop before UnrollLoop).
 """
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ def _steps(stmt: Stmt) -> int:
     in a sequence add up, so an inner loop that was already unrolled into N copies still
     counts N steps (as TVM's ``step_count``); a non-constant loop counts as too many."""
     if isinstance(stmt, For):
+        if stmt.kind == ForKind.VECTORIZED and isinstance(stmt.extent, IntImm):
+            # VectorizeLoop turns it into one vector statement; TVM vectorizes before it
+            # unrolls, so a vector loop is one step, not ``extent`` steps.
+            return _steps(stmt.body)
         ext = stmt.extent.value if isinstance(stmt.extent, IntImm) else MAX_EXPLICIT_UNROLL + 1
         return ext * _steps(stmt.body)
     if isinstance(stmt, SeqStmt):
