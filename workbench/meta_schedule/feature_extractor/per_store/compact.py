@@ -20,7 +20,7 @@ from workbench.tir.arith.expr_key import KeyMaker
 from workbench.tir.expr import Add, BufferLoad, IntImm, Mul, PrimExpr, Sub, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator
-from workbench.tir.stmt import Allocate, BufferStore, DeclBuffer, Stmt
+from workbench.tir.stmt import Allocate, DeclBuffer, Stmt
 from workbench.tir.transform import plan_buffers as _plan_buffers
 from workbench.tir.transform.plan_buffers import compact_buffer_allocation
 
@@ -153,28 +153,18 @@ def _expr_children(n: PrimExpr):
             yield from (x for x in v if isinstance(x, PrimExpr))
 
 
-class _Rebase(IRMutator):
-    def __init__(self, old: Buffer, new: Buffer, offsets: list[PrimExpr]) -> None:
-        super().__init__()
-        self.old, self.new, self.offsets = old, new, offsets
+class _Rebase(_plan_buffers._Rebase):
+    """The pipeline's re-basing rewrite, skipping expressions that never touch the buffer."""
 
     def visit_PrimExpr(self, e: PrimExpr) -> PrimExpr:
         # Most expressions (loop bounds, conditions, other buffers' values) do not touch the
         # buffer: skip the generic rewrite for them.
         return self.generic_visit(e) if _loads_of(e, self.old.data) else e
 
-    def _indices(self, indices: tuple[PrimExpr, ...]) -> tuple[PrimExpr, ...]:
-        return tuple(op.sub(self.visit(i), o) for i, o in zip(indices, self.offsets))
-
     def visit_BufferLoad(self, e: BufferLoad) -> PrimExpr:
         if e.buffer.data is not self.old.data:
             return self.visit_PrimExpr(e)
-        return BufferLoad(self.new, self._indices(e.indices), e.dtype, e.predicate)
-
-    def visit_BufferStore(self, s: BufferStore) -> Stmt:
-        if s.buffer.data is not self.old.data:
-            return self.generic_visit(s)
-        return BufferStore(self.new, self.visit(s.value), self._indices(s.indices), s.predicate)
+        return super().visit_BufferLoad(e)
 
 
 class _Compact(IRMutator):
