@@ -473,3 +473,23 @@ def test_random_tiles_and_locations_keep_results(seed):
     sch.reverse_compute_at(d, io if seed % 2 else ii)
     check_numeric(sch, matmul_relu_ref, rand(8, 4), rand(4, 6, seed=1))
     verify_trace_roundtrip(sch, mod)
+
+
+@pytest.mark.parametrize("mod_fn, block", [
+    (broadcast, "B"), (matmul_relu, "C"), (conv_pad, "pad"), (chain, "C"),
+])
+def test_decided_location_agrees_with_the_candidate_list(mod_fn, block):
+    """Replaying a stored decision checks only that location; it must accept exactly the
+    decisions the full candidate list holds, at the same loops."""
+    from workbench.tir.schedule.primitive.compute_location import (
+        collect_compute_location, decided_compute_location,
+    )
+    sch = Schedule(mod_fn())
+    func, index = sch._func, sch._index()
+    listed = dict(collect_compute_location(func, index, block))
+    for decision in range(-2, 8):
+        got = decided_compute_location(func, index, block, decision)
+        if decision in listed:
+            assert got is listed[decision]
+        else:
+            assert got is None

@@ -2,8 +2,11 @@
 window ``[st, ed)``, and replaying a trace with postprocessing (TVM's ThreadedTraceApply)."""
 from __future__ import annotations
 
+import hashlib
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+import pickle
+import time
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from workbench.ir.module import IRModule
 from workbench.meta_schedule.arg_info import ArgInfo
@@ -16,6 +19,7 @@ from workbench.tir.schedule.handles import RandomEngine
 if TYPE_CHECKING:  # pragma: no cover
     from workbench.meta_schedule.mutator import Mutator
     from workbench.meta_schedule.postproc import Postproc
+    from workbench.meta_schedule.search_strategy.replay_pool import ReplayPool
     from workbench.meta_schedule.tune_context import TuneContext
 
 
@@ -23,15 +27,29 @@ def _drop_decision(inst: Any, inputs: Any, attrs: Any, decision: Any) -> Any:
     return None
 
 
+# A batch goes to the replay pool only when replaying it here would take longer than this
+# (seconds, estimated from the replays timed so far): below it, shipping costs more than it saves.
+_POOL_WORTH_SECONDS = 2.0
+_TIMING_SAMPLE = 8
+
+
 class TraceApplier:
     """Replays traces onto fresh schedules of one workload and runs the postprocessors,
-    counting why candidates fail (replay errors, then the first postproc that refused)."""
+    counting why candidates fail (replay errors, then the first postproc that refused).
 
-    def __init__(self, mod: IRModule, postprocs: list["Postproc"]) -> None:
+    ``apply_many`` replays a batch, in the worker processes of ``pool`` when one is given and
+    the batch is heavy enough to pay for shipping (see :mod:`.replay_pool`)."""
+
+    def __init__(self, mod: IRModule, postprocs: list["Postproc"],
+                 pool: "ReplayPool | None" = None) -> None:
         self.mod = mod
         self.postprocs = postprocs
+        self.pool = pool
         self.replay_failures = 0
         self.postproc_failures = [0] * len(postprocs)
+        self._shipping: tuple[str, bytes] | None = None
+        self._timed = 0
+        self._timed_secs = 0.0
 
     def apply(self, trace: Trace, seed: int, keep_decisions: bool = True) -> Schedule | None:
         sch = Schedule(self.mod, seed=seed)
@@ -51,6 +69,47 @@ class TraceApplier:
                 self.postproc_failures[i] += 1
                 return None
         return sch
+
+    def _timed_apply(self, trace: Trace, seed: int, keep: bool) -> Schedule | None:
+        t0 = time.perf_counter()
+        sch = self.apply(trace, seed, keep_decisions=keep)
+        self._timed_secs += time.perf_counter() - t0
+        self._timed += 1
+        return sch
+
+    def apply_many(self, jobs: Sequence[tuple[Trace, int, bool]]) -> list[Schedule | None]:
+        """``apply(trace, seed, keep_decisions)`` for every job, results in job order."""
+        jobs = list(jobs)
+        out: list[Schedule | None] = []
+        if self.pool is not None:
+            # time a few replays here first: light workloads never start the pool
+            while self._timed < _TIMING_SAMPLE and len(out) < len(jobs):
+                out.append(self._timed_apply(*jobs[len(out)]))
+            rest = jobs[len(out):]
+            per = self._timed_secs / max(1, self._timed)
+            if rest and per * len(rest) > _POOL_WORTH_SECONDS:
+                return out + self.pool.replay(self, rest)
+        out.extend(self.apply(t, s, keep_decisions=k) for t, s, k in jobs[len(out):])
+        return out
+
+    # -- what the replay pool needs ----------------------------------------------------------
+    def shipping_form(self) -> tuple[str, bytes]:
+        """``(key, pickle of (mod, postprocs))`` that workers rebuild this applier from."""
+        if self._shipping is None:
+            data = pickle.dumps((self.mod, self.postprocs), protocol=pickle.HIGHEST_PROTOCOL)
+            self._shipping = (hashlib.sha1(data).hexdigest(), data)
+        return self._shipping
+
+    def adopt(self, item: tuple) -> Schedule | None:
+        """Turn one worker result back into a Schedule (or count its failure)."""
+        if item[0] == "ok":
+            mod, func_name, trace, symbols, rand = pickle.loads(item[1])
+            return Schedule._restore(mod, func_name, trace, symbols, rand)
+        if item[0] == "replay":
+            self.replay_failures += 1
+        else:
+            self.postproc_failures[item[1]] += 1
+        return None
 
     def summary(self) -> str:
         lines = [f"Trace replay failures: {self.replay_failures}"]
@@ -127,7 +186,14 @@ class BuiltinStrategy(SearchStrategy):
                 for s in schs]
 
     def _applier(self) -> TraceApplier:
-        return TraceApplier(self.context.mod, self.postprocs)
+        """A TraceApplier for the task; with ``num_threads > 1`` in the context it may replay
+        heavy batches in the shared replay pool (TVM replays on that many threads)."""
+        pool = None
+        n = getattr(self.context, "num_threads", 1) or 1
+        if n > 1:
+            from workbench.meta_schedule.search_strategy.replay_pool import get_replay_pool
+            pool = get_replay_pool(n)
+        return TraceApplier(self.context.mod, self.postprocs, pool)
 
     def _config(self) -> dict[str, Any]:
         raise NotImplementedError

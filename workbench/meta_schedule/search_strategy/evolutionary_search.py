@@ -153,11 +153,9 @@ class EvolutionarySearch(BuiltinStrategy):
             return []
         with Profiler.timeit("EvoSearch/PickBestFromDatabase"):
             applier = self._applier()
-            out = []
-            for record in self._database.get_top_k(self._token, num):
-                sch = applier.apply(record.trace, self.rand.fork_seed(), keep_decisions=True)
-                if sch is not None:
-                    out.append(sch)
+            jobs = [(record.trace, self.rand.fork_seed(), True)
+                    for record in self._database.get_top_k(self._token, num)]
+            out = [sch for sch in applier.apply_many(jobs) if sch is not None]
         self.logger.info("Pick-Best-From-Database summary:\n%s", applier.summary())
         self.logger.info("Picked top %d candidate(s) from database", len(out))
         return out
@@ -168,13 +166,12 @@ class EvolutionarySearch(BuiltinStrategy):
         applier = self._applier()
         with Profiler.timeit("EvoSearch/SampleInitPopulation"):
             while len(out) < self.init_min_unmeasured and fail_count < self.max_fail_count:
-                found = False
+                jobs = []
                 for _ in range(num):
                     trace = self._traces[self.rand.randint(0, len(self._traces))]
-                    sch = applier.apply(trace, self.rand.fork_seed(), keep_decisions=False)
-                    if sch is not None:
-                        out.append(sch)
-                        found = True
+                    jobs.append((trace, self.rand.fork_seed(), False))
+                found = [sch for sch in applier.apply_many(jobs) if sch is not None]
+                out.extend(found)
                 if not found:
                     fail_count += 1
                 if num <= 0:
@@ -257,28 +254,46 @@ class EvolutionarySearch(BuiltinStrategy):
     def _next_generation(self, population: list[Schedule], scores: np.ndarray,
                          mutators: list[Any], masses: list[float],
                          applier: TraceApplier) -> list[Schedule]:
-        used = [False] * len(population)
-        nxt: list[Schedule] = []
-        for _ in range(len(population)):
-            child = None
-            parent_idx = 0
-            for _attempt in range(self.genetic_max_fail_count + 1):
+        """One generation: per slot, sample a parent by score and a mutator (or none: keep
+        the parent, once per parent); a slot whose child fails to replay retries up to
+        ``genetic_max_fail_count`` times, then keeps its last parent. All slots' children of
+        one attempt are replayed as one batch (in parallel when the applier has a pool)."""
+        n = len(population)
+        used = [False] * n
+        nxt: list[Schedule | None] = [None] * n
+        last_parent = [0] * n
+        pending = list(range(n))
+        for _attempt in range(self.genetic_max_fail_count + 1):
+            if not pending:
+                break
+            jobs: list[tuple] = []
+            slots: list[int] = []
+            retry: list[int] = []
+            for slot in pending:
                 parent_idx = self._sample(scores)
-                parent = population[parent_idx]
+                last_parent[slot] = parent_idx
                 mutator = mutators[self._sample(masses)]
-                if mutator is not None:
-                    new_trace = mutator.apply(parent.trace)
-                    if new_trace is not None:
-                        child = applier.apply(new_trace, self.rand.fork_seed(),
-                                              keep_decisions=True)
-                        if child is not None:
-                            break
-                elif not used[parent_idx]:
-                    used[parent_idx] = True
-                    child = parent
-                    break
-            nxt.append(child if child is not None else population[parent_idx])
-        return nxt
+                if mutator is None:
+                    if not used[parent_idx]:
+                        used[parent_idx] = True
+                        nxt[slot] = population[parent_idx]
+                    else:
+                        retry.append(slot)
+                    continue
+                new_trace = mutator.apply(population[parent_idx].trace)
+                if new_trace is None:
+                    retry.append(slot)
+                    continue
+                jobs.append((new_trace, self.rand.fork_seed(), True))
+                slots.append(slot)
+            for slot, child in zip(slots, applier.apply_many(jobs)):
+                if child is None:
+                    retry.append(slot)
+                else:
+                    nxt[slot] = child
+            pending = sorted(retry)
+        return [child if child is not None else population[last_parent[slot]]
+                for slot, child in enumerate(nxt)]
 
     def _pick_with_eps_greedy(self, unmeasured: list[Schedule], bests: list[Schedule],
                               num: int) -> list[Schedule]:

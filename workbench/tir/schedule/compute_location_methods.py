@@ -134,6 +134,15 @@ class ComputeLocationMethods(ScheduleCore):
         ``decision`` no longer in the list falls back to the largest candidate below it, else
         -1. Pass the result to :meth:`compute_at`."""
         name = self._block_name(block, "sample_compute_location")
+        if decision is not None:
+            # A stored decision that is still a candidate is kept (TVM's replay rule), so
+            # checking that one location is enough; only a stale one needs the whole list.
+            location = PL.decided_compute_location(self._func, self._index(), name,
+                                                   int(decision))
+            if location is not None:
+                rv = LoopRV()
+                self._symbols[rv] = location
+                return rv, int(decision)
         candidates = PL.collect_compute_location(self._func, self._index(), name)
         chosen = pick_compute_location(self._rand, [c for c, _ in candidates],
                                        None if decision is None else int(decision))

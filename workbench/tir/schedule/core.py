@@ -125,6 +125,24 @@ class ScheduleCore:
         self.enable_check = enable_check
         FuncIndex(self._func)  # fail early on duplicate block names
 
+    @classmethod
+    def _restore(cls, mod: IRModule, func_name: str, trace: Trace, symbols: dict,
+                 rand: RandomEngine) -> "ScheduleCore":
+        """A schedule from state computed elsewhere (a replay worker): ``symbols`` maps the
+        trace's handles to blocks and loops of ``mod``, as the schedule that made them did."""
+        new = object.__new__(cls)
+        new._mod = mod
+        new._func_name = func_name
+        new._rand = rand
+        new._trace = trace
+        new._symbols = symbols
+        new._index_cache = None
+        new._depth = 0
+        new.debug_mask = "all"
+        new.error_render_level = "detail"
+        new.enable_check = True
+        return new
+
     # -- state -----------------------------------------------------------------------------
     @property
     def mod(self) -> IRModule:

@@ -35,6 +35,14 @@ class LoopRV:
     def inline() -> "LoopRV":
         return _INLINE
 
+    def __reduce__(self) -> tuple:
+        # The root / inline marks are singletons compared by identity; keep them so in pickles.
+        if self.special == "root":
+            return (LoopRV.root, ())
+        if self.special == "inline":
+            return (LoopRV.inline, ())
+        return (LoopRV, (None,))
+
     def __repr__(self) -> str:
         return f"LoopRV({self.special or hex(id(self))})"
 

@@ -22,6 +22,11 @@ class InstructionKind:
     # The variadic input is the method's ``*args`` (fuse, reorder) rather than a list argument.
     star_args: bool = False
 
+    def __reduce__(self) -> tuple:
+        # Kinds are registered singletons: a pickled trace (replay workers) must come back
+        # holding the same kind objects.
+        return (get_kind, (self.name,))
+
     @property
     def variadic(self) -> str | None:
         for name in self.inputs:

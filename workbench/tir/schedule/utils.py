@@ -8,7 +8,10 @@ from workbench.tir.arith import Analyzer
 from workbench.tir.buffer import Range
 from workbench.tir.expr import IntImm, PrimExpr, Var
 from workbench.tir.functor import IRMutator, IRVisitor
-from workbench.tir.stmt import Block, BlockRealize, For, IterType, Stmt
+from workbench.tir.schedule.state import child_stmts
+from workbench.tir.stmt import (
+    Block, BlockRealize, BufferStore, Evaluate, For, IterType, SeqStmt, Stmt,
+)
 
 
 class _SimplifyBindings(IRMutator):
@@ -39,10 +42,21 @@ class _SimplifyBindings(IRMutator):
         return realize.replace(iter_values=values, predicate=pred, block=block)
 
     def visit_Block(self, block: Block) -> Stmt:
-        # Inner blocks have their own iteration space; bind it for nested realizes.
+        # Inner blocks have their own iteration space; bind it for nested realizes. Only the
+        # statements can hold realizes: regions, buffers and annotations are kept as they are.
         for iv in block.iter_vars:
             self.analyzer.bind(iv.var, iv.dom)
-        return self.generic_visit(block)
+        body = self.visit(block.body)
+        init = None if block.init is None else self.visit(block.init)
+        if body is block.body and init is block.init:
+            return block
+        return block.replace(body=body, init=init)
+
+    def visit_BufferStore(self, store: BufferStore) -> Stmt:
+        return store  # no realize below a store
+
+    def visit_Evaluate(self, stmt: Evaluate) -> Stmt:
+        return stmt
 
 
 def simplify_bindings(stmt: Stmt, outer_loops: list[For],
@@ -84,19 +98,28 @@ def _uses_any(expr: Any, vars_: frozenset) -> bool:
     return v.hit
 
 
-class _Realizes(IRVisitor):
-    def __init__(self) -> None:
-        self.found: list[BlockRealize] = []
-
-    def visit_BlockRealize(self, r: BlockRealize) -> None:
-        self.found.append(r)
+def _collect_realizes(stmt: Any, out: list[BlockRealize]) -> None:
+    t = type(stmt)
+    if t is BlockRealize:
+        out.append(stmt)
+    elif t is SeqStmt:
+        for s in stmt.seq:
+            _collect_realizes(s, out)
+    elif t is For:
+        _collect_realizes(stmt.body, out)
+    elif t is not BufferStore and t is not Evaluate:
+        for s in child_stmts(stmt):
+            _collect_realizes(s, out)
 
 
 def realizes_under(stmt: Stmt) -> list[BlockRealize]:
-    """Every BlockRealize inside ``stmt`` (not descending into found blocks' bodies)."""
-    v = _Realizes()
-    v.visit(stmt)
-    return v.found
+    """Every BlockRealize inside ``stmt`` (not descending into found blocks' bodies).
+
+    Walks statements only (realizes never hide inside expressions), which is what makes this
+    cheap enough for the checks every primitive runs."""
+    out: list[BlockRealize] = []
+    _collect_realizes(stmt, out)
+    return out
 
 
 class _UsesVar(IRVisitor):

@@ -269,7 +269,8 @@ def _relaxed_regions(an: Analyzer, index: FuncIndex, names: list[str], loop: For
     for name in names:
         info = index.blocks[name]
         binding = {iv.var: v for iv, v in zip(info.block.iter_vars, info.realize.iter_values)}
-        relax = {lp.loop_var: Range(lp.min, lp.extent)
+        # converted once per block: int_set would redo it for every bound of every dimension
+        relax = {lp.loop_var: IntervalSet.from_range(Range(lp.min, lp.extent))
                  for lp in S.loops_between(info.ancestors, loop)}
         for br in pick(info.block):
             if br.buffer not in wanted:
@@ -304,9 +305,10 @@ def _check_scope(index: FuncIndex, name: str, loop_var: Var, fail: Callable[[str
 
 def compute_at(func: PrimFunc, index: FuncIndex, name: str, loop_var: Var,
                preserve_unit_loops: bool = False, insert_index: int = -1,
-               reverse: bool = False) -> PrimFunc:
+               reverse: bool = False, check_only: bool = False) -> PrimFunc:
     """Move block ``name`` under loop ``loop_var`` (see the module docstring). ``reverse``
-    selects reverse_compute_at."""
+    selects reverse_compute_at. ``check_only`` runs every check (raising the same errors) but
+    returns ``func`` unchanged instead of building the moved function."""
     prim = "reverse_compute_at" if reverse else "compute_at"
     where = f"block {name!r} and loop {loop_var.name!r}"
 
@@ -336,6 +338,9 @@ def compute_at(func: PrimFunc, index: FuncIndex, name: str, loop_var: Var,
     _relaxed_regions(an, index, producers if reverse else consumers, loop,
                      (lambda b: b.writes) if reverse else (lambda b: b.reads), required)
     doms = _block_var_domains(an, block, provided, required, fail)
+    if check_only:
+        S.removal_point(index, name, prim)
+        return func
     nest = _new_loop_nest(an, info.realize, doms, preserve_unit_loops)
 
     removed = S.remove_leaf_block(func, index, name, prim)
@@ -350,7 +355,7 @@ def compute_at(func: PrimFunc, index: FuncIndex, name: str, loop_var: Var,
 def can_compute_at(func: PrimFunc, index: FuncIndex, name: str, loop_var: Var,
                    preserve_unit_loops: bool = True) -> bool:
     try:
-        compute_at(func, index, name, loop_var, preserve_unit_loops)
+        compute_at(func, index, name, loop_var, preserve_unit_loops, check_only=True)
     except ScheduleError:
         return False
     return True
@@ -374,29 +379,23 @@ def _lowest_common_loop(index: FuncIndex, names: list[str]) -> For | None:
     return common[-1] if common and isinstance(common[-1], For) else None
 
 
-def collect_compute_location(func: PrimFunc, index: FuncIndex, name: str
-                             ) -> list[tuple[int, str | Var]]:
-    """TVM's CollectComputeLocation: ``(decision, location)`` pairs. -2 is inline (if the
-    block can be inlined), -1 the root, ``i >= 0`` the i-th loop above the first consumer, for
-    loops down to the innermost one holding all consumers, skipping unit loops, stopping at a
-    data-parallel loop after a reduction loop and at reduction loops after the last
-    data-parallel one, and keeping the loops compute_at accepts."""
-    from workbench.tir.schedule.primitive.compute_inline import can_compute_inline
-    out: list[tuple[int, str | Var]] = []
-    if can_compute_inline(func, index, name):
-        out.append((-2, INLINE))
-    out.append((-1, ROOT))
+def _candidate_loops(index: FuncIndex, name: str) -> list[tuple[int, Var]]:
+    """The loops CollectComputeLocation considers for ``name`` before asking compute_at:
+    ``(i, loop_var)`` with ``i`` the loop's position above the first consumer, for loops down to
+    the innermost one holding all consumers, skipping unit loops, stopping at a data-parallel
+    loop after a reduction loop and at reduction loops after the last data-parallel one."""
     _, consumers = S.producers_consumers(index, name)
     if not consumers:
-        return out
+        return []
     boundary = _lowest_common_loop(index, consumers)
     if boundary is None:
-        return out
+        return []
     loops = index.blocks[consumers[0]].loops
     n_candidates = next(i for i, lp in enumerate(loops) if lp is boundary) + 1
     kinds = [S.loop_iter_type(lp) for lp in loops[:n_candidates]]
     last_datapar = max((i for i, k in enumerate(kinds) if k == IterType.DATA_PAR), default=-1)
     seen_reduce = False
+    out: list[tuple[int, Var]] = []
     for i in range(n_candidates):
         lp = loops[i]
         if isinstance(lp.extent, IntImm) and lp.extent.value == 1:
@@ -408,9 +407,40 @@ def collect_compute_location(func: PrimFunc, index: FuncIndex, name: str
             seen_reduce = True
             if i > last_datapar:
                 break
-        if can_compute_at(func, index, name, lp.loop_var, True):
-            out.append((i, lp.loop_var))
+        out.append((i, lp.loop_var))
     return out
 
 
-__all__ = ["compute_at", "can_compute_at", "collect_compute_location", "INLINE", "ROOT"]
+def collect_compute_location(func: PrimFunc, index: FuncIndex, name: str
+                             ) -> list[tuple[int, str | Var]]:
+    """TVM's CollectComputeLocation: ``(decision, location)`` pairs. -2 is inline (if the
+    block can be inlined), -1 the root, ``i >= 0`` the i-th loop above the first consumer
+    among :func:`_candidate_loops` that compute_at accepts."""
+    from workbench.tir.schedule.primitive.compute_inline import can_compute_inline
+    out: list[tuple[int, str | Var]] = []
+    if can_compute_inline(func, index, name):
+        out.append((-2, INLINE))
+    out.append((-1, ROOT))
+    for i, var in _candidate_loops(index, name):
+        if can_compute_at(func, index, name, var, True):
+            out.append((i, var))
+    return out
+
+
+def decided_compute_location(func: PrimFunc, index: FuncIndex, name: str, decision: int
+                             ) -> str | Var | None:
+    """The location of ``decision`` if :func:`collect_compute_location` would list it, else
+    None; checks only that one location, which is what replaying a stored decision needs."""
+    from workbench.tir.schedule.primitive.compute_inline import can_compute_inline
+    if decision == -1:
+        return ROOT
+    if decision == -2:
+        return INLINE if can_compute_inline(func, index, name) else None
+    for i, var in _candidate_loops(index, name):
+        if i == decision:
+            return var if can_compute_at(func, index, name, var, True) else None
+    return None
+
+
+__all__ = ["compute_at", "can_compute_at", "collect_compute_location",
+           "decided_compute_location", "INLINE", "ROOT"]

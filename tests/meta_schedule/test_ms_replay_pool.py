@@ -1,0 +1,117 @@
+"""Replaying candidate traces in worker processes (TVM's ThreadedTraceApply, as processes):
+same schedules as in-process replays, usable handles, failure counts, and recovery from
+workers that die."""
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+from ms_tuning_workloads import matmul_relu
+
+from workbench.ir.structural import structural_equal
+from workbench.meta_schedule.search_strategy import base as strategy_base
+from workbench.meta_schedule.search_strategy.base import TraceApplier
+from workbench.meta_schedule.search_strategy.replay_pool import ReplayPool
+from workbench.meta_schedule.tune_context import TuneContext
+from workbench.tir.schedule import Schedule
+
+TARGET = "llvm -num-cores=2"
+
+
+@pytest.fixture(scope="module")
+def setup():
+    ctx = TuneContext(matmul_relu(32), target=TARGET, space_generator="post-order-apply",
+                      search_strategy="evolutionary", rand_state=3)
+    spaces = ctx.generate_design_space()
+    traces = [s.trace.simplified(remove_postproc=True) for s in spaces]
+    pool = ReplayPool(2)
+    yield ctx, traces, pool
+    pool.shutdown()
+
+
+def _jobs(traces, n=24, keep=False):
+    return [(traces[i % len(traces)], 1000 + i, keep) for i in range(n)]
+
+
+def _same(a: Schedule | None, b: Schedule | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return structural_equal(a.mod, b.mod) and str(a.trace) == str(b.trace)
+
+
+def test_pool_replays_match_in_process(setup, monkeypatch):
+    ctx, traces, pool = setup
+    monkeypatch.setattr(strategy_base, "_POOL_WORTH_SECONDS", 0.0)
+    jobs = _jobs(traces)
+    here = TraceApplier(ctx.mod, ctx.space_generator.postprocs)
+    there = TraceApplier(ctx.mod, ctx.space_generator.postprocs, pool)
+    expected = here.apply_many(jobs)
+    got = there.apply_many(jobs)
+    assert pool._executor is not None, "the batch should have gone to the pool"
+    assert len(got) == len(jobs)
+    assert all(_same(a, b) for a, b in zip(expected, got))
+    assert here.summary() == there.summary()
+    # a restored schedule is a full schedule: handles resolve and its trace replays
+    sch = next(s for s in got[strategy_base._TIMING_SAMPLE:] if s is not None)
+    block = sch.get_sblock("D")
+    assert sch.get_loops(block)
+    again = Schedule(ctx.mod)
+    sch.trace.apply_to_schedule(again, remove_postproc=False)
+    assert structural_equal(again.mod, sch.mod)
+    # and it keeps scheduling
+    sch.annotate(block, "note", 1)
+    assert sch.get(block).annotations["note"] == 1
+
+
+def test_pool_counts_failures_like_in_process(setup, monkeypatch):
+    ctx, traces, pool = setup
+    monkeypatch.setattr(strategy_base, "_POOL_WORTH_SECONDS", 0.0)
+
+    procs = list(ctx.space_generator.postprocs) + [RefuseAll()]
+    here = TraceApplier(ctx.mod, procs)
+    there = TraceApplier(ctx.mod, procs, pool)
+    jobs = _jobs(traces, n=20)
+    assert here.apply_many(jobs) == [None] * 20
+    assert there.apply_many(jobs) == [None] * 20
+    assert there.postproc_failures[-1] == 20
+    assert here.summary() == there.summary()
+
+
+def test_dead_workers_fall_back_and_the_pool_restarts(setup, monkeypatch):
+    ctx, traces, pool = setup
+    monkeypatch.setattr(strategy_base, "_POOL_WORTH_SECONDS", 0.0)
+    here = TraceApplier(ctx.mod, ctx.space_generator.postprocs)
+    jobs = _jobs(traces, n=20, keep=False)
+    expected = here.apply_many(jobs)
+    there = TraceApplier(ctx.mod, ctx.space_generator.postprocs, pool)
+    there.apply_many(jobs)  # starts the workers
+    assert pool._executor is not None
+    for proc in list(pool._executor._processes.values()):
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join(5)
+    again = TraceApplier(ctx.mod, ctx.space_generator.postprocs, pool)
+    got = again.apply_many(jobs)  # replayed in-process, nothing lost
+    assert all(_same(a, b) for a, b in zip(expected, got))
+    third = TraceApplier(ctx.mod, ctx.space_generator.postprocs, pool)
+    got = third.apply_many(jobs)  # a fresh pool
+    assert pool._executor is not None
+    assert all(_same(a, b) for a, b in zip(expected, got))
+
+
+def test_light_batches_stay_in_process(setup):
+    ctx, traces, pool = setup
+    fresh = ReplayPool(2)
+    applier = TraceApplier(ctx.mod, ctx.space_generator.postprocs, fresh)
+    applier.apply_many(_jobs(traces, n=12))  # a small matmul replays in milliseconds
+    assert fresh._executor is None
+
+
+class RefuseAll:
+    """A postproc that rejects every schedule."""
+
+    def apply(self, sch) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "RefuseAll"

@@ -1,0 +1,164 @@
+"""Trace replay in worker processes: the Python stand-in for TVM's ThreadedTraceApply.
+
+TVM replays and postprocesses candidate traces on ``num_threads`` threads. Our schedule
+primitives are Python, so threads would share one GIL; instead a batch of replays is cut into
+chunks that a pool of ``spawn``ed processes runs. A worker returns each finished schedule as
+one pickle of ``(mod, trace, handle table)``: handles keep their identity inside one pickle, so
+the rebuilt :class:`~workbench.tir.schedule.Schedule` is a full schedule (its handles resolve,
+its trace replays), the same object an in-process replay would have produced.
+
+Replays are deterministic given the trace and seed, and seeds are drawn by the caller before
+the batch is cut, so results do not depend on the number of workers or on their timing.
+
+Nothing here may take the session down: if a worker dies or a chunk cannot be shipped, that
+chunk is replayed in-process, the broken pool is dropped, and the next batch starts a new one.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+import multiprocessing as mp
+import pickle
+import threading
+from typing import TYPE_CHECKING, Any, Sequence
+
+from workbench import options
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workbench.meta_schedule.search_strategy.base import TraceApplier
+    from workbench.tir.schedule import Schedule, Trace
+
+__all__ = ["ReplayPool", "get_replay_pool", "shutdown_replay_pool", "ReplayJob"]
+
+ReplayJob = tuple["Trace", int, bool]   # (trace, seed, keep_decisions)
+
+_LOG = logging.getLogger("workbench.meta_schedule")
+
+# A chunk of replays is one message each way; a few chunks per worker balance the load.
+_CHUNKS_PER_WORKER = 4
+
+
+# ---- worker side ------------------------------------------------------------------------------
+
+_WORKER_APPLIERS: dict[str, "TraceApplier"] = {}
+
+
+def _worker_replay(key: str, setup: bytes, jobs: list[ReplayJob]) -> list[tuple]:
+    """Replay ``jobs`` on the workload ``setup`` (pickled ``(mod, postprocs)``, cached by
+    ``key``). Each result is ``("ok", pickle of (mod, func_name, trace, symbols, rng))``,
+    ``("replay",)`` or ``("postproc", index)``."""
+    from workbench.meta_schedule.search_strategy.base import TraceApplier
+
+    applier = _WORKER_APPLIERS.get(key)
+    if applier is None:
+        mod, postprocs = pickle.loads(setup)
+        applier = TraceApplier(mod, postprocs)
+        _WORKER_APPLIERS.clear()   # one workload at a time; keep memory flat
+        _WORKER_APPLIERS[key] = applier
+    out: list[tuple] = []
+    for trace, seed, keep in jobs:
+        n_replay = applier.replay_failures
+        n_post = list(applier.postproc_failures)
+        sch = applier.apply(trace, seed, keep_decisions=keep)
+        if sch is not None:
+            out.append(("ok", pickle.dumps(
+                (sch._mod, sch._func_name, sch._trace, sch._symbols, sch._rand),
+                protocol=pickle.HIGHEST_PROTOCOL)))
+        elif applier.replay_failures != n_replay:
+            out.append(("replay",))
+        else:
+            i = next(i for i, (a, b) in enumerate(zip(n_post, applier.postproc_failures))
+                     if a != b)
+            out.append(("postproc", i))
+    return out
+
+
+# ---- parent side ------------------------------------------------------------------------------
+
+class ReplayPool:
+    """A lazily started pool of ``num_workers`` replay processes (see the module docstring)."""
+
+    def __init__(self, num_workers: int) -> None:
+        if num_workers < 1:
+            raise ValueError(f"ReplayPool: num_workers must be >= 1, got {num_workers}")
+        self.num_workers = num_workers
+        self._executor: cf.ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def _pool(self) -> cf.ProcessPoolExecutor:
+        if self._executor is None:
+            ctx = mp.get_context(options.get("ms_worker_start_method"))
+            self._executor = cf.ProcessPoolExecutor(max_workers=self.num_workers,
+                                                    mp_context=ctx)
+        return self._executor
+
+    def _drop(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def replay(self, applier: "TraceApplier", jobs: Sequence[ReplayJob]) -> list["Schedule | None"]:
+        """``applier.apply`` on every job, in worker processes; failures are counted in
+        ``applier`` exactly as in-process replays would count them."""
+        jobs = list(jobs)
+        if not jobs:
+            return []
+        n_chunks = max(1, min(len(jobs), self.num_workers * _CHUNKS_PER_WORKER))
+        size = -(-len(jobs) // n_chunks)
+        chunks = [jobs[i:i + size] for i in range(0, len(jobs), size)]
+        results: list["Schedule | None"] = []
+        with self._lock:
+            key, setup = applier.shipping_form()
+            try:
+                pool = self._pool()
+                futures = [pool.submit(_worker_replay, key, setup, c) for c in chunks]
+            except Exception as e:  # noqa: BLE001 - pool start failure: replay here instead
+                _LOG.warning("Replay pool unavailable (%s); replaying in-process", e)
+                self._drop()
+                return [applier.apply(t, s, keep_decisions=k) for t, s, k in jobs]
+            broken = False
+            for chunk, fut in zip(chunks, futures):
+                try:
+                    if broken:
+                        raise RuntimeError("the replay pool broke on an earlier chunk")
+                    part = fut.result()
+                except Exception as e:  # noqa: BLE001 - a dead worker or an unpicklable job
+                    if not broken:
+                        _LOG.warning("A replay worker failed (%s: %s); replaying its chunk "
+                                     "in-process", type(e).__name__, e)
+                    broken = broken or isinstance(e, cf.process.BrokenProcessPool)
+                    results.extend(applier.apply(t, s, keep_decisions=k) for t, s, k in chunk)
+                    continue
+                for item in part:
+                    results.append(applier.adopt(item))
+            if broken:
+                self._drop()
+        return results
+
+
+_POOL: ReplayPool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def get_replay_pool(num_workers: int) -> ReplayPool:
+    """The process-wide replay pool, resized (restarted) when ``num_workers`` changes."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL.num_workers != num_workers:
+            if _POOL is not None:
+                _POOL.shutdown()
+            _POOL = ReplayPool(num_workers)
+        return _POOL
+
+
+def shutdown_replay_pool() -> None:
+    """Stop the replay workers (they are also stopped when the interpreter exits)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is not None:
+            _POOL.shutdown()
+            _POOL = None
