@@ -7,8 +7,10 @@
 with target ``llvm -num-cores=N`` (N = the machine's cores), ``tune_tir`` defaults
 (evolutionary search, XGB cost model, 64 trials per iteration). Prints per workload the
 tuned GFLOPS (best measured record, and re-measured after ``compile_tir`` + build), the
-ratios to numpy measured in the same run, the tuning wall time (target: <= 1.5x TVM's 76 s on
-2 cores), and the tuner's Profiler table.
+ratios to the references, the tuning wall time (target: <= 1.5x TVM's 76 s on 2 cores), and
+the tuner's Profiler table. The references (numpy's matmul; for conv2d also im2col + numpy
+and, when torch is installed, PyTorch's conv2d) are timed in turns with the tuned kernel right
+after its tuning, best of 9 rounds each, so load on a shared machine skews all alike.
 
 Usage: ``python benchmarks/bench_tuning.py [--trials 64] [--only matmul|conv2d]``
 """
@@ -50,27 +52,41 @@ def conv2d_relu_func():
 def best_of(fn, rounds: int = 7, min_secs: float = 0.05) -> float:
     """Best seconds per call of ``fn`` over ``rounds`` rounds of >= ``min_secs`` each."""
     fn()
-    best = float("inf")
+    return min(_one_round(fn, min_secs) for _ in range(rounds))
+
+
+def _one_round(fn, min_secs: float) -> float:
+    n, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        n += 1
+        el = time.perf_counter() - t0
+        if el >= min_secs:
+            return el / n
+
+
+def best_of_interleaved(fns: dict, rounds: int = 9, min_secs: float = 0.05) -> dict:
+    """Best seconds per call of each function, timing them in turns (round 1 of each, then
+    round 2 of each, ...): on a shared machine a burst of load then hits all of them, so their
+    ratios stay fair even when the absolute numbers move."""
+    for fn in fns.values():
+        fn()
+    best = {k: float("inf") for k in fns}
     for _ in range(rounds):
-        n, t0 = 0, time.perf_counter()
-        while True:
-            fn()
-            n += 1
-            el = time.perf_counter() - t0
-            if el >= min_secs:
-                break
-        best = min(best, el / n)
+        for k, fn in fns.items():
+            best[k] = min(best[k], _one_round(fn, min_secs))
     return best
 
 
-def numpy_matmul_gflops(n: int = 512) -> float:
+def _numpy_matmul_fn(n: int = 512):
     rng = np.random.RandomState(0)
     a = rng.rand(n, n).astype("float32")
     b = rng.rand(n, n).astype("float32")
-    return 2 * n ** 3 / best_of(lambda: np.matmul(a, b)) / 1e9
+    out = np.empty((n, n), "float32")
+    return lambda: np.matmul(a, b, out=out)
 
 
-def im2col_conv_gflops() -> float:
+def _im2col_conv_fn():
     rng = np.random.RandomState(0)
     x = rng.rand(1, 56, 56, 64).astype("float32")
     w = rng.rand(3, 3, 64, 64).astype("float32")
@@ -84,15 +100,36 @@ def im2col_conv_gflops() -> float:
                 cols[:, :, dy, dx, :] = xp[dy:dy + 56, dx:dx + 56, :]
         return np.maximum(cols.reshape(56 * 56, 9 * 64) @ wm, 0)
 
-    return CONV_FLOP / best_of(run) / 1e9
+    return run
+
+
+def _torch_conv_fn():
+    """PyTorch's conv2d + relu (oneDNN on CPU) when torch is installed, else None: the
+    strongest conv2d reference this machine can run (``pip install torch`` to enable)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(os.cpu_count() or 2)
+    rng = np.random.RandomState(0)
+    x = torch.from_numpy(rng.rand(1, 64, 56, 56).astype("float32")).contiguous(
+        memory_format=torch.channels_last)
+    w = torch.from_numpy(rng.rand(64, 64, 3, 3).astype("float32"))
+    conv = torch.nn.functional.conv2d
+
+    def run():
+        with torch.no_grad():
+            return torch.relu_(conv(x, w, padding=1))
+
+    return run
 
 
 CONV_FLOP = 2 * 56 * 56 * 64 * 64 * 9
 MATMUL_FLOP = 2 * 512 ** 3
 
 
-def measure_built(sch, func) -> float:
-    """Seconds per call of the scheduled module (built here, timed with time_evaluator)."""
+def built_kernel_fn(sch, func):
+    """A no-argument callable running the scheduled module once on random inputs."""
     rt = wb.build(sch.mod, target=TARGET)
     rng = np.random.RandomState(0)
     args = []
@@ -100,8 +137,8 @@ def measure_built(sch, func) -> float:
         buf = func.buffer_map[p]
         shape = [int(s.value) for s in buf.shape]
         args.append(wb.nd.array(rng.uniform(-1, 1, shape).astype(buf.dtype)))
-    f = rt.time_evaluator("main", wb.cpu(0), number=10, repeat=5, min_repeat_ms=50)
-    return float(min(f(*args).results))
+    f = rt["main"]
+    return lambda: f(*args)
 
 
 def tune(name: str, func, trials: int, flop: int):
@@ -115,14 +152,25 @@ def tune(name: str, func, trials: int, flop: int):
             if r.run_secs and max(r.run_secs) < 1e9]
     best_rec = min(float(np.median(r.run_secs)) for r in recs) if recs else float("nan")
     sch = ms.compile_tir(db, func, TARGET)
+    refs = {"numpy_matmul": _numpy_matmul_fn()}
+    if name == "conv2d":
+        refs["im2col_numpy"] = _im2col_conv_fn()
+        torch_fn = _torch_conv_fn()
+        if torch_fn is not None:
+            refs["torch_conv2d"] = torch_fn
+    times = {}
     try:
-        rebuilt = measure_built(sch, func) if sch is not None else float("nan")
+        if sch is None:
+            raise RuntimeError("no valid schedule in the database")
+        times = best_of_interleaved({"tuned": built_kernel_fn(sch, func), **refs})
     except Exception as e:  # noqa: BLE001 - report, keep going
         print(f"[{name}] re-measuring the best schedule failed: {e}")
-        rebuilt = float("nan")
+        times = best_of_interleaved(refs)
+        times["tuned"] = float("nan")
+    rebuilt = times.pop("tuned")
     return {"wall": wall, "prof": prof, "best_rec_s": best_rec, "rebuilt_s": rebuilt,
             "gflops_rec": flop / best_rec / 1e9, "gflops_rebuilt": flop / rebuilt / 1e9,
-            "n_valid": len(recs)}
+            "n_valid": len(recs), "ref_s": times}
 
 
 def main() -> None:
@@ -134,34 +182,34 @@ def main() -> None:
     args = ap.parse_args()
     TARGET = f"llvm -num-cores={args.cores}"
     print(f"target: {TARGET}; trials per workload: {args.trials}")
-    np_mm = numpy_matmul_gflops()
-    np_conv = im2col_conv_gflops()
-    print(f"numpy matmul 512^3: {np_mm:.2f} GFLOPS; im2col+numpy conv2d+relu: "
-          f"{np_conv:.2f} GFLOPS")
+    print("references are timed interleaved with each tuned kernel, after its tuning "
+          "(best of 9 rounds each)")
     work = [("matmul", matmul_func, MATMUL_FLOP), ("conv2d", conv2d_relu_func, CONV_FLOP)]
     results = {}
     for name, make, flop in work:
         if args.only and args.only != name:
             continue
         r = results[name] = tune(name, make(), args.trials, flop)
-        # numpy again after tuning, so a change of machine load shows up in the ratios
-        np_mm = max(np_mm, numpy_matmul_gflops())
+        np_mm = MATMUL_FLOP / r["ref_s"]["numpy_matmul"] / 1e9
         print(f"\n=== {name}: {args.trials} trials, tuning wall time {r['wall']:.1f} s "
               f"({r['wall'] / TVM_SECONDS:.2f}x TVM's {TVM_SECONDS:.0f} s; target <= 1.5x) ===")
         print(r["prof"].table())
         g = r["gflops_rebuilt"] if np.isfinite(r["gflops_rebuilt"]) else r["gflops_rec"]
+        r["gflops"], r["np_mm"] = g, np_mm
         print(f"{name}: best record {r['best_rec_s'] * 1e3:.3f} ms = {r['gflops_rec']:.2f} "
               f"GFLOPS; rebuilt {r['rebuilt_s'] * 1e3:.3f} ms = {r['gflops_rebuilt']:.2f} "
               f"GFLOPS; valid records {r['n_valid']}")
         print(f"{name}: ratio to numpy matmul ({np_mm:.2f} GFLOPS): {g / np_mm:.3f} "
               f"(target >= 0.6)")
-        if name == "conv2d":
-            print(f"{name}: ratio to im2col+numpy ({np_conv:.2f} GFLOPS): {g / np_conv:.3f}")
+        for ref, secs in r["ref_s"].items():
+            if ref == "numpy_matmul":
+                continue
+            rg = CONV_FLOP / secs / 1e9
+            print(f"{name}: ratio to {ref} ({rg:.2f} GFLOPS): {g / rg:.3f}")
     print("\nsummary:")
     for name, r in results.items():
-        g = r["gflops_rebuilt"] if np.isfinite(r["gflops_rebuilt"]) else r["gflops_rec"]
-        print(f"  {name:7s} {g:8.2f} GFLOPS  {g / np_mm:6.3f} x numpy-matmul  "
-              f"tuning {r['wall']:6.1f} s ({r['wall'] / TVM_SECONDS:.2f}x TVM)")
+        print(f"  {name:7s} {r['gflops']:8.2f} GFLOPS  {r['gflops'] / r['np_mm']:6.3f} x "
+              f"numpy-matmul  tuning {r['wall']:6.1f} s ({r['wall'] / TVM_SECONDS:.2f}x TVM)")
 
 
 TARGET = "llvm"

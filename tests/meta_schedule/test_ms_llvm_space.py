@@ -396,7 +396,7 @@ def test_mutate_parallel_changes_only_the_annotation_value():
     assert _mutate_many(MutateParallel(16), c, sp[0].trace, n=1) == [None]
 
 
-def test_rewrite_layout_is_a_recorded_no_op():
+def test_rewrite_layout_leaves_functions_without_layout_free_buffers():
     sch = Schedule(matmul(16))
     sch.enter_postproc()
     before = len(sch.trace.insts)

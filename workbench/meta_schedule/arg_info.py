@@ -53,11 +53,19 @@ class ArgInfo:
     @staticmethod
     def from_entry_func(mod: IRModule, remove_preproc: bool = True) -> list["ArgInfo"]:
         """Arguments of the entry PrimFunc of ``mod``: one marked ``tir.is_entry_func``, else
-        ``main``, else the only PrimFunc. (``remove_preproc`` is accepted for TVM
-        compatibility; Workbench has no layout-rewrite preprocessing blocks to strip.)"""
-        if isinstance(mod, PrimFunc):
-            return ArgInfo.from_prim_func(mod)
-        return ArgInfo.from_prim_func(find_entry_func(mod))
+        ``main``, else the only PrimFunc.
+
+        With ``remove_preproc`` (TVM's default), the function is first stripped of its weight
+        layout-rewrite blocks (``RemoveWeightLayoutRewriteBlock``, as the tuner's builder
+        does), so a weight that ``RewriteLayout`` re-laid out is reported in its *packed*
+        shape: what the built kernel takes. Without it, the original shapes."""
+        func = mod if isinstance(mod, PrimFunc) else find_entry_func(mod)
+        if remove_preproc:
+            from workbench.tir.transform.remove_weight_layout_rewrite_block import (
+                remove_weight_layout_rewrite_block,
+            )
+            func = remove_weight_layout_rewrite_block(func)
+        return ArgInfo.from_prim_func(func)
 
 
 def find_entry_func(mod: IRModule) -> PrimFunc:

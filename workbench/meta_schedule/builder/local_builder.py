@@ -12,10 +12,14 @@ second of start-up per batch). Results, as in TVM:
 - an exception: ``"LocalBuilder: An exception occurred\\n<traceback>"``;
 - a worker that dies: ``"LocalBuilder: The worker process crashed: <signal>"``.
 
-The default build lowers and compiles to object code (``workbench.codegen.compile_to_object``,
-with its on-disk cache) and the default export writes the bytes to ``<tmpdir>/workbench_mod.o``,
-which ``workbench.runtime.load_module`` loads with MCJIT: no C linker per candidate. A custom
-``f_build`` may return a runtime Module instead; the default export then calls
+The default build strips the weight layout-rewrite blocks ``RewriteLayout`` added (TVM's
+``RemoveWeightLayoutRewriteBlock``: the kernel takes pre-packed weights, and a packing
+function per packed weight is compiled alongside for the runner's output check; see
+:func:`default_build`), then lowers and compiles to object code
+(``workbench.codegen.compile_to_object``, with its on-disk cache); the default export writes
+the bytes to ``<tmpdir>/workbench_mod.o``, which ``workbench.runtime.load_module`` loads with
+MCJIT: no C linker per candidate. A custom ``f_build`` may return a runtime Module instead;
+the default export then calls
 ``export_library`` (``.o`` when the module has object code, else ``.so``).
 """
 from __future__ import annotations
@@ -37,13 +41,30 @@ ARTIFACT_NAME = "workbench_mod"
 
 
 def default_build(mod: IRModule, target: Target, params: dict | None) -> Any:
-    """Lower and compile ``mod`` to object code (a ``CompiledObject``)."""
+    """Strip weight layout-rewrite blocks, then lower and compile ``mod`` to object code (a
+    ``CompiledObject``).
+
+    As in TVM, ``RemoveWeightLayoutRewriteBlock`` runs first: a weight that the
+    ``RewriteLayout`` postproc re-laid out becomes a packed parameter, so the measured kernel
+    does not pay for packing (``ArgInfo.from_entry_func(mod, remove_preproc=True)`` gives the
+    packed shapes the runner allocates). For each packed parameter ``i`` of the entry function
+    ``f``, the object code also holds ``f__layout_pack_i(src, dst)``, which packs an
+    original-layout weight: the runner's output check uses it to feed the candidate the
+    packed reference inputs.
+    """
     from workbench.codegen import compile_to_object
+    from workbench.tir.function import PrimFunc
+    from workbench.tir.transform.remove_weight_layout_rewrite_block import (
+        RemoveWeightLayoutRewriteBlock, add_layout_pack_funcs,
+    )
 
     if params:
         raise ValueError("LocalBuilder's default build does not bind params; pass a custom "
                          "f_build to use them")
-    return compile_to_object(mod, target)
+    if isinstance(mod, PrimFunc):
+        mod = IRModule.from_expr(mod)
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return compile_to_object(add_layout_pack_funcs(mod), target)
 
 
 def default_export(built: Any) -> str:

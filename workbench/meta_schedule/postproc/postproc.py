@@ -10,9 +10,10 @@ postproc name (``"disallow-dynamic-loop"``, ``"rewrite-parallel-vectorize-unroll
 ``"rewrite-reduction-block"``, ``"rewrite-layout"``, ``"verify-cpu-code"``) gives one postproc.
 
 The llvm list is TVM's ``Postproc::DefaultLLVM()`` in order: DisallowDynamicLoop,
-RewriteParallelVectorizeUnroll, RewriteReductionBlock, RewriteLayout (a documented no-op in
-Workbench, see its module). VerifyCPUCode is Workbench's own check and, like TVM (which has
-no CPU verifier), not in the default list: add it explicitly to reject malformed IR early.
+RewriteParallelVectorizeUnroll, RewriteReductionBlock, RewriteLayout (weight pre-packing for
+functions with layout-free buffers, see its module). VerifyCPUCode is Workbench's own check
+and, like TVM (which has no CPU verifier), not in the default list: add it explicitly to
+reject malformed IR early.
 """
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ For each input, in order (TVM's LocalRunner, run serially; the returned futures 
 
 1. the worker loads the artifact (``workbench.runtime.load_module``);
 2. if the input has a ``reference``, it calls the candidate once on the seeded inputs and
-   checks every argument (:mod:`.reference`); a mismatch gives
-   ``"LocalRunner: wrong result: max abs error ..."`` and no timing;
+   checks every argument (:mod:`.reference`; weights that ``RewriteLayout`` packed are packed
+   from the reference's inputs by the artifact's own packing functions first); a mismatch
+   gives ``"LocalRunner: wrong result: max abs error ..."`` and no timing;
 3. ``f_alloc_argument(device, args_info_json, alloc_repeat)`` makes the argument sets (seeded
    random data by default), ``f_run_evaluator(rt_mod, device, evaluator_config, sets)`` times
    the entry function (``time_evaluator``: one warm-up, ``repeat`` measurements of ``number``

@@ -14,6 +14,14 @@ every argument (:func:`check_arguments`): outputs against the expected values, i
 their initial values. Floats pass when ``|got - want| <= atol * scale + rtol * |want|`` with
 per-dtype tolerances and ``scale = max(1, max |want|)`` (reassociated sums differ by rounding);
 NaNs must match NaNs; integers and booleans must be equal.
+
+Packed weights: when ``RewriteLayout`` re-laid out a weight, the builder strips the packing
+block, so the candidate takes the weight *packed* (its ``args_info`` has the packed shape) and
+its artifact also holds ``<entry>__layout_pack_<i>(src, dst)`` for each packed argument ``i``.
+The check then draws the inputs of the original arguments (the reference's inputs), packs each
+such weight with the candidate's packing function, and calls the candidate on the packed
+weights: a packing and a kernel that disagree about the layout give wrong outputs and fail
+the check like any other wrong schedule. The check is never skipped for these candidates.
 """
 from __future__ import annotations
 
@@ -32,8 +40,8 @@ from workbench.meta_schedule.runner.utils import random_arguments
 from workbench.target import Target
 from workbench.tir.function import PrimFunc
 
-__all__ = ["make_reference", "check_arguments", "written_arguments", "WrongResult",
-           "TOLERANCES"]
+__all__ = ["make_reference", "check_arguments", "written_arguments", "layout_packers",
+           "WrongResult", "TOLERANCES"]
 
 #: (rtol, atol) per float dtype; atol is scaled by max(1, max |expected|).
 TOLERANCES = {"float16": (1e-2, 1e-2), "float32": (1e-4, 1e-5), "float64": (1e-8, 1e-10)}
@@ -188,17 +196,64 @@ def _compare(i: int, got: np.ndarray, want: np.ndarray) -> tuple[float, str] | N
                      f"({tol})")
 
 
+def layout_packers(rt_mod: Any) -> dict[int, tuple[str, list, list]]:
+    """The packing functions a build compiled next to the entry function (see
+    ``LocalBuilder``'s default build): ``{argument index: (function name, original
+    argument JSON, packed argument JSON)}`` for each ``<entry>__layout_pack_<i>(src, dst)``."""
+    from workbench.tir.transform.remove_weight_layout_rewrite_block import PACK_FUNC_INFIX
+
+    meta = getattr(rt_mod, "metadata", None)
+    entry = getattr(rt_mod, "entry_name", None)
+    if not isinstance(meta, dict) or not entry:
+        return {}
+    prefix = f"{entry}{PACK_FUNC_INFIX}"
+    out: dict[int, tuple[str, list, list]] = {}
+    for fn in meta.get("functions", ()):
+        name = fn.get("name", "")
+        suffix = name[len(prefix):]
+        if not (name.startswith(prefix) and suffix.isdigit()) or len(fn["params"]) != 2:
+            continue
+        src, dst = fn["params"]
+        out[int(suffix)] = (name, ["TENSOR", src["dtype"], list(src["shape"])],
+                            ["TENSOR", dst["dtype"], list(dst["shape"])])
+    return out
+
+
 def check_arguments(rt_mod: Any, device: Any, args_json: list, reference: str) -> None:
     """Call ``rt_mod`` once on fresh seeded inputs and compare every argument with the
-    reference; raise :class:`WrongResult` on a mismatch."""
+    reference; raise :class:`WrongResult` on a mismatch.
+
+    A candidate whose weights were packed by ``RewriteLayout`` (its build stripped the
+    packing block, so ``args_json`` has packed shapes) carries a packing function per packed
+    argument: the check draws the inputs of the *original* arguments -- the very inputs the
+    reference was computed on -- packs those weights with the candidate's own packing
+    functions, calls the candidate, and compares its outputs with the reference (and each
+    packed input with its packed value)."""
     from workbench.runtime.ndarray import tensor
 
     outputs, expected, ref_mod, ref_args = _load_reference(reference)
-    if ref_args is not None and ref_args != [list(a) for a in args_json]:
+    args_json = [list(a) for a in args_json]
+    packers = layout_packers(rt_mod)
+    original = list(args_json)
+    for i, (name, src_json, dst_json) in packers.items():
+        if i >= len(args_json) or dst_json != args_json[i]:
+            got = args_json[i] if i < len(args_json) else "missing"
+            raise WrongResult(f"the packing function {name} makes {dst_json}, but argument "
+                              f"{i} of the candidate is {got} (args_info must come from "
+                              "this candidate's own stripped function)")
+        original[i] = src_json
+    if ref_args is not None and ref_args != original:
+        what = f"{original} (packed: {args_json})" if packers else f"{args_json}"
         raise WrongResult(f"the reference {reference} was made for arguments {ref_args}, "
-                          f"not {args_json}")
-    initial = random_arguments(args_json)
+                          f"not {what}")
+    initial = random_arguments(original)
     args = [tensor(a, device) for a in initial]
+    packed: dict[int, np.ndarray] = {}
+    for i, (name, _, dst_json) in packers.items():
+        dst = tensor(np.zeros([int(d) for d in dst_json[2]], dtype=dst_json[1]), device)
+        rt_mod[name](args[i], dst)
+        packed[i] = dst.numpy()
+        args[i] = dst
     rt_mod(*args)
     got = [a.numpy() for a in args]
     if ref_mod is not None:  # an artifact of the unscheduled function: run it the same way
@@ -207,6 +262,8 @@ def check_arguments(rt_mod: Any, device: Any, args_json: list, reference: str) -
         want = [a.numpy() for a in ref_args]
     else:
         want = [expected[i] if i in expected else initial[i] for i in range(len(initial))]
+    for i, value in packed.items():
+        want[i] = value  # a packed input must come back unchanged, in its packed layout
     worst: tuple[float, str] | None = None
     for i, (g, w) in enumerate(zip(got, want)):
         bad = _compare(i, g, w)

@@ -140,10 +140,13 @@ class EvolutionarySearch(BuiltinStrategy):
             self._num_empty_iters += 1
             if self._num_empty_iters >= NUM_EMPTY_ITERS_BEFORE_EARLY_STOP:
                 return None
-        return self._make_candidates(picks)
+        # per-candidate argument info: a layout-rewritten candidate takes its own packed shapes
+        return self._candidates(picks)
 
     # -- phases --------------------------------------------------------------------------------
     def _make_candidates(self, schs: list[Schedule]) -> list[MeasureCandidate]:
+        """Candidates for the cost model, sharing the first one's argument info (features
+        read the schedule, not the argument shapes, so this skips a per-candidate analysis)."""
         if self._args_info is None:
             self._args_info = self._candidates(schs[:1])[0].args_info if schs else None
         return [MeasureCandidate(s, self._args_info) for s in schs]

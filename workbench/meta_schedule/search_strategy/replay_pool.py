@@ -15,6 +15,7 @@ chunk is replayed in-process, the broken pool is dropped, and the next batch sta
 """
 from __future__ import annotations
 
+import atexit
 import concurrent.futures as cf
 import logging
 import multiprocessing as mp
@@ -94,7 +95,9 @@ class ReplayPool:
 
     def _drop(self) -> None:
         if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+            # waiting is quick (no work is queued once futures are cancelled) and leaves no
+            # half-closed executor for interpreter shutdown to trip over
+            self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None
 
     def shutdown(self) -> None:
@@ -155,6 +158,7 @@ def get_replay_pool(num_workers: int) -> ReplayPool:
         return _POOL
 
 
+@atexit.register
 def shutdown_replay_pool() -> None:
     """Stop the replay workers (they are also stopped when the interpreter exits)."""
     global _POOL

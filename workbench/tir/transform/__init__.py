@@ -7,3 +7,6 @@ from workbench.tir.transform.pipeline import (
 from workbench.tir.transform.simplify import simplify_func
 from workbench.tir.transform.unroll_loop import unroll_loop
 from workbench.tir.transform.vectorize_loop import vectorize_loop
+from workbench.tir.transform.remove_weight_layout_rewrite_block import (
+    RemoveWeightLayoutRewriteBlock, remove_weight_layout_rewrite_block,
+)
