@@ -251,7 +251,9 @@ def _early_stopping(dtrain: Any, ids: np.ndarray, ys: np.ndarray, patience: int,
             if verbose_eval and epoch % verbose_eval == 0:
                 logger.debug("XGB iter %d: tr-p-rmse: %.6f tr-a-peak@%d: %.6f", epoch, rmse,
                              peak_n, _a_peak(sums, ys, peak_n))
-            if rmse < self.best_score - 1e-12:
+            # Relative tolerance: once the fit is exact, later trees shave ~1e-9 off the
+            # rmse each round, which would count as progress forever (1500+ rounds seen).
+            if rmse < self.best_score * (1.0 - 1e-6):
                 self.best_score, self.best_iteration = rmse, epoch
             return epoch - (self.best_iteration or 0) >= patience
 
