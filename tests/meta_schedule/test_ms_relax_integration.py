@@ -155,3 +155,40 @@ def test_tune_relax_then_compile_relax(tmp_path):
     # relax.build(database=...) is the same hook; a second database changes nothing new.
     exe2 = wb.relax.build(mod, TARGET, database=db)
     assert exe2.lowered_mod["fused_matmul_add_relu1"].attrs.get("tir.is_scheduled")
+
+
+def test_sampled_schedules_of_cnn_kernels_compile_and_match():
+    """Legalized kernels have int64 shapes; topi's conv2d / pool axes follow them, so moving
+    or inlining the padding stage never mixes int32 and int64 indices (it used to: half the
+    sampled conv2d candidates failed to compile)."""
+    from workbench.meta_schedule.search_strategy.base import TraceApplier
+    from workbench.meta_schedule.tune_context import TuneContext
+
+    mod, _, _, _ = make_cnn(2)
+    tasks = [t for t in extract_tasks(mod, "llvm -num-cores=2")
+             if "conv2d" in t.task_name or "pool" in t.task_name]
+    assert len(tasks) == 2
+    rng = np.random.RandomState(0)
+
+    def run(m, inputs):
+        out = wb.nd.array(np.zeros_like(inputs[-1]))
+        wb.build(m, target="llvm")["main"](*[wb.nd.array(a) for a in inputs[:-1]], out)
+        return out.numpy()
+
+    for task in tasks:
+        func = task.dispatched[0]["main"]
+        # positive inputs: batch-norm variances must be
+        args = [rng.uniform(0.5, 1.5, [int(d.value) for d in func.buffer_map[p].shape])
+                .astype("float32") for p in func.params]
+        expected = run(task.dispatched[0], args)
+        ctx = TuneContext(task.dispatched[0], target="llvm -num-cores=2",
+                          space_generator="post-order-apply", search_strategy="replay-trace",
+                          rand_state=5)
+        spaces = ctx.generate_design_space()
+        applier = TraceApplier(ctx.mod, ctx.space_generator.postprocs)
+        for i in range(4):
+            sch = applier.apply(spaces[i % len(spaces)].trace.simplified(remove_postproc=True),
+                                100 + i, keep_decisions=False)
+            assert sch is not None, applier.summary()
+            np.testing.assert_allclose(run(sch.mod, args), expected, rtol=1e-4, atol=1e-4,
+                                       err_msg=f"{task.task_name} candidate {i}")

@@ -94,3 +94,20 @@ def layout_dims(shape: Sequence[Any], layout: str, what: str,
 
 def shape_str(shape: Sequence[Any]) -> str:
     return "(" + ", ".join(str(s) for s in get_const_tuple(shape)) + ")"
+
+
+def index_dtype(*tensors: Any) -> str:
+    """The dtype for the axes and extents an operator creates: ``int64`` when any dimension
+    of ``tensors`` is int64 (relax legalizes with int64 shapes), else ``int32``. Axes of one
+    dtype keep schedules from mixing int32 and int64 when they move or inline stages."""
+    for t in tensors:
+        for dim in t.shape:
+            if getattr(dim, "dtype", "int32") == "int64":
+                return "int64"
+    return "int32"
+
+
+def index_const(value: Any, dtype: str) -> Any:
+    """``value`` as an index of ``dtype``: ints become IntImm, expressions stay as they are."""
+    from workbench.tir import op as _op
+    return _op.const(value, dtype) if isinstance(value, int) else value

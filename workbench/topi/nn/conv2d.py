@@ -14,7 +14,9 @@ from workbench.te.tensor import Tensor
 from workbench.tir import op
 from workbench.tir.expr import PrimExpr
 from workbench.topi.nn.pad import pad
-from workbench.topi.utils import as_tuple, get_const_int, layout_dims, shape_str
+from workbench.topi.utils import (
+    as_tuple, get_const_int, index_const, index_dtype, layout_dims, shape_str,
+)
 
 
 def get_pad_tuple(padding: Any, kernel: tuple[int, int]) -> tuple[int, int, int, int]:
@@ -70,9 +72,10 @@ def _conv2d(data: Tensor, kernel: Tensor, stride: Any, padding: Any, dilation: A
         padded = pad(data, (0, 0, pt, pl), (0, 0, pb, pr), name="pad_temp")
     else:
         padded = pad(data, (0, pt, pl, 0), (0, pb, pr, 0), name="pad_temp")
-    rc = te.reduce_axis((0, icg), name="rc")
-    ry = te.reduce_axis((0, kh), name="ry")
-    rx = te.reduce_axis((0, kw), name="rx")
+    it = index_dtype(data, kernel)
+    rc = te.reduce_axis((0, index_const(icg, it)), name="rc")
+    ry = te.reduce_axis((0, index_const(kh, it)), name="ry")
+    rx = te.reduce_axis((0, index_const(kw, it)), name="rx")
     ocg = oc // groups
 
     def in_channel(f: PrimExpr) -> PrimExpr:
@@ -89,6 +92,7 @@ def _conv2d(data: Tensor, kernel: Tensor, stride: Any, padding: Any, dilation: A
                       axis=[ry, rx, rc])
     name = ("group_" if groups > 1 else "") + what
     shape = (n, oc, oh, ow) if layout == "NCHW" else (n, oh, ow, oc)
+    shape = tuple(index_const(d, it) for d in shape)
     return te.compute(shape, nchw if layout == "NCHW" else nhwc, name=name, tag=name,
                       attrs={"layout_free_placeholders": [kernel]})
 
@@ -154,8 +158,9 @@ def _depthwise(data: Tensor, kernel: Tensor, stride: Any, padding: Any, dilation
         padded = pad(data, (0, 0, pt, pl), (0, 0, pb, pr), name="PaddedInput")
     else:
         padded = pad(data, (0, pt, pl, 0), (0, pb, pr, 0), name="PaddedInput")
-    di = te.reduce_axis((0, kh), name="di")
-    dj = te.reduce_axis((0, kw), name="dj")
+    it = index_dtype(data, kernel)
+    di = te.reduce_axis((0, index_const(kh, it)), name="di")
+    dj = te.reduce_axis((0, index_const(kw, it)), name="dj")
 
     def nchw(b: PrimExpr, c_: PrimExpr, i: PrimExpr, j: PrimExpr) -> PrimExpr:
         ic = c_ // mult if mult > 1 else c_
@@ -169,6 +174,7 @@ def _depthwise(data: Tensor, kernel: Tensor, stride: Any, padding: Any, dilation
         wv = kernel[di, dj, ic, c_ % mult if mult > 1 else 0]
         return te.sum(op.cast(out_dtype, x) * op.cast(out_dtype, wv), axis=[di, dj])
     shape = (n, c * mult, oh, ow) if layout == "NCHW" else (n, oh, ow, c * mult)
+    shape = tuple(index_const(d, it) for d in shape)
     return te.compute(shape, nchw if layout == "NCHW" else nhwc, name="DepthwiseConv2d",
                       tag=what, attrs={"layout_free_placeholders": [kernel]})
 

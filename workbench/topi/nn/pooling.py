@@ -14,7 +14,7 @@ from workbench.te.tensor import Tensor
 from workbench.tir import op
 from workbench.tir.expr import PrimExpr
 from workbench.topi.nn.pad import pad
-from workbench.topi.utils import as_tuple, get_const_int, layout_dims
+from workbench.topi.utils import as_tuple, get_const_int, index_const, index_dtype, layout_dims
 
 
 def _hw_axes(layout: str, ndim: int, what: str) -> tuple[int, int]:
@@ -70,10 +70,11 @@ def pool2d(data: Tensor, kernel: Sequence[int], stride: Sequence[int],
     before[ha], before[wa], after[ha], after[wa] = pt, pl, eb, er
     fill = op.min_value(data.dtype) if pool_type == "max" else op.const(0, data.dtype)
     padded = pad(data, before, after, pad_value=fill, name="pad_temp")
-    ry = te.reduce_axis((0, kh), name="rv0")
-    rx = te.reduce_axis((0, kw), name="rv1")
+    it = index_dtype(data)
+    ry = te.reduce_axis((0, index_const(kh, it)), name="rv0")
+    rx = te.reduce_axis((0, index_const(kw, it)), name="rv1")
     out_shape = list(data.shape)
-    out_shape[ha], out_shape[wa] = op.const(oh), op.const(ow)
+    out_shape[ha], out_shape[wa] = op.const(oh, it), op.const(ow, it)
 
     def window(i: Sequence[PrimExpr]) -> tuple:
         idx = list(i)
@@ -117,10 +118,11 @@ def adaptive_pool(data: Tensor, output_size: Sequence[int] | int, pool_type: str
     # Reduce over the widest bin with a where= guard (reduce extents stay constant).
     kh = max(bounds(i, h, oh)[1] - bounds(i, h, oh)[0] for i in range(oh))
     kw = max(bounds(j, w, ow)[1] - bounds(j, w, ow)[0] for j in range(ow))
-    ry = te.reduce_axis((0, kh), name="rv0")
-    rx = te.reduce_axis((0, kw), name="rv1")
+    it = index_dtype(data)
+    ry = te.reduce_axis((0, index_const(kh, it)), name="rv0")
+    rx = te.reduce_axis((0, index_const(kw, it)), name="rv1")
     out_shape = list(data.shape)
-    out_shape[ha], out_shape[wa] = op.const(oh), op.const(ow)
+    out_shape[ha], out_shape[wa] = op.const(oh, it), op.const(ow, it)
 
     def reduce(reducer):
         def f(*i: PrimExpr) -> PrimExpr:
