@@ -38,12 +38,12 @@ _MAX_TABLE_ROWS = 200
 
 def records_in_commit_order(database: Database) -> list[TuningRecord]:
     """Every record, oldest first. ``get_all_tuning_records`` of TVM's JSON database is
-    sorted by speed; ours keeps the commit sequence next to each record, which we read when
-    present (else the database's own order is taken as commit order)."""
-    entries = getattr(database, "_all", None)
-    if isinstance(entries, list) and all(isinstance(e, tuple) and len(e) == 3
-                                         for e in entries):
-        return [r for _, _, r in sorted(entries, key=lambda e: e[1])]
+    sorted by speed; a database that knows its commit order says so through
+    ``records_in_commit_order()`` (Workbench's JSON database does), else the database's own
+    order is taken as commit order."""
+    ordered = getattr(database, "records_in_commit_order", None)
+    if callable(ordered):
+        return list(ordered())
     return list(database.get_all_tuning_records())
 
 

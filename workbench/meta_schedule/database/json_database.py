@@ -224,6 +224,12 @@ class JSONDatabase(Database):
         return len(self._all)
 
     # -- extras --------------------------------------------------------------------------------
+    def records_in_commit_order(self) -> list[TuningRecord]:
+        """Every record, oldest first (not in TVM, whose list is sorted by speed; used by
+        displays that replay a tuning run)."""
+        with self._lock:
+            return [r for _, _, r in sorted(self._all, key=lambda e: e[1])]
+
     def workloads(self) -> list[Workload]:
         """The canonical workloads, in file order (not in TVM; used by displays)."""
         with self._lock:
