@@ -118,3 +118,47 @@ class RefuseAll:
 
     def __repr__(self) -> str:
         return "RefuseAll"
+
+
+def test_workloads_workers_cannot_take_replay_in_process(setup, monkeypatch):
+    ctx, traces, pool = setup
+    monkeypatch.setattr(strategy_base, "_POOL_WORTH_SECONDS", 0.0)
+    jobs = _jobs(traces, n=16)
+    expected = TraceApplier(ctx.mod, ctx.space_generator.postprocs).apply_many(jobs)
+    # a postproc that cannot be pickled at all (holds a lambda)
+    unpicklable = PassThrough(lambda sch: True)
+    procs = list(ctx.space_generator.postprocs) + [unpicklable]
+    got = TraceApplier(ctx.mod, procs, pool).apply_many(jobs)
+    assert all(_same(a, b) for a, b in zip(expected, got))
+    # a postproc class the workers cannot import (as if defined in a notebook's __main__)
+    procs = list(ctx.space_generator.postprocs) + [_main_only_class()()]
+    applier = TraceApplier(ctx.mod, procs, pool)
+    got = applier.apply_many(jobs)
+    assert all(_same(a, b) for a, b in zip(expected, got))
+    assert applier.shipping_form()[0] in pool._unshippable
+
+
+class PassThrough:
+    def __init__(self, fn) -> None:
+        self.fn = fn
+
+    def apply(self, sch) -> bool:
+        return self.fn(sch)
+
+
+def _main_only_class():
+    """A postproc class importable here but not in the workers (as one defined in a
+    notebook's ``__main__`` is): its module exists only in this process's sys.modules."""
+    import sys
+    import types
+    mod = types.ModuleType("replay_pool_test_main_only")
+
+    class NotImportable:
+        def apply(self, sch) -> bool:
+            return True
+
+    NotImportable.__module__ = mod.__name__
+    NotImportable.__qualname__ = "NotImportable"
+    mod.NotImportable = NotImportable
+    sys.modules[mod.__name__] = mod
+    return NotImportable

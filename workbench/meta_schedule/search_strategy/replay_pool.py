@@ -85,6 +85,7 @@ class ReplayPool:
         self.num_workers = num_workers
         self._executor: cf.ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._unshippable: set[str] = set()   # workload keys workers failed to take
 
     def _pool(self) -> cf.ProcessPoolExecutor:
         if self._executor is None:
@@ -114,15 +115,26 @@ class ReplayPool:
         size = -(-len(jobs) // n_chunks)
         chunks = [jobs[i:i + size] for i in range(0, len(jobs), size)]
         results: list["Schedule | None"] = []
+
+        def here(part: list[ReplayJob]) -> list["Schedule | None"]:
+            return [applier.apply(t, s, keep_decisions=k) for t, s, k in part]
+
         with self._lock:
-            key, setup = applier.shipping_form()
+            try:
+                key, setup = applier.shipping_form()
+            except Exception as e:  # noqa: BLE001 - e.g. a postproc holding a lambda
+                _LOG.warning("The workload cannot be sent to replay workers (%s: %s); "
+                             "replaying in-process", type(e).__name__, e)
+                return here(jobs)
+            if key in self._unshippable:
+                return here(jobs)
             try:
                 pool = self._pool()
                 futures = [pool.submit(_worker_replay, key, setup, c) for c in chunks]
             except Exception as e:  # noqa: BLE001 - pool start failure: replay here instead
                 _LOG.warning("Replay pool unavailable (%s); replaying in-process", e)
                 self._drop()
-                return [applier.apply(t, s, keep_decisions=k) for t, s, k in jobs]
+                return here(jobs)
             broken = False
             for chunk, fut in zip(chunks, futures):
                 try:
@@ -133,11 +145,15 @@ class ReplayPool:
                     if not broken:
                         _LOG.warning("A replay worker failed (%s: %s); replaying its chunk "
                                      "in-process", type(e).__name__, e)
-                    broken = broken or isinstance(e, cf.process.BrokenProcessPool)
-                    results.extend(applier.apply(t, s, keep_decisions=k) for t, s, k in chunk)
+                    if isinstance(e, cf.process.BrokenProcessPool):
+                        broken = True
+                    elif not broken:
+                        # the worker could not take this workload (say, a postproc class
+                        # defined in a notebook does not import there): stop offering it
+                        self._unshippable.add(key)
+                    results.extend(here(chunk))
                     continue
-                for item in part:
-                    results.append(applier.adopt(item))
+                results.extend(applier.adopt(item) for item in part)
             if broken:
                 self._drop()
         return results

@@ -16,7 +16,11 @@ other kernel:
 - every loop, block variable and buffer is a fresh copy (a kernel used twice in one group gets
   two independent loop nests); block and buffer names are made unique (``T_add``, ``T_add_1``);
 - attrs: ``global_symbol`` (its name), ``tir.noalias``, and ``op_pattern``: the group's
-  strongest pattern.
+  strongest pattern; ``layout_free_buffers`` (the tuner's ``RewriteLayout`` re-lays out those
+  parameters) lists, in the fused function's parameter indices, every parameter that is read
+  by exactly one kernel argument of the group and is layout-free there (topi's conv2d / dense
+  weights). A parameter the group also reads elsewhere is not layout-free: the other reader
+  needs the original layout. Without such a parameter the attr is absent.
 """
 from __future__ import annotations
 
@@ -138,6 +142,10 @@ class _Fuser:
         self.pattern = 0
         self.dims = _function_dims(func)
         self.extra_vars: list[TirVar] = []
+        # Per parameter buffer (by id): how many kernel arguments of the group it is passed
+        # as, and how many of those the kernel marks layout-free.
+        self.param_reads: dict[int, int] = {}
+        self.layout_free_reads: dict[int, int] = {}
 
     def build(self) -> PrimFunc:
         for p in self.func.params:
@@ -187,6 +195,7 @@ class _Fuser:
         if len(formal) != n_in + n_out:
             raise ValueError(f"FuseTIR: {gvar.name_hint} takes {len(formal)} buffers but is "
                              f"called with {n_in} inputs and {n_out} outputs")
+        self._count_param_uses(callee, formal[:n_in], in_bufs)
         out_bufs = []
         for f, si in zip(formal[n_in:], outs):
             buf = _make_buffer(f.name, si, self.names)
@@ -210,6 +219,23 @@ class _Fuser:
         self.allocs += [inline.visit_Buffer(a) for a in allocs]
         self.stmts.append(inline.visit(body))
 
+    def _count_param_uses(self, callee: PrimFunc, formal: list[Buffer],
+                          actual: list[Buffer]) -> None:
+        free = {id(callee.buffer_map[callee.params[int(i)]])
+                for i in callee.attrs.get("layout_free_buffers", ()) or ()
+                if int(i) < len(callee.params) and callee.params[int(i)] in callee.buffer_map}
+        params = {id(b) for b in self.params}
+        for f, a in zip(formal, actual):
+            if id(a) in params:
+                self.param_reads[id(a)] = self.param_reads.get(id(a), 0) + 1
+                if id(f) in free:
+                    self.layout_free_reads[id(a)] = self.layout_free_reads.get(id(a), 0) + 1
+
+    def _layout_free_params(self) -> tuple[int, ...]:
+        """Indices of the parameters whose only use is one layout-free kernel argument."""
+        return tuple(k for k, b in enumerate(self.params)
+                     if self.param_reads.get(id(b)) == 1 and self.layout_free_reads.get(id(b)))
+
     def _finish(self, results: list[Buffer]) -> PrimFunc:
         buffers = self.params + results
         bare = {d for buf in buffers for d in buf.shape if isinstance(d, TirVar)}
@@ -224,10 +250,14 @@ class _Fuser:
         root = Block((), (), (), "root", seq(*self.stmts), None, tuple(self.allocs))
         body = BlockRealize((), tir_op.const(True, "bool"), root)
         handles = [TirVar(f"{b.name}_handle", "handle") for b in buffers]
+        attrs: dict[str, Any] = {"global_symbol": self.name, "tir.noalias": True}
+        layout_free = self._layout_free_params()
+        if layout_free:
+            # Parameter k of the fused function is buffer k (parameters come first).
+            attrs["layout_free_buffers"] = layout_free
+        attrs["op_pattern"] = self.pattern
         func = PrimFunc(tuple(handles) + tuple(extra), body,
-                        FrozenDict(dict(zip(handles, buffers))),
-                        FrozenDict({"global_symbol": self.name, "tir.noalias": True,
-                                    "op_pattern": self.pattern}))
+                        FrozenDict(dict(zip(handles, buffers))), FrozenDict(attrs))
         self.extra_vars = extra
         func = substitute(func, fresh) if fresh else func
         # Compound dims of parameter buffers (a fused reshape's ``n * 12``) become plain vars, as
