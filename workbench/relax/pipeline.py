@@ -15,13 +15,15 @@ The default order, and why:
 5. ``FuseOps``                group producers/consumers into Primitive functions   [fuse]
 6. ``FuseTIR``                one PrimFunc per group                                [fuse]
    ``MetaScheduleApplyDatabase`` tuned schedules from a database                 [database]
-7. ``DeadCodeElimination``    unused bindings and functions (fusion leaves some)
-8. ``ToNonDataflow``          from here on, code has effects
-9. ``CallTIRRewrite``         ``call_tir`` -> ``builtin.alloc_tensor`` + DPS kernel call
-10. ``StaticPlanBlockMemory`` share storage between non-overlapping lifetimes   [plan_memory]
-11. ``LowerAllocTensor``      what is left gets its own storage
-12. ``VMShapeLower``          parameter checks, shape heap, ``make_shape``
-13. ``AttachGlobalSymbol``    kernels are found by name in the compiled library
+7. ``PrepackConstantWeights`` kernels with a weight-packing (layout rewrite) block take
+                              constant weights packed at compile time instead
+8. ``DeadCodeElimination``    unused bindings and functions (fusion leaves some)
+9. ``ToNonDataflow``          from here on, code has effects
+10. ``CallTIRRewrite``        ``call_tir`` -> ``builtin.alloc_tensor`` + DPS kernel call
+11. ``StaticPlanBlockMemory`` share storage between non-overlapping lifetimes   [plan_memory]
+12. ``LowerAllocTensor``      what is left gets its own storage
+13. ``VMShapeLower``          parameter checks, shape heap, ``make_shape``
+14. ``AttachGlobalSymbol``    kernels are found by name in the compiled library
 
 ``relax.build`` then runs ``VMCodeGen`` and compiles the PrimFuncs.
 """
@@ -81,13 +83,16 @@ def get_default_pipeline(target: Any = None, fuse: bool = True,
     for TVM compatibility). ``fuse=False`` skips FuseOps/FuseTIR (one kernel per op);
     ``plan_memory=False`` skips StaticPlanBlockMemory (one storage per tensor).
     ``database`` (a meta-schedule Database) adds ``MetaScheduleApplyDatabase`` right after
-    fusion, so the compiled graph uses the tuned kernels (see ``meta_schedule.compile_relax``)."""
+    fusion, so the compiled graph uses the tuned kernels (see ``meta_schedule.compile_relax``);
+    ``PrepackConstantWeights`` then makes the tuned kernels that pack a constant weight on
+    every call (RewriteLayout) take it packed at compile time."""
     from workbench.relax import transform as T
     from workbench.relax.transform.attach_global_symbol import AttachGlobalSymbol
     from workbench.relax.transform.call_tir_rewrite import CallTIRRewrite, ToNonDataflow
     from workbench.relax.transform.dead_code_elimination import DeadCodeElimination
     from workbench.relax.transform.fuse_ops import FuseOps
     from workbench.relax.transform.fuse_tir import FuseTIR
+    from workbench.relax.transform.prepack_constant_weights import PrepackConstantWeights
     from workbench.relax.transform.static_plan_block_memory import (
         LowerAllocTensor, StaticPlanBlockMemory,
     )
@@ -100,7 +105,10 @@ def get_default_pipeline(target: Any = None, fuse: bool = True,
     if database is not None:
         from workbench.relax.transform.meta_schedule import MetaScheduleApplyDatabase
         passes.append(MetaScheduleApplyDatabase(database, target))
-    passes += [DeadCodeElimination(), ToNonDataflow(), CallTIRRewrite()]
+    # Always, not only with a database: a module may bring its own scheduled kernels; without
+    # a packing block the pass only walks each PrimFunc's statements once.
+    passes += [PrepackConstantWeights(), DeadCodeElimination(), ToNonDataflow(),
+               CallTIRRewrite()]
     if plan_memory:
         passes.append(StaticPlanBlockMemory())
     passes += [LowerAllocTensor(), VMShapeLower(), AttachGlobalSymbol()]

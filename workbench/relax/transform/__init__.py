@@ -23,3 +23,7 @@ __all__ = ["LegalizeOps", "AnnotateTIROpPattern", "OpPatternKind", "FuseOps", "F
 from workbench.relax.transform.meta_schedule import MetaScheduleApplyDatabase  # noqa: E402
 
 __all__ += ["MetaScheduleApplyDatabase"]
+# Constant weights of layout-rewritten tuned kernels, packed at compile time.
+from workbench.relax.transform.prepack_constant_weights import PrepackConstantWeights  # noqa: E402
+
+__all__ += ["PrepackConstantWeights"]
