@@ -175,7 +175,9 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
 def compile_relax(database: Database, mod: Any, target: str | Target,
                   params: Mapping[str, Any] | None = None, **build_kwargs: Any) -> Any:
     """``relax.build`` with every fused kernel that has a record in ``database`` replaced by
-    its best schedule; returns the VM Executable (``exe.lowered_mod`` shows the kernels)."""
+    its best schedule; returns the VM Executable (``exe.lowered_mod`` shows the kernels).
+    With ``params`` bound, weights that a tuned kernel re-lays out (RewriteLayout) are packed
+    once here (PrepackConstantWeights) instead of on every call."""
     from workbench.relax.vm_build import build
     if not isinstance(target, Target):
         target = Target(target)

@@ -43,7 +43,9 @@ def build(mod: IRModule, target: Any = "llvm", params: Mapping[str, Any] | None 
     operator fusion and memory planning; ``relax_pipeline`` replaces the whole pipeline;
     ``instrument(pass_name, module, seconds)`` is called after every pass. ``database`` (a
     meta-schedule Database) replaces each fused kernel by its best tuned schedule
-    (``MetaScheduleApplyDatabase`` after FuseTIR; ignored with ``relax_pipeline``).
+    (``MetaScheduleApplyDatabase`` after FuseTIR; ignored with ``relax_pipeline``); a tuned
+    kernel that packs a weight on every call (RewriteLayout) gets the weight packed at compile
+    time instead when ``params`` binds it (``PrepackConstantWeights``).
     """
     from workbench.codegen.build import build as build_kernels
     from workbench.relax.transform.bind_params import BindParams

@@ -28,7 +28,10 @@ What happens next:
   the output check packs the reference's original-layout weight with the packing function the
   builder compiles next to the kernel (see :mod:`workbench.meta_schedule.runner.reference`);
 - ``compile_tir`` / ``compile_relax`` replay the trace as is: the compiled function keeps the
-  preproc block, takes the weight in its original layout and packs it on every call.
+  preproc block, takes the weight in its original layout and packs it on every call -- except
+  where a Relax build passes a constant (a bound parameter) as that weight:
+  :class:`workbench.relax.transform.PrepackConstantWeights` then strips the block and packs
+  the constant once at compile time (TVM's SplitLayoutRewritePreproc + constant folding).
 """
 from __future__ import annotations
 
