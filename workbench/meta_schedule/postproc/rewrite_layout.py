@@ -40,10 +40,9 @@ from __future__ import annotations
 from workbench.meta_schedule.postproc.postproc import Postproc, register_postproc
 from workbench.tir.buffer import Buffer
 from workbench.tir.function import PrimFunc
-from workbench.tir.functor import IRVisitor
 from workbench.tir.schedule import Schedule
 from workbench.tir.schedule.analysis import suggest_read_layout
-from workbench.tir.stmt import Block
+from workbench.tir.schedule.utils import blocks_under
 
 __all__ = ["RewriteLayout", "LAYOUT_REWRITE_PREPROC", "layout_free_buffers",
            "cache_read_chain"]
@@ -72,15 +71,11 @@ def layout_free_buffers(func: PrimFunc) -> list[Buffer]:
                              f"parameter of a function with {len(func.params)} parameter(s)")
         out.append(func.buffer_map[func.params[i]])
 
-    class _Annotated(IRVisitor):
-        def visit_Block(self, block: Block) -> None:
-            self.generic_visit(block)
-            value = block.annotations.get("layout_free_placeholders", ())
-            for buf in (value if isinstance(value, (tuple, list)) else (value,)):
-                if isinstance(buf, Buffer):
-                    out.append(buf)
-
-    _Annotated().visit(func.body)
+    for block in blocks_under(func.body, post_order=True):
+        value = block.annotations.get("layout_free_placeholders", ())
+        for buf in (value if isinstance(value, (tuple, list)) else (value,)):
+            if isinstance(buf, Buffer):
+                out.append(buf)
     seen: set[int] = set()
     return [b for b in out if not (id(b) in seen or seen.add(id(b)))]
 
@@ -93,17 +88,13 @@ def cache_read_chain(func: PrimFunc, buffer: Buffer) -> list[str]:
     chain: list[str] = []
     cur = [buffer]
 
-    class _Chain(IRVisitor):
-        def visit_Block(self, block: Block) -> None:
-            if (block.init is None and len(block.reads) == 1 and len(block.writes) == 1
-                    and block.reads[0].buffer is cur[0]):
-                dst = block.writes[0].buffer
-                if id(dst) not in params and _same_shape(dst, cur[0]):
-                    chain.append(block.name_hint)
-                    cur[0] = dst
-            self.generic_visit(block)
-
-    _Chain().visit(func.body)
+    for block in blocks_under(func.body):
+        if (block.init is None and len(block.reads) == 1 and len(block.writes) == 1
+                and block.reads[0].buffer is cur[0]):
+            dst = block.writes[0].buffer
+            if id(dst) not in params and _same_shape(dst, cur[0]):
+                chain.append(block.name_hint)
+                cur[0] = dst
     return chain
 
 

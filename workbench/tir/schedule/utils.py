@@ -112,6 +112,26 @@ def _collect_realizes(stmt: Any, out: list[BlockRealize]) -> None:
             _collect_realizes(s, out)
 
 
+def blocks_under(stmt: Any, post_order: bool = False) -> list[Block]:
+    """Every Block inside ``stmt`` (nested ones too), parents before children unless
+    ``post_order``; walks statements only, like :func:`realizes_under`."""
+    out: list[Block] = []
+
+    def walk(s: Any) -> None:
+        t = type(s)
+        if t is BufferStore or t is Evaluate:
+            return
+        if t is Block and not post_order:
+            out.append(s)
+        for c in (s.seq if t is SeqStmt else child_stmts(s)):
+            walk(c)
+        if t is Block and post_order:
+            out.append(s)
+
+    walk(stmt)
+    return out
+
+
 def realizes_under(stmt: Stmt) -> list[BlockRealize]:
     """Every BlockRealize inside ``stmt`` (not descending into found blocks' bodies).
 

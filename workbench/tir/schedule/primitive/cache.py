@@ -27,7 +27,7 @@ from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, IRVisitor, substitute
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.state import BlockInfo, FuncIndex, replace_stmt
-from workbench.tir.schedule.utils import realizes_under
+from workbench.tir.schedule.utils import blocks_under, realizes_under
 from workbench.tir.stmt import (
     Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar, SeqStmt, Stmt,
 )
@@ -75,13 +75,8 @@ def unique_name(base: str, taken: set[str]) -> str:
 
 def buffer_names(func: PrimFunc) -> set[str]:
     names = {b.name for b in func.buffer_map.values()}
-
-    class _V(IRVisitor):
-        def visit_Block(self, b: Block) -> None:
-            names.update(buf.name for buf in b.alloc_buffers)
-            self.generic_visit(b)
-
-    _V().visit(func.body)
+    for b in blocks_under(func.body):
+        names.update(buf.name for buf in b.alloc_buffers)
     return names
 
 
@@ -110,15 +105,7 @@ def alloc_site(index: FuncIndex, buf: Buffer) -> tuple[Block, tuple[Stmt, ...]] 
 
 
 def _descendant_names(block: Block) -> set[str]:
-    names: set[str] = set()
-
-    class _V(IRVisitor):
-        def visit_Block(self, b: Block) -> None:
-            names.add(b.name_hint)
-            self.generic_visit(b)
-
-    _V().visit(block.body)
-    return names
+    return {b.name_hint for b in blocks_under(block.body)}
 
 
 def _writes(block: Block, buf: Buffer) -> bool:
