@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+CHROMIUM_STAMP := $(VENV)/.chromium
 
-.PHONY: demo test test-quick lab bench clean extension
+.PHONY: demo test test-quick test-browser lab bench clean extension
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,14 +16,38 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
+# The browser tests (tests/browser) drive JupyterLab in a headless Chromium: install Debian's
+# when there is none (as root, or through sudo). WORKBENCH_CHROMIUM=/path/to/chrome uses
+# another Chromium or Chrome instead. `make demo` never needs a browser.
+NO_CHROMIUM := The browser tests need Chromium: as root, run 'apt-get install -y \
+	--no-install-recommends chromium', or set WORKBENCH_CHROMIUM=/path/to/chromium-or-chrome
+$(CHROMIUM_STAMP): | $(BIN)/python
+	@if [ -n "$$WORKBENCH_CHROMIUM" ]; then \
+		[ -x "$$WORKBENCH_CHROMIUM" ] || { \
+			echo "WORKBENCH_CHROMIUM=$$WORKBENCH_CHROMIUM is not an executable file" >&2; exit 1; }; \
+	elif ! command -v chromium >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; \
+		elif command -v sudo >/dev/null 2>&1; then SUDO=sudo; \
+		else echo "$(NO_CHROMIUM)" >&2; exit 1; fi; \
+		command -v apt-get >/dev/null 2>&1 || { echo "$(NO_CHROMIUM) (no apt-get here)" >&2; exit 1; }; \
+		echo "Installing Chromium for the browser tests (apt-get)"; \
+		$$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y --no-install-recommends chromium || exit 1; \
+	fi
+	touch $@
+
 demo: $(STAMP)
 	$(BIN)/workbench demo
 
-test: $(STAMP)
+test: $(STAMP) $(CHROMIUM_STAMP)
 	$(BIN)/python -m pytest --nbmake tests notebooks
 
 test-quick: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow and not tuning and not notebook" tests
+	$(BIN)/python -m pytest -m "not slow and not tuning and not notebook and not browser" tests
+
+# JupyterLab, the Report renderer and the widgets in a real (headless) browser.
+test-browser: $(STAMP) $(CHROMIUM_STAMP)
+	$(BIN)/python -m pytest -m browser tests/browser
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/

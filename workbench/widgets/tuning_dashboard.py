@@ -30,9 +30,12 @@ flag. The next ``apply`` -- which runs after ``AddToDatabase`` has stored the ba
 TVM's public ``task_scheduler.terminate_task(i)`` for every task still alive, so the loop
 ends after the current batch and everything measured stays in the database. A task with a
 batch still in flight is left alone until that batch is joined (its own ``apply`` then
-terminates it), so no measured result is dropped. In a notebook the click is only delivered
-while the cell runs if the front end sends comms on a subshell (JupyterLab 4.6 default) or
-the tuning runs in a background thread; otherwise it takes effect for the next run.
+terminates it), so no measured result is dropped. In a notebook the click reaches the kernel
+only when the main shell is free: JupyterLab 4.6 sends widget comms on a subshell, but
+ipykernel 7.4 hands a comm message to the shell that last sent on that comm -- the main shell
+for a widget a cell created -- so a tuning run in the cell itself cannot be stopped (the
+click is handled after the cell). Run the tuning in a ``threading.Thread`` with a dashboard
+displayed beforehand to keep Stop live (tests/browser/test_widgets_browser.py checks both).
 """
 from __future__ import annotations
 

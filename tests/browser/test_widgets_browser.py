@@ -1,0 +1,227 @@
+"""The notebook widgets (ipywidgets + plotly) with a live kernel in a real JupyterLab: cells
+run through the UI (click the prompt, Shift+Enter), their widget output renders, controls
+reach the kernel and come back, and what the TuningDashboard's Stop button really does.
+
+Stop, as found here (JupyterLab 4.6.6, ipykernel 7.4.0, ipywidgets 8.1.9): JupyterLab sends
+the click on a kernel subshell (setting ``commsOverSubshells``, default "perCommTarget"), but
+ipykernel routes a comm message to the shell that last *sent* on that comm
+(``BaseComm._reply_subshell_for``), and a widget created by a cell last sent from the main
+shell. So the click waits behind the running cell: a tuning run in the cell itself cannot be
+stopped, while a tuning run in a background thread (the cell has returned, the main shell is
+free) stops after the batch being measured. One test pins each behaviour.
+"""
+import re
+import time
+
+import nbformat
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
+
+# A tiny, fast tuning (replay-trace search, random cost model, 1 ms measurements) of a
+# 16x16 matmul, with the dashboard shown by tune_tir itself (dashboard=True).
+TUNING_SOURCE = '''
+import tempfile
+import time
+
+import workbench.meta_schedule as ms
+from workbench import te
+from workbench.ir.module import IRModule
+from workbench.meta_schedule.runner import EvaluatorConfig, LocalRunner
+from workbench.widgets import ReportView, TuningDashboard
+
+
+def matmul(n=16):
+    A = te.placeholder((n, n), "float32", name="A")
+    B = te.placeholder((n, n), "float32", name="B")
+    k = te.reduce_axis((0, n), name="k")
+    C = te.compute((n, n), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return IRModule({"main": te.create_prim_func([A, B, C])})
+
+
+def tune(max_trials_global, dashboard=True):
+    runner = LocalRunner(evaluator_config=EvaluatorConfig(number=1, repeat=1, min_repeat_ms=1))
+    return ms.tune_tir(matmul(16), "llvm -num-cores=2", tempfile.mkdtemp(),
+                       max_trials_global=max_trials_global, num_trials_per_iter=4,
+                       runner=runner, strategy="replay-trace", cost_model="random", seed=0,
+                       dashboard=dashboard)
+'''
+
+
+def _notebook(jupyter_lab, name, report_source, *sources):
+    cells = [nbformat.v4.new_code_cell(report_source + TUNING_SOURCE)]
+    cells += [nbformat.v4.new_code_cell(source) for source in sources]
+    return jupyter_lab.write_notebook(name, cells)
+
+
+def _texts(locator) -> list[str]:
+    return [t.strip() for t in locator.all_text_contents()]
+
+
+def _wait_for_text(locator, pattern: str, timeout_s: float) -> re.Match:
+    """Poll ``locator``'s text until ``pattern`` matches; return the match."""
+    deadline = time.monotonic() + timeout_s
+    text = ""
+    while time.monotonic() < deadline:
+        text = locator.inner_text() if locator.count() else ""
+        found = re.search(pattern, text)
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"no {pattern!r} within {timeout_s:.0f} s; the text was:\n{text}")
+
+
+def _eventually(check, timeout_s: float, what: str):
+    """Poll ``check()`` until it returns a true value (widget updates arrive asynchronously)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert value, f"{what}: not within {timeout_s:.0f} s"
+    return value
+
+
+def test_report_view_and_tuning_dashboard_render_and_respond(notebook, jupyter_lab,
+                                                              report_source):
+    url = _notebook(jupyter_lab, "widgets.ipynb", report_source,
+                    "ReportView(make_report())",
+                    "db = tune(8)\nprint(f'RECORDS {len(db.get_all_tuning_records())}')")
+    notebook.open(url)
+    notebook.run_cell(0)
+    notebook.run_cell(1)
+
+    # ---- ReportView: tabs, the call table, a control that goes to the kernel and back ----
+    view = notebook.output(1)
+    table = view.locator("table.wb-report-view")
+    table.wait_for(timeout=60_000)
+    tab_titles = _texts(view.locator(".lm-TabBar-tabLabel"))
+    assert tab_titles == ["Table", "Time by operator", "Share", "Timeline"], tab_titles
+    assert sorted(_texts(table.locator("tbody tr td:first-child"))) == \
+        ["add_one_16", "exp_64", "matmul_64"]
+    # Typing in the Filter box is a comm message to the kernel; the kernel's refresh()
+    # sends the filtered table and charts back.
+    view.locator(".widget-text input").fill("exp")
+    _eventually(lambda: _texts(table.locator("tbody tr td:first-child")) == ["exp_64"],
+                20, "the table filtered to exp_64")
+    view.locator(".lm-TabBar-tab", has_text="Time by operator").click()
+    chart = view.locator(".js-plotly-plot", has_text="Time by operator")
+    chart.wait_for(timeout=20_000)
+    assert chart.is_visible()
+    _eventually(lambda: chart.locator(".barlayer .point").count() == 1 and
+                _texts(chart.locator(".yaxislayer-above .ytick")) == ["exp_64"],
+                20, "one bar, exp_64, in 'Time by operator'")
+
+    # ---- TuningDashboard shown by tune_tir(dashboard=True) ----
+    notebook.run_cell(2)
+    dash = notebook.output(2)
+    _wait_for_text(dash, r"RECORDS 8", timeout_s=90)
+    summary = dash.locator(".widget-html-content", has_text="trials").first
+    _wait_for_text(summary, r"8/8\s*trials.*finished", timeout_s=20)
+    tuning_table = dash.locator("table.wb-tuning-table")
+    headers = _texts(tuning_table.locator("thead th"))
+    row = dict(zip(headers, _texts(tuning_table.locator("tbody tr").first.locator("td"))))
+    assert (row["Name"], row["Trials"], row["Done"]) == ("main", "8", "Y"), row
+    assert float(row["Speed (GFLOPS)"]) > 0
+    stop = dash.locator("button.widget-button", has_text="Stop")
+    assert stop.is_disabled(), "Stop stays enabled after the run finished"
+    plots = dash.locator(".js-plotly-plot")
+    assert plots.count() == 2
+    assert _texts(dash.locator(".js-plotly-plot .gtitle")) == ["Best so far", "Candidates"]
+    # Every measured candidate is a marker in "Candidates" (errors included, at y = 0).
+    candidates = plots.nth(1)
+    _eventually(lambda: candidates.locator(".scatterlayer .point").count() == 8, 20,
+                "8 markers in 'Candidates'")
+    # The y-axis toggle goes to the kernel, which re-plots the candidates as latencies.
+    dash.locator(".widget-toggle-buttons button", has_text="Latency (us)").click()
+    _eventually(lambda: "Latency (us)" in _texts(candidates.locator(".g-ytitle")), 20,
+                "the Candidates y axis switched to Latency (us)")
+
+
+def _trials_at_least(summary, budget: int, least: int, timeout_s: float) -> tuple[int, str]:
+    """Wait until the dashboard's summary line shows at least ``least`` trials; return the
+    count and the line."""
+    deadline = time.monotonic() + timeout_s
+    text = ""
+    while time.monotonic() < deadline:
+        text = summary.inner_text() if summary.count() else ""
+        found = re.search(rf"(\d+)/{budget}\s*trials", text)
+        if found and int(found.group(1)) >= least:
+            return int(found.group(1)), text
+        time.sleep(0.1)
+    raise AssertionError(f"fewer than {least} trials after {timeout_s:.0f} s: {text!r}")
+
+
+def test_stop_in_a_running_cell_waits_for_the_cell_to_end(notebook, jupyter_lab, report_source):
+    """The gap, pinned: Stop clicked while ``tune_tir`` runs in the cell itself is handled only
+    once the cell has ended, so the run uses its whole budget. If this starts failing because
+    the run ended early, Stop now works in the cell: update this test, the note in
+    workbench/widgets/tuning_dashboard.py and docs/internals.md."""
+    budget = 48  # about 8 s here: time to click Stop well before the end
+    url = _notebook(jupyter_lab, "stop_in_cell.ipynb", report_source,
+                    f"dash = TuningDashboard()\ndb = tune({budget}, dash)\n"
+                    "print(f'RUN records={len(db.get_all_tuning_records())} '\n"
+                    "      f'stop_requested={dash.stop_requested}')",
+                    "print(f'AFTER stop_requested={dash.stop_requested}')")
+    notebook.open(url)
+    notebook.run_cell(0)
+    notebook.run_cell(1)
+    dash = notebook.output(1)
+    summary = dash.locator(".widget-html-content", has_text="trials").first
+    stop = dash.locator("button.widget-button", has_text="Stop")
+    seen, line = _trials_at_least(summary, budget, 4, timeout_s=60)
+    assert seen < budget and "running" in line, f"the run ended before Stop was clicked: {line}"
+    stop.click()
+
+    ran = _wait_for_text(dash, r"RUN records=(\d+) stop_requested=(\w+)", timeout_s=90)
+    assert int(ran.group(1)) == budget, f"the run ended early ({ran.group(0)}): Stop now " \
+        "works while the cell runs; update this test and the notes (see the docstring)"
+    assert ran.group(2) == "False"  # the click had not reached the kernel during the run
+    notebook.run_cell(2)
+    after = _wait_for_text(notebook.output(2), r"AFTER stop_requested=(\w+)", timeout_s=30)
+    assert after.group(1) == "True"  # it was delivered, once the main shell was free
+
+
+def test_stop_ends_a_tuning_running_in_a_background_thread(notebook, jupyter_lab,
+                                                           report_source):
+    """The documented way to keep Stop live (notebooks/05): tune in a ``threading.Thread``
+    with a dashboard displayed beforehand. The click reaches the idle main shell at once and
+    the run ends after the batch being measured, keeping every measured record."""
+    budget = 2000  # about 5 minutes of tuning here if Stop did nothing
+    url = _notebook(jupyter_lab, "stop_thread.ipynb", report_source,
+                    "import threading\n"
+                    "dash = TuningDashboard()\n"
+                    "display(dash)\n"
+                    "result = {}\n"
+                    f"worker = threading.Thread(target=lambda: result.update(db=tune({budget}, "
+                    "dash)))\n"
+                    "worker.start()",
+                    "worker.join(timeout=120)\n"
+                    "print(f'STOPPED alive={worker.is_alive()} '\n"
+                    "      f'records={len(result[\"db\"].get_all_tuning_records())} '\n"
+                    "      f'trials={dash.progress.snapshot().trials}')")
+    notebook.open(url)
+    notebook.run_cell(0)
+    notebook.run_cell(1)
+    dash = notebook.output(1)
+    summary = dash.locator(".widget-html-content", has_text="trials").first
+    stop = dash.locator("button.widget-button", has_text="Stop")
+    seen, line = _trials_at_least(summary, budget, 4, timeout_s=60)
+    stop.click()
+    clicked = time.monotonic()
+    notebook.run_cell(2)
+
+    stopped = _wait_for_text(notebook.output(2),
+                             r"STOPPED alive=(\w+) records=(\d+) trials=(\d+)", timeout_s=120)
+    elapsed = time.monotonic() - clicked
+    alive, records, trials = stopped.group(1), int(stopped.group(2)), int(stopped.group(3))
+    assert alive == "False"
+    assert seen <= records < budget, (seen, records)
+    # The page shows the count a render late; a few batches of slack, against a 2000 budget.
+    assert records <= seen + 24, f"{records} records: tuning went on for a while after Stop"
+    assert trials == records  # the dashboard saw every stored record: nothing was dropped
+    _wait_for_text(summary, rf"{records}/{budget}\s*trials.*finished", timeout_s=20)
+    assert stop.is_disabled()
+    print(f"Stop clicked at {seen} trials; the run ended {elapsed:.1f} s later with "
+          f"{records} records")
