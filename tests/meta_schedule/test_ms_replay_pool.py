@@ -162,3 +162,55 @@ def _main_only_class():
     mod.NotImportable = NotImportable
     sys.modules[mod.__name__] = mod
     return NotImportable
+
+
+_ORPHAN_SCRIPT = r"""
+import sys, time
+sys.path.insert(0, {root!r})
+from workbench.meta_schedule.search_strategy.replay_pool import ReplayPool
+from workbench.meta_schedule.builder.local_builder import LocalBuilder
+
+if __name__ == "__main__":
+    pool = ReplayPool(2)
+    ex = pool._pool()
+    [f.result() for f in [ex.submit(time.sleep, 0.01) for _ in range(4)]]
+    builder = LocalBuilder(max_workers=1)
+    builder._pool.run(time.sleep, [(0.01,)], 30)
+    pids = [p.pid for p in ex._processes.values()] + list(builder._pool._procs)
+    print(" ".join(map(str, pids)), flush=True)
+    time.sleep(60)
+"""
+
+
+def test_workers_exit_when_the_parent_is_killed(tmp_path):
+    """A killed (or restarted) kernel must not leave replay or builder workers behind."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    script = tmp_path / "parent.py"
+    script.write_text(_ORPHAN_SCRIPT.format(root=str(Path(__file__).resolve().parents[2])))
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(x) for x in parent.stdout.readline().split()]
+        assert len(pids) == 3
+        parent.kill()
+        parent.wait(10)
+        deadline = time.monotonic() + 10
+        alive = pids
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+            alive = [p for p in alive if _alive(p)]
+        assert not alive, f"workers {alive} outlived their killed parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False

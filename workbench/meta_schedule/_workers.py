@@ -35,7 +35,8 @@ from typing import Any, Callable, Sequence
 
 from workbench import options
 
-__all__ = ["Outcome", "TimedProcessPool", "IsolatedWorker", "describe_exit", "Chain"]
+__all__ = ["Outcome", "TimedProcessPool", "IsolatedWorker", "describe_exit", "Chain",
+           "exit_with_parent"]
 
 
 def _check_start_method(value: str) -> None:
@@ -96,10 +97,26 @@ def _apply_options(snapshot: dict[str, Any]) -> None:
             pass  # an option of a package this worker has not imported
 
 
+def exit_with_parent(poll_seconds: float = 1.0) -> None:
+    """In a worker process: exit as soon as the parent process is gone. Pool workers wait on
+    their queue forever otherwise, so every killed or restarted Jupyter kernel would leave its
+    idle workers behind."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_seconds)
+            if os.getppid() != parent:  # re-parented: the parent died
+                os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def _worker_setup(initializer: Callable[[], None] | None) -> None:
     # Dump the Python stack of a crashing job to stderr; the signal is re-raised afterwards,
     # so the parent still sees the real exit status.
     faulthandler.enable()
+    exit_with_parent()
     if initializer is not None:
         initializer()
 

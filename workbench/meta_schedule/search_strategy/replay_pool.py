@@ -89,9 +89,11 @@ class ReplayPool:
 
     def _pool(self) -> cf.ProcessPoolExecutor:
         if self._executor is None:
+            from workbench.meta_schedule._workers import exit_with_parent
             ctx = mp.get_context(options.get("ms_worker_start_method"))
             self._executor = cf.ProcessPoolExecutor(max_workers=self.num_workers,
-                                                    mp_context=ctx)
+                                                    mp_context=ctx,
+                                                    initializer=exit_with_parent)
         return self._executor
 
     def _drop(self) -> None:
