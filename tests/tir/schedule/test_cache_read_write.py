@@ -449,3 +449,21 @@ def test_consumer_outside_the_scope_is_refused():
     root = sch.get_block("root")
     assert_refused(sch, lambda: sch.cache_read(b, 0, "local", consumer_blocks=[root]),
                    "not inside the scope")
+
+
+@pytest.mark.parametrize("cache", ["write", "read"])
+def test_cache_after_a_non_dividing_split_stays_inside_the_buffer(cache):
+    """Relaxing the loops of a predicated block (8 rows split 3 x 3) covers 9 rows; the copy
+    must clamp to the buffer's 8 (it used to copy a 9th row out of bounds: found by the
+    schedule property test on conv2d / depthwise padding stages)."""
+    f = elementwise_chain()
+    sch = Schedule(f)
+    b = sch.get_block("B")
+    sch.split(sch.get_loops(b)[0], [3, None])
+    if cache == "write":
+        sch.cache_write(b, 0, "local")
+    else:
+        sch.cache_read(sch.get_block("C"), 0, "local")
+    text = sch.mod["main"].script()
+    assert "T.grid(9" not in text
+    check_schedule(sch, f, ref_elementwise_chain, rand(8, 8))

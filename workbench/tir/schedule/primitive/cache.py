@@ -193,9 +193,13 @@ def _relaxed_region(info: BlockInfo, region: BufferRegion, loc: Stmt) -> list[Ra
     (TVM's RelaxBufferRegion); an unbounded dimension covers the whole buffer."""
     realize, block = info.realize, info.block
     vmap = {iv.var: v for iv, v in zip(block.iter_vars, realize.iter_values)}
-    below = info.ancestors[next(k for k, s in enumerate(info.ancestors) if s is loc) + 1:]
+    cut = next(k for k, s in enumerate(info.ancestors) if s is loc) + 1
+    below = info.ancestors[cut:]
     dom = {s.loop_var: Range(s.min, s.extent) for s in below if isinstance(s, For)}
     ana = Analyzer()
+    for s in info.ancestors[:cut]:  # the loops that stay: their ranges bound the region
+        if isinstance(s, For):
+            ana.bind(s.loop_var, Range(s.min, s.extent), allow_override=True)
     out = []
     for r, dim in zip(region.region, region.buffer.shape):
         lo_set = ana.int_set(substitute(r.min, vmap), dom)
@@ -204,7 +208,14 @@ def _relaxed_region(info: BlockInfo, region: BufferRegion, loc: Stmt) -> list[Ra
             out.append(Range(op.const(0, dim.dtype), dim))
             continue
         lo = ana.simplify(lo_set.min_value)
-        out.append(Range(lo, ana.simplify(op.add(op.sub(hi_set.max_value, lo), 1))))
+        hi = ana.simplify(hi_set.max_value)
+        # Relaxing ignores the block's predicate: a non-dividing split makes the loops cover
+        # more than the buffer (3 x 3 iterations over 8 rows); the copy must stay inside it.
+        if not ana.can_prove(op.ge(lo, 0)):
+            lo = ana.simplify(op.max(lo, op.const(0, lo.dtype)))
+        if not ana.can_prove(op.lt(hi, dim)):
+            hi = ana.simplify(op.min(hi, op.sub(dim, 1)))
+        out.append(Range(lo, ana.simplify(op.add(op.sub(hi, lo), 1))))
     return out
 
 
