@@ -15,6 +15,7 @@ from workbench.tir.functor import IRVisitor, substitute
 from workbench.tir.schedule import BlockRV, Schedule
 from workbench.tir.schedule.primitive.block_scope import is_output_block, loop_iter_type
 from workbench.tir.schedule.state import BlockInfo, FuncIndex
+from workbench.tir.schedule.utils import realizes_under
 from workbench.tir.stmt import Block, BlockRealize, For, IterType, SeqStmt
 
 __all__ = [
@@ -282,20 +283,6 @@ def expr_vars(exprs: Iterable[Any]) -> set[Var]:
     return found
 
 
-def realizes_in(stmt: Any) -> list[BlockRealize]:
-    """BlockRealizes inside ``stmt``, not descending into the blocks found."""
-    from workbench.tir.schedule.state import child_stmts
-    out: list[BlockRealize] = []
-    stack = [stmt]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, BlockRealize):
-            out.append(node)
-            continue
-        stack.extend(reversed(list(child_stmts(node))))
-    return out
-
-
 def loop_iter_types(loops: list[For]) -> list[int]:
     """TVM's GetLoopIterType for each loop: DATA_PAR when the loop only feeds data-parallel
     block variables of the blocks below it, COMM_REDUCE when only reduction ones, OPAQUE
@@ -303,7 +290,7 @@ def loop_iter_types(loops: list[For]) -> list[int]:
     if not loops:
         return []
     uses: list[tuple[set[Var], int]] = []
-    for r in realizes_in(loops[0].body):
+    for r in realizes_under(loops[0].body):
         for iv, value in zip(r.block.iter_vars, r.iter_values):
             uses.append((expr_vars([value]), iv.iter_type))
     out = []

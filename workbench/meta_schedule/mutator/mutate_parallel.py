@@ -20,6 +20,7 @@ from workbench.meta_schedule.mutator.mutator import Mutator, register_mutator
 from workbench.meta_schedule.schedule_rule.parallel_vectorize_unroll import _num_cores
 from workbench.tir.schedule import Schedule, ScheduleError, Trace
 from workbench.tir.schedule.instruction import Instruction
+from workbench.tir.schedule.utils import realizes_under
 from workbench.tir.stmt import BlockRealize, For, IterType
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -94,7 +95,7 @@ def _analyze_parallel(sch: Schedule, block: str, limit: int) -> list[list[int]]:
     of the constant spatial loops above it that are outside every non-spatial loop, stopping
     once a product reaches ``limit`` (TVM's AnalyzeParallel)."""
     info = sch._index().blocks[block]
-    realizes = A.realizes_in(info.block.body)
+    realizes = realizes_under(info.block.body)
     non_spatial = set()
     for r in realizes:
         for iv, value in zip(r.block.iter_vars, r.iter_values):

@@ -43,12 +43,14 @@ from workbench.tir.function import PrimFunc
 from workbench.tir.schedule import Schedule
 from workbench.tir.schedule.analysis import suggest_read_layout
 from workbench.tir.schedule.utils import blocks_under
+from workbench.tir.transform.remove_weight_layout_rewrite_block import PREPROC_ANNOTATION
 
 __all__ = ["RewriteLayout", "LAYOUT_REWRITE_PREPROC", "layout_free_buffers",
            "cache_read_chain"]
 
-#: The annotation marking a preproc (weight packing) block, as TVM spells it.
-LAYOUT_REWRITE_PREPROC = "meta_schedule.layout_rewrite_preproc"
+#: The annotation marking a preproc (weight packing) block, as TVM spells it (defined by the
+#: pass that strips those blocks).
+LAYOUT_REWRITE_PREPROC = PREPROC_ANNOTATION
 
 
 @register_postproc("rewrite-layout")

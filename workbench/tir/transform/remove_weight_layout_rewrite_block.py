@@ -42,7 +42,8 @@ from workbench.tir.function import PrimFunc, prim_func
 from workbench.tir.functor import IRVisitor, substitute
 from workbench.tir.schedule.index_map import IndexMap, free_vars_ok
 from workbench.tir.schedule.primitive.cache import alloc_site
-from workbench.tir.schedule.state import FuncIndex, child_stmts, replace_stmt
+from workbench.tir.schedule.state import FuncIndex, replace_stmt
+from workbench.tir.schedule.utils import blocks_under
 from workbench.tir.stmt import (
     Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar, Stmt,
 )
@@ -156,11 +157,7 @@ def remove_weight_layout_rewrite_block(func: PrimFunc) -> PrimFunc:
 def _has_preproc(stmt: Stmt) -> bool:
     """Any preproc block below ``stmt`` (a walk over statements only: cheap, and it accepts any
     function, as ArgInfo asks about every task)."""
-    if isinstance(stmt, BlockRealize):
-        block = stmt.block
-        return _is_preproc(block) or _has_preproc(block.body) or \
-            (block.init is not None and _has_preproc(block.init))
-    return any(_has_preproc(c) for c in child_stmts(stmt))
+    return any(_is_preproc(b) for b in blocks_under(stmt))
 
 
 def _is_preproc(block: Block) -> bool:
