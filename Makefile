@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CHROMIUM_STAMP := $(VENV)/.chromium
 
-.PHONY: demo test test-quick test-browser lab bench clean extension
+.PHONY: demo test test-quick test-browser lint lab bench clean extension
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,8 +39,12 @@ $(CHROMIUM_STAMP): | $(BIN)/python
 demo: $(STAMP)
 	$(BIN)/workbench demo
 
-test: $(STAMP) $(CHROMIUM_STAMP)
+test: $(STAMP) $(CHROMIUM_STAMP) lint
 	$(BIN)/python -m pytest --nbmake tests notebooks
+
+# ruff (configured in pyproject.toml): unused imports, undefined names, likely bugs.
+lint: $(STAMP)
+	$(BIN)/ruff check .
 
 test-quick: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow and not tuning and not notebook and not browser" tests

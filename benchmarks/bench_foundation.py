@@ -77,7 +77,7 @@ def bench_add() -> None:
         f = add_kernel(N_ADD, par, vec)["main"]
         f(na, nb, nc)
         assert np.array_equal(nc.numpy(), a + b), label
-        t = median_seconds(lambda: f(na, nb, nc))
+        t = median_seconds(lambda f=f: f(na, nb, nc))
         mark = "   <- target >= 0.7" if label.startswith("parallel + vectorized x16") else ""
         print(f"   {label:<34} {t * 1e3:8.2f} ms  {gbs(t):6.1f} GB/s  "
               f"fraction of numpy {t_np / t:5.2f}{mark}")

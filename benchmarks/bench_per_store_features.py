@@ -73,21 +73,21 @@ def main() -> None:
     for name, mod in (("matmul 512^3", matmul()), ("conv2d 1x64x56x56 k3", conv2d())):
         ctx, cands = candidates(mod, N_CANDIDATES)
 
-        def cold(c):
+        def cold(c, ctx=ctx):
             X._FEATURES.data.clear()
             P._LOWERED.data.clear()
             ext.extract_from(ctx, [c])
 
         cold_ms = per_candidate_ms(cold, cands)
         ext.extract_from(ctx, cands)
-        warm_ms = per_candidate_ms(lambda c: ext.extract_from(ctx, [c]), cands)
+        warm_ms = per_candidate_ms(lambda c, ctx=ctx: ext.extract_from(ctx, [c]), cands)
         lowered = [P.lower(c.sch.mod, passes=P.FEATURE_PASSES) for c in cands]
         lower_ms = per_candidate_ms(lambda c: P.lower(c.sch.mod, passes=P.FEATURE_PASSES),
                                     cands)
         walk_ms = per_candidate_ms(lambda m: collect_rows(m, FeatureConfig()), lowered)
         from workbench.meta_schedule.feature_extractor import PerStoreFeature
         reduced = PerStoreFeature()
-        reduced_ms = per_candidate_ms(lambda c: reduced.extract_from(ctx, [c]), cands)
+        reduced_ms = per_candidate_ms(lambda c, r=reduced, ctx=ctx: r.extract_from(ctx, [c]), cands)
         rows = statistics.median(len(f) for f in ext.extract_from(ctx, cands))
         print(f"{name}: {len(cands)} candidates, median {rows} rows")
         print(f"  cold (lower + walk): {cold_ms:6.2f} ms/candidate  "

@@ -113,7 +113,7 @@ def bench_matmul() -> None:
         f = wb.build(sch.mod)["main"]
         f(na, nb, nc)
         np.testing.assert_allclose(nc.numpy(), expected, rtol=1e-4)
-        t, t_np = interleaved(lambda: f(na, nb, nc), lambda: np.dot(a, b))
+        t, t_np = interleaved(lambda f=f: f(na, nb, nc), lambda: np.dot(a, b))
         print(f"   {label:<22} {flops / t / 1e9:7.1f} GFLOPS   numpy np.dot "
               f"{flops / t_np / 1e9:7.1f} GFLOPS   ratio to numpy {t_np / t:5.2f}")
 

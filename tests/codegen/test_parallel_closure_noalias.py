@@ -70,7 +70,7 @@ def test_parallel_max_chain_compiles_quickly():
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               timeout=60)
     except subprocess.TimeoutExpired:
-        raise AssertionError("LLVM optimisation of the parallel max-chain nest took > 60 s")
+        raise AssertionError("LLVM optimisation of the parallel max-chain nest took > 60 s") from None
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "compiled in" in proc.stdout
 

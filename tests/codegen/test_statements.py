@@ -51,7 +51,7 @@ def test_if_while_let_select():
     n = 16
     A = tir.decl_buffer((n,), "int32", "A")
     B = tir.decl_buffer((n,), "int32", "B")
-    i, x, c = tir.Var("i"), tir.Var("x"), tir.Var("c")
+    i, x = tir.Var("i"), tir.Var("x")
     # B[i] = number of halvings to reach 0, with a let and a select
     C = tir.decl_buffer((1,), "int32", "C", scope="local")
     loop_body = S.Allocate(C.data, "int32", (tir.const(1),), tir.const(True), S.DeclBuffer(C, S.SeqStmt((

@@ -292,7 +292,7 @@ def test_html_highlight_escapes_and_colours():
 def test_deep_expression_prints():
     x = Var("x")
     e = x
-    for k in range(3000):
+    for _ in range(3000):
         e = tir.Add(e, tir.IntImm("int32", 1), "int32")
     text = repr(e)
     assert text.startswith("x + 1 + 1") and text.count("+") == 3000

@@ -136,7 +136,6 @@ def test_fcompute_arity_and_bodies():
 
 def test_reducer_argument_errors():
     A = te.placeholder((4,), name="A")
-    i = te.var("i")
     with pytest.raises(TypeError, match="axis="):
         te.sum(A[0])
     with pytest.raises(TypeError, match="reduce_axis"):

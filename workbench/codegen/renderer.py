@@ -14,7 +14,7 @@ from typing import Any, Callable
 import llvmlite.ir as ir
 
 from workbench.codegen.intrinsics import INTRINSIC_RULES
-from workbench.codegen.llvm_types import I1, I8, I32, I64, I8P, element_bytes, memory_type, \
+from workbench.codegen.llvm_types import I8, I32, I64, I8P, element_bytes, memory_type, \
     value_type
 from workbench.ir import dtype as dt
 from workbench.ir.module import IRModule

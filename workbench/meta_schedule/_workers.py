@@ -283,7 +283,7 @@ class TimedProcessPool:
     def _expire(self, inflight: dict, results: list, queue: collections.deque) -> None:
         now = time.monotonic()
         retry = []
-        for fut, (idx, deadline) in inflight.items():
+        for idx, deadline in inflight.values():
             if deadline <= now:
                 results[idx] = Outcome("timeout")
             else:
@@ -314,7 +314,7 @@ class TimedProcessPool:
         # something else, unless it was itself killed from outside.
         exitcodes.sort(key=lambda code: code in (-signal.SIGTERM, -signal.SIGKILL))
         # Every other in-flight future of a broken pool fails too: collect them.
-        for fut, (idx, _) in list(inflight.items()):
+        for idx, _ in list(inflight.values()):
             broken.append(idx)
         inflight.clear()
         self._restart()

@@ -237,7 +237,7 @@ def loop_strides(info: BlockInfo, loops: list[For]) -> list[list[int]]:
             continue
         idx = [substitute(e, binding) for e in _region_indices(reg)]
 
-        def flat(env: dict) -> int:
+        def flat(env: dict, idx: list = idx, shape: list = shape) -> int:
             total = 0
             for e, s in zip(idx, shape):
                 total = total * s + int(evaluate(e, env))

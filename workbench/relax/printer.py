@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from workbench.ir.module import GlobalVar
 from workbench.ir.printer import (
-    format_value, indent, quote, register_function_printer, register_script,
+    format_value, quote, register_function_printer, register_script,
     register_short_repr,
 )
 from workbench.relax.expr import (

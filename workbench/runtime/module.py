@@ -223,7 +223,7 @@ class Module:
 
     def _repr_html_(self) -> str:
         rows = []
-        for name, (params, shape_vars, _) in self._specs.items():
+        for name, (params, _, _) in self._specs.items():
             sig = ", ".join(f"{p.name}: {p.describe()}" for p in params)
             star = " (entry)" if name == self._entry else ""
             rows.append(f"<li><code>{html.escape(name)}({html.escape(sig)})</code>{star}</li>")

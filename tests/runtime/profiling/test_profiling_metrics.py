@@ -29,7 +29,7 @@ def test_equality_hash_and_ordering():
     assert Count(1) < Count(2) and Duration(3.0) >= Duration(2.0)
     assert sorted([Ratio(2.0), Ratio(0.5)]) == [Ratio(0.5), Ratio(2.0)]
     with pytest.raises(TypeError):
-        Duration(1.0) < Count(2)
+        _ = Duration(1.0) < Count(2)
     assert len({Count(1), Count(1), Duration(1.0)}) == 2
 
 

@@ -180,7 +180,7 @@ def test_storage_align_then_compute_at_allocates_the_padded_size():
     """A buffer with storage_align moved into a loop was allocated with its unpadded size while
     its accesses used the padded strides (found by the property test on conv2d as NaNs)."""
     from workbench import te
-    from workbench.tir.stmt import Allocate, DeclBuffer
+    from workbench.tir.stmt import DeclBuffer
     from workbench.tir.functor import IRVisitor
     a = te.placeholder((6, 5), name="A")
     b = te.compute((6, 5), lambda i, j: a[i, j] * 2.0, name="B")

@@ -57,7 +57,8 @@ class XGBConfig(NamedTuple):
 
 class XGBModel(CostModel):
     def __init__(self, *, extractor: Any = "per-store-feature",
-                 config: XGBConfig = XGBConfig(), num_warmup_samples: int = 100,
+                 config: XGBConfig = XGBConfig(),  # noqa: B008 - an immutable NamedTuple
+                 num_warmup_samples: int = 100,
                  early_stopping_rounds: int = 50, verbose_eval: int = 25,
                  average_peak_n: int = 32, adaptive_training: bool = True,
                  num_tuning_cores: int | None = None, tree_method: str | None = None,

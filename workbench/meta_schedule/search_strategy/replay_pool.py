@@ -21,7 +21,7 @@ import logging
 import multiprocessing as mp
 import pickle
 import threading
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from workbench import options
 

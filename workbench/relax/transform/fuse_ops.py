@@ -333,7 +333,7 @@ def _fuse_block(block: DataflowBlock, mod: IRModule, used_later: set[int],
     bindings = block.bindings
     items: list[tuple[int, list[Binding]]] = []  # (sort key, bindings replacing the group)
     done: set[int] = set()
-    for i, b in enumerate(bindings):
+    for i in range(len(bindings)):
         gid = id(groups[i].root())
         if gid in done:
             continue

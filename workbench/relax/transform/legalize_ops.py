@@ -76,7 +76,8 @@ class LegalizeOps:
         self.skipped = legalizer.skipped
         if self.enable_warning and self.skipped:
             import warnings
-            warnings.warn("LegalizeOps left calls unchanged: " + "; ".join(self.skipped))
+            warnings.warn("LegalizeOps left calls unchanged: " + "; ".join(self.skipped),
+                          stacklevel=2)
         return out
 
 

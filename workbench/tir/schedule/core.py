@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from workbench.ir.module import IRModule
 from workbench.tir.expr import Var
@@ -19,6 +19,9 @@ from workbench.tir.schedule.handles import BlockRV, ExprRV, LoopRV, RandomEngine
 from workbench.tir.schedule.instruction import Instruction, get_kind
 from workbench.tir.schedule.state import FuncIndex
 from workbench.tir.schedule.trace import Trace
+
+if TYPE_CHECKING:
+    from workbench.tir.schedule.schedule import Schedule
 
 
 def traced(kind_name: str, sampling: bool = False) -> Callable:

@@ -7,7 +7,6 @@ quotes, ``"None"`` for null); ``as_python()`` prints a script that replays the s
 """
 from __future__ import annotations
 
-import html
 import json
 from typing import Any, Callable, Iterable
 
