@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CHROMIUM_STAMP := $(VENV)/.chromium
+# Extras installed into the venv (pyproject.toml): the tests need all of them.
+EXTRAS ?= dev,models,cluster
 
 .PHONY: demo test test-quick test-browser lint lab bench clean extension
 
@@ -13,7 +15,7 @@ $(BIN)/python:
 
 # Reinstall when the project's dependency list changes.
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 # The browser tests (tests/browser) drive JupyterLab in a headless Chromium: install Debian's
