@@ -1,14 +1,16 @@
 """``verify_prim_func``: check a PrimFunc is well formed before it is compiled.
 
 It finds variables used outside their definition, operands whose dtypes disagree, loads and
-stores of buffers nothing declared, and malformed blocks. Errors name the function and the
-offending node, so a hand-written or transformed IR fails here rather than in LLVM.
+stores of buffers nothing declared, malformed blocks, and accesses through a view of a parameter
+that spans more elements than the caller's array holds (strides or a flat shape larger than the
+parameter's compact layout). Errors name the function and the offending node, so a
+hand-written or transformed IR fails here rather than in LLVM or, worse, at run time.
 """
 from __future__ import annotations
 
 from workbench.ir import dtype as dt
 from workbench.tir.buffer import Buffer
-from workbench.tir.expr import BinaryOp, BufferLoad, CmpOp, Let, PrimExpr, Select, Var
+from workbench.tir.expr import BinaryOp, BufferLoad, CmpOp, IntImm, Let, PrimExpr, Select, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRVisitor
 from workbench.tir.stmt import (
@@ -31,6 +33,13 @@ class _Verifier(IRVisitor):
             for s in buf.shape:
                 if isinstance(s, Var):
                     self.defined.add(s)
+        # The caller passes each parameter as a compact array of prod(shape) elements.
+        self.param_sizes: dict[Var, tuple[str, int]] = {}
+        for buf in func.buffer_map.values():
+            size = _const_product(buf.shape)
+            if size is not None:
+                self.param_sizes[buf.data] = (buf.name, size)
+        self.spans_checked: set[Buffer] = set()
 
     def error(self, what: str) -> None:
         self.errors.append(f"in PrimFunc {self.name!r}: {what}")
@@ -123,6 +132,15 @@ class _Verifier(IRVisitor):
         if len(indices) != len(buf.shape):
             self.error(f"{kind} of buffer {buf.name!r} with {len(indices)} index(es) for "
                        f"{len(buf.shape)} dimension(s)")
+        param = self.param_sizes.get(buf.data)
+        if param is not None and buf not in self.spans_checked:
+            self.spans_checked.add(buf)
+            span = _const_span(buf)
+            if span is not None and span > param[1]:
+                self.error(f"{kind} of buffer {buf.name!r}, a view of parameter {param[0]!r}, "
+                           f"spans {span} elements but the caller's array has {param[1]}: a "
+                           "parameter's layout is the caller's (compact), so padded strides "
+                           "or a larger shape would read or write past its end")
         for i in indices:
             if not isinstance(i, PrimExpr):
                 self.error(f"{kind} of buffer {buf.name!r} with index {i!r}, which is not an "
@@ -141,6 +159,30 @@ class _Verifier(IRVisitor):
         if dt.element_of(s.value.dtype) != dt.element_of(s.buffer.dtype):
             self.error(f"store of a {s.value.dtype} value into {s.buffer.dtype} buffer "
                        f"{s.buffer.name!r}")
+
+
+def _const_product(shape: tuple[PrimExpr, ...]) -> int | None:
+    size = 1
+    for extent in shape:
+        if not isinstance(extent, IntImm):
+            return None
+        size *= extent.value
+    return size
+
+
+def _const_span(buf: Buffer) -> int | None:
+    """How many elements from ``data`` an access of ``buf`` may reach, if constant."""
+    if not buf.strides:
+        span = _const_product(buf.shape)
+    elif all(isinstance(x, IntImm) for x in (*buf.shape, *buf.strides)):
+        span = 1 + sum((n.value - 1) * s.value for n, s in zip(buf.shape, buf.strides))
+        if any(n.value == 0 for n in buf.shape):
+            span = 0
+    else:
+        span = None
+    if span is None or buf.elem_offset is None:
+        return span
+    return span + buf.elem_offset.value if isinstance(buf.elem_offset, IntImm) else None
 
 
 def verify_prim_func(func: PrimFunc, name: str | None = None) -> PrimFunc:

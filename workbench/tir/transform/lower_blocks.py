@@ -4,7 +4,9 @@ After these two passes a PrimFunc has no Block/BlockRealize: reduction inits bec
 stores, block iteration variables were replaced by their bindings, predicates became
 ``IfThenElse``, and ``alloc_buffers`` became ``Allocate`` + ``DeclBuffer`` at the block's place.
 A buffer named in a block's ``"buffer_dim_align"`` annotation (``sch.storage_align``) is
-allocated with padded strides.
+allocated with padded strides. The annotation only applies to buffers the function allocates:
+a parameter's layout is the caller's (compact row-major, the kernel ABI), so an alignment left
+on a block that writes a parameter is ignored, as TVM ignores it.
 """
 from __future__ import annotations
 
@@ -55,14 +57,20 @@ def aligned_strides(shape: tuple[PrimExpr, ...], aligns: dict[int, tuple[int, in
 
 
 def _collect_dim_aligns(func: PrimFunc) -> dict[Buffer, dict[int, tuple[int, int]]]:
-    """{written buffer: {axis: (factor, offset)}} from every block's ``buffer_dim_align``."""
+    """{written buffer: {axis: (factor, offset)}} from every block's ``buffer_dim_align``,
+    for the buffers the function allocates (never its parameters)."""
     found: dict[Buffer, dict[int, tuple[int, int]]] = {}
+    # Padding a parameter's strides made the kernel write past the end of the caller's array
+    # (storage_align left on a block that reverse_compute_inline made write the output): a heap
+    # overflow that later aborted the process in whatever allocated next, often LLVM.
+    params = set(func.buffer_map.values())
 
     class _V(IRVisitor):
         def visit_Block(self, block: Block) -> None:
             for buffer_index, axis, factor, offset in block.annotations.get(DIM_ALIGN_KEY, ()):
                 buf = block.writes[buffer_index].buffer
-                found.setdefault(buf, {})[axis] = (factor, offset)
+                if buf not in params:
+                    found.setdefault(buf, {})[axis] = (factor, offset)
             self.generic_visit(block)
 
     _V().visit(func.body)
