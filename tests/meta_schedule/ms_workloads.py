@@ -86,6 +86,18 @@ def build_aborts_if_marked(mod, target, params):
     return default_build(mod, target, params)
 
 
+def build_llvm_aborts_if_marked(mod, target, params):
+    """For a module marked ``test_llvm_abort``: compiles IR that aborts LLVM (for the x86
+    baseline CPU) through the normal compiler, so the worker's compile helper dies, not the
+    worker. Else builds normally."""
+    if mod.attrs.get("test_llvm_abort"):
+        from workbench.codegen import LLVMCompiler
+        from workbench.codegen.testing import LLVM_ABORT_TARGET, llvm_abort_ir
+        from workbench.target import Target
+        return LLVMCompiler(Target(LLVM_ABORT_TARGET)).compile(llvm_abort_ir("tuned_kernel"))
+    return default_build(mod, target, params)
+
+
 def evaluator_raises(rt_mod, device, evaluator_config, repeated_args):
     raise RuntimeError("evaluator exploded")
 

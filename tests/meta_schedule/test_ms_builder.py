@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import workbench as wb
+from workbench.codegen.testing import llvm_abort_available
 from workbench.meta_schedule.builder import (
     Builder, BuilderInput, BuilderResult, LocalBuilder, PyBuilder,
 )
@@ -108,6 +109,33 @@ def test_worker_crash_is_pinned_on_its_job():
         assert "killed by signal SIG" in results[1].error_msg
         assert results[0].error_msg is None and results[2].error_msg is None
         _check_matmul_artifact(results[0].artifact_path, 8)
+    finally:
+        b.shutdown()
+
+
+@pytest.mark.skipif(not llvm_abort_available(), reason="the aborting IR targets x86")
+def test_llvm_abort_in_a_worker_is_an_error_naming_signal_stage_and_ir(tmp_path):
+    """LLVM aborts inside a builder worker's compile: the job's error says so (signal, stage,
+    saved IR), the worker itself survives (no pool restart) and builds the other jobs."""
+    b = TrackingBuilder(max_workers=1, timeout_sec=120,
+                        f_build=ms_workloads.build_llvm_aborts_if_marked)
+    try:
+        with wb.options.override(cache_dir=str(tmp_path)):
+            mods = [matmul(8), matmul(16).with_attr("test_llvm_abort", True), matmul(24)]
+            results = b.build([BuilderInput(m, "llvm") for m in mods])
+            pool = b._pool._pool
+            worker_pids = {p.pid for p in b._pool._procs.values()}
+            msg = results[1].error_msg
+            assert msg.startswith("LocalBuilder: An exception occurred"), msg
+            assert "LLVMCrashError" in msg and "SIGABRT" in msg and "stage 'codegen'" in msg
+            assert "tuned_kernel" in msg
+            saved = msg.split("The LLVM IR is saved in ", 1)[1].split(" (", 1)[0]
+            assert saved.startswith(str(tmp_path)) and os.path.isfile(saved)
+            assert results[0].error_msg is None and results[2].error_msg is None
+            _check_matmul_artifact(results[2].artifact_path, 24)
+            assert b.build([BuilderInput(matmul(8), "llvm")])[0].error_msg is None
+            assert b._pool._pool is pool    # no pool restart: the worker never died
+            assert {p.pid for p in b._pool._procs.values()} == worker_pids
     finally:
         b.shutdown()
 

@@ -1,7 +1,11 @@
 """LLVM IR text -> optimised object code, with a content-addressed disk cache.
 
 The cache key covers the IR text, the target (triple, CPU, features, options) and the LLVM
-version, so a cached object is only reused for exactly the same compilation.
+version, so a cached object is only reused for exactly the same compilation. The cache is
+looked up in-process; only a miss runs LLVM, by default in a helper process
+(:mod:`workbench.codegen.isolation`, option ``compile_isolation``), where a crash of LLVM
+raises :class:`~workbench.codegen.isolation.LLVMCrashError` instead of ending this process.
+The LLVM stages themselves are in :mod:`workbench.codegen.llvm_stages`.
 """
 from __future__ import annotations
 
@@ -14,28 +18,30 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
+from workbench import options
+from workbench.codegen import isolation, llvm_stages
+from workbench.codegen.llvm_stages import TargetSpec
 from workbench.target import Target
 
-_LOCK = threading.Lock()
-_MACHINES: dict[str, llvm.TargetMachine] = {}
+_SPECS: dict[Target, tuple[TargetSpec, str]] = {}
+_SPECS_LOCK = threading.Lock()
 
 
-def _target_machine(target: Target) -> llvm.TargetMachine:
-    key = f"{target.triple}|{target.host_cpu}|{target.features}|{target.opt_level}"
-    with _LOCK:
-        tm = _MACHINES.get(key)
-        if tm is None:
-            llvm.initialize_native_target()
-            llvm.initialize_native_asmprinter()
-            tm = llvm.Target.from_triple(target.triple).create_target_machine(
-                cpu=target.host_cpu, features=target.features, opt=min(target.opt_level, 3),
-                reloc="pic", codemodel="default")
-            _MACHINES[key] = tm
-    return tm
+def _spec(target: Target) -> tuple[TargetSpec, str]:
+    """(target spec, the target's part of the cache key), computed once per target: asking
+    LLVM for the host's features takes about a millisecond, which a cache hit should not pay."""
+    got = _SPECS.get(target)
+    if got is None:
+        spec = (target.triple, target.host_cpu, target.features, target.opt_level)
+        key_part = "\0".join((str(target), spec[0], spec[1], spec[2],
+                              ".".join(map(str, llvm.llvm_version_info))))
+        got = (spec, key_part)
+        with _SPECS_LOCK:
+            _SPECS[target] = got
+    return got
 
 
 def cache_dir() -> Path:
-    from workbench import options
     return Path(options.get("cache_dir")) / "objects"
 
 
@@ -56,44 +62,44 @@ class LLVMCompiler:
         self.target = target
         self.use_cache = use_cache
 
+    @property
+    def spec(self) -> TargetSpec:
+        """(triple, CPU, features, opt level): what the LLVM stages need of the target."""
+        return _spec(self.target)[0]
+
     def cache_key(self, ll: str) -> str:
         h = hashlib.sha256()
-        for part in (ll, str(self.target), self.target.triple, self.target.host_cpu,
-                     self.target.features, ".".join(map(str, llvm.llvm_version_info))):
-            h.update(part.encode())
-            h.update(b"\0")
+        h.update(ll.encode())
+        h.update(b"\0")
+        h.update(_spec(self.target)[1].encode())
+        h.update(b"\0")
         return h.hexdigest()
 
     def compile(self, ll: str) -> CompiledObject:
+        """Object code of ``ll``: from the cache, else from LLVM (isolated unless option
+        ``compile_isolation`` is off; an LLVM crash raises ``LLVMCrashError``)."""
         key = self.cache_key(ll)
         path = cache_dir() / key[:2] / f"{key}.o"
         if self.use_cache and path.exists():
             return CompiledObject(path.read_bytes(), ll, True)
-        obj = self._compile(ll)
+        obj = self._run("object", ll)
         if self.use_cache:
             _atomic_write(path, obj)
         return CompiledObject(obj, ll, False)
 
-    def optimized_module(self, ll: str) -> llvm.ModuleRef:
-        tm = _target_machine(self.target)
-        mod = llvm.parse_assembly(ll)
-        mod.triple = tm.triple
-        mod.data_layout = str(tm.target_data)
-        mod.verify()
-        pto = llvm.create_pipeline_tuning_options(speed_level=min(self.target.opt_level, 3))
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pto.loop_unrolling = True
-        pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(mod, pb)
-        return mod
-
-    def _compile(self, ll: str) -> bytes:
-        mod = self.optimized_module(ll)
-        return _target_machine(self.target).emit_object(mod)
-
     def assembly(self, ll: str) -> str:
-        return _target_machine(self.target).emit_assembly(self.optimized_module(ll))
+        """The optimised module's assembly text (isolated like :meth:`compile`; not cached)."""
+        return self._run("assembly", ll)
+
+    def optimized_module(self, ll: str) -> llvm.ModuleRef:
+        """The optimised LLVM module, in this process (not isolated: a ModuleRef cannot cross
+        processes). For inspection; compiling goes through :meth:`compile`."""
+        return llvm_stages.optimized_module(ll, self.spec)
+
+    def _run(self, kind: str, ll: str) -> bytes | str:
+        if options.get("compile_isolation"):
+            return isolation.run(kind, ll, self.spec)
+        return llvm_stages.run(kind, ll, self.spec)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
