@@ -152,8 +152,9 @@ def test_llvm_abort_is_an_exception_with_the_saved_ir_and_the_next_compile_works
 
 @needs_x86
 def test_build_and_compile_raise_llvm_crash_error(cache, monkeypatch):
-    """workbench.build / workbench.compile: a kernel whose LLVM IR aborts LLVM (the renderer is
-    made to append the aborting function) raises, and the same session builds on."""
+    """workbench.build / workbench.compile (a PrimFunc and a Relax graph): kernels whose LLVM IR
+    aborts LLVM (the renderer is made to append the aborting function) raise, and the same
+    session builds on."""
     real_render = build_module.render
 
     def render_with_crash(mod, target):
@@ -161,14 +162,29 @@ def test_build_and_compile_raise_llvm_crash_error(cache, monkeypatch):
         return ll + "\n" + llvm_abort_ir("appended_crash").split("\n", 1)[1], info
 
     monkeypatch.setattr(build_module, "render", render_with_crash)
-    for entry in (wb.build, wb.compile):
+    for entry, mod in ((wb.build, _add_kernel()), (wb.compile, _add_kernel()),
+                       (wb.compile, _relax_double())):
         with pytest.raises(LLVMCrashError) as info:
-            entry(_add_kernel(), target=LLVM_ABORT_TARGET)
-        assert "appended_crash" in info.value.functions and "main" in " ".join(
-            info.value.functions)
+            entry(mod, target=LLVM_ABORT_TARGET)
+        assert "appended_crash" in info.value.functions and len(info.value.functions) > 1
         assert os.path.isfile(info.value.ir_path)
     monkeypatch.setattr(build_module, "render", real_render)
     _check_add_kernel(wb.compile(_add_kernel(n=32), target="llvm"), n=32)
+    vm = wb.relax.VirtualMachine(wb.compile(_relax_double(), target="llvm"), wb.cpu())
+    x = np.arange(8, dtype="float32")
+    np.testing.assert_array_equal(vm["main"](wb.nd.array(x)).numpy(), x + x)
+
+
+def _relax_double():
+    """A Relax graph (x + x): wb.compile goes through relax.build and the VM."""
+    from workbench import relax
+    x = relax.Var("x", relax.TensorStructInfo((8,), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            gv = bb.emit_output(bb.emit(relax.op.add(x, x)))
+        bb.emit_func_output(gv)
+    return bb.get()
 
 
 @needs_x86
