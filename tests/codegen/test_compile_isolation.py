@@ -201,7 +201,7 @@ def test_parse_errors_stay_ordinary_errors_and_keep_the_helper(cache):
     assert pids & {h["pid"] for h in isolation.helpers()}   # the same helper served them
 
 
-# ---- killed helpers ---------------------------------------------------------------------------------
+# ---- killed helpers ------------------------------------------------------------------------------
 
 def test_helper_killed_mid_compile_raises_and_is_replaced(cache):
     """A segfault in the middle of optimisation (SIGSEGV sent to the busy helper)."""
@@ -276,7 +276,7 @@ def test_compile_timeout_kills_a_hung_helper(cache):
     assert compiler.compile("define void @after() {\n  ret void\n}\n").obj
 
 
-# ---- the cached path, options, threads ---------------------------------------------------------------
+# ---- the cached path, options, threads -----------------------------------------------------------
 
 def test_cache_hit_sends_nothing_to_a_helper(cache):
     wb.build(_add_kernel(n=40))
@@ -346,7 +346,7 @@ def test_threads_share_helpers_and_a_crash_in_one_thread_spares_the_others(cache
         _check_add_kernel(built[n], n=n, scale=float(n))
 
 
-# ---- processes: no __main__ import, no leftovers ---------------------------------------------------
+# ---- processes: no __main__ import, no leftovers -------------------------------------------------
 
 def test_helper_never_imports_main_and_dies_with_a_killed_parent(tmp_path):
     """The script below counts its own imports as __main__ (spawned children would import it

@@ -317,9 +317,10 @@ def run(kind: str, ll: str, spec: TargetSpec) -> bytes | str:
                 continue
             if not died.ready and not died.timed_out:
                 raise RuntimeError(
-                    f"the LLVM compile helper process could not start ({_describe_exit(died.exitcode)})"
-                    f"; its output:\n{died.log.strip() or '(nothing)'}\nSet option "
-                    "compile_isolation=False to compile in-process.") from None
+                    f"the LLVM compile helper process could not start "
+                    f"({_describe_exit(died.exitcode)}); its output:\n"
+                    f"{died.log.strip() or '(nothing)'}\nSet option compile_isolation=False "
+                    "to compile in-process.") from None
             _count("timeouts" if died.timed_out else "crashes")
             raise _crash_error(died, kind, ll, spec, timeout) from None
         except BaseException:
