@@ -394,6 +394,43 @@ def test_helper_never_imports_main_and_dies_with_a_killed_parent(tmp_path):
     _kill_sleepers(script)
 
 
+def test_helper_exits_when_its_parent_dies_even_if_its_stdin_stays_open(tmp_path):
+    """Another process keeps the write end of the helper's stdin open (as a stray fork could),
+    so no end of file arrives: the helper's parent-pid watchdog must still end it."""
+    script = tmp_path / "holder.py"
+    script.write_text(textwrap.dedent("""
+        import os, subprocess, time
+        from workbench.codegen import LLVMCompiler, isolation
+        from workbench.target import Target
+        LLVMCompiler(Target("llvm"), use_cache=False).compile("define void @f() {\\n ret void\\n}\\n")
+        pool = isolation._pool()
+        (helper,) = pool.idle
+        keep = os.dup(helper.proc.stdin.fileno())
+        holder = subprocess.Popen(["sleep", "120"], pass_fds=[keep])
+        print(helper.pid, holder.pid, flush=True)
+        time.sleep(120)
+    """))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "WORKBENCH_CACHE_DIR": str(tmp_path)})
+    holder = None
+    try:
+        helper, holder = (int(x) for x in proc.stdout.readline().split())
+        assert _pid_alive(helper) and _pid_alive(holder)
+        proc.kill()
+        proc.wait(30)
+        assert _wait_dead(helper, 30), "the helper outlived its parent"
+        assert _pid_alive(holder)   # the pipe really was still open
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if holder is not None:
+            try:
+                os.kill(holder, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
