@@ -53,7 +53,11 @@ def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
 
     ``dashboard`` (Workbench): True / "widget" / "text" / a ``TuningDashboard`` shows live
     progress (a widget in a notebook, a line per batch elsewhere) with a Stop button; see
-    :func:`workbench.widgets.tuning_dashboard.attach_dashboard`."""
+    :func:`workbench.widgets.tuning_dashboard.attach_dashboard`.
+
+    ``post_optimization``: after the search, a Droplet search around each task's best record
+    (:mod:`workbench.meta_schedule.post_optimization`; budget: option
+    ``ms_post_opt_trials`` per task), measured and recorded like the search's trials."""
     if not tasks:
         raise ValueError("tune_tasks: no tasks to tune")
     if len(tasks) != len(task_weights):
@@ -75,9 +79,6 @@ def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
         cost_model = CostModel.create(cost_model, num_tuning_cores=num_cores)
     callbacks = normalize_callbacks(measure_callbacks)
     scheduler = TaskScheduler.create(task_scheduler)
-    if post_optimization:
-        logger.warning("tune_tasks: post_optimization (Droplet search) is not available in "
-                       "Workbench; ignored")
     kwargs = {}
     if "work_dir" in inspect.signature(scheduler.tune).parameters:
         kwargs["work_dir"] = work_dir
@@ -85,7 +86,20 @@ def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
         scheduler.tune(list(tasks), [float(w) for w in task_weights], max_trials_global,
                        max_trials_per_task, num_trials_per_iter, builder, runner, callbacks,
                        database, cost_model, **kwargs)
+        if post_optimization:
+            _post_optimize(scheduler, callbacks)
     return database
+
+
+def _post_optimize(scheduler: TaskScheduler, callbacks: list[MeasureCallback]) -> None:
+    """The Droplet search around each task's best record (``post_optimization=True``); a
+    dashboard's Stop ends it too."""
+    from workbench.meta_schedule.post_optimization import post_optimize
+
+    def stop() -> bool:
+        return any(getattr(cb, "stop_requested", False) for cb in callbacks)
+
+    post_optimize(scheduler, should_stop=stop)
 
 
 def _dashboard(callbacks: list[MeasureCallback], dashboard: Any, max_trials_global: int,

@@ -209,7 +209,32 @@ class TaskScheduler(abc.ABC):
             results = [f.result() for f in task.runner_futures]
         cands, built = task.measure_candidates, task.builder_results
         task.ctx.notify_runner_results(cands, results)
-        for cb in self.measure_callbacks_:
+        self._record_batch(task_id, cands, built, results)
+        return results
+
+    def measure_batch(self, task_id: int, cands: list["MeasureCandidate"],
+                      callbacks: Sequence["MeasureCallback"] | None = None,
+                      ) -> list["RunnerResult"]:
+        """Build and run ``cands`` of task ``task_id`` now (same builder, runner and output
+        check as the search), apply ``callbacks`` (default: the run's measure callbacks) and
+        record the latencies, without telling the task's search strategy: post-optimization
+        measures its own points."""
+        task = self.tasks_[task_id]
+        if task.runner_futures is not None:
+            raise RuntimeError(f"measure_batch: task #{task_id} still has a batch in flight; "
+                               "join it first")
+        self._send(task_id, cands)
+        with Profiler.timeit("JoinRunnerFutures"):
+            results = [f.result() for f in task.runner_futures]
+        self._record_batch(task_id, cands, task.builder_results, results, callbacks)
+        return results
+
+    def _record_batch(self, task_id: int, cands: list["MeasureCandidate"],
+                      built: list["BuilderResult"], results: list["RunnerResult"],
+                      callbacks: Sequence["MeasureCallback"] | None = None) -> None:
+        """Apply the measure callbacks to a finished batch, record and log its latencies."""
+        task = self.tasks_[task_id]
+        for cb in self.measure_callbacks_ if callbacks is None else callbacks:
             cb.apply(self, task_id, cands, built, results)
         task.measure_candidates = task.builder_results = task.runner_futures = None
         log = task.ctx.logger
@@ -237,7 +262,6 @@ class TaskScheduler(abc.ABC):
                          "N/A" if best is None else
                          f"{best * 1e3:.4f} us ({task.flop / best / 1e6:.4f} GFLOPs)")
         self.print_tuning_statistics()
-        return results
 
     def touch_task(self, task_id: int) -> None:
         """Join the task if it is alive and all of its runs have finished."""
