@@ -250,3 +250,26 @@ register("cache_dir", str, _default_cache_dir, env="WORKBENCH_CACHE_DIR",
 register("cc", str, "", env="WORKBENCH_CC",
          doc="C compiler/linker used by export_library; empty means the first of cc, gcc, "
              "clang found on PATH.")
+
+
+def _not_negative(value: float) -> None:
+    if value < 0:
+        raise ValueError(f"must be >= 0, got {value}")
+
+
+def _spin_count(value: int) -> None:
+    if value < -1:
+        raise ValueError(f"must be >= 0, or -1 for libgomp's own default, got {value}")
+
+
+register("timing_settle_ms", float, 250.0, env="WORKBENCH_TIMING_SETTLE_MS",
+         doc="time_evaluator first waits up to this long for the process's other threads to "
+             "stop running (e.g. OpenBLAS's pool spinning ~0.1 s after a numpy matmul); "
+             "0 disables the wait.",
+         validate=_not_negative)
+register("omp_spin_count", int, 10000, env="WORKBENCH_OMP_SPIN_COUNT",
+         doc="GOMP_SPINCOUNT given to libgomp when the runtime loads it (how long our idle "
+             "threads spin before sleeping; less spinning leaves the cores to numpy & co. "
+             "sooner); -1 keeps libgomp's default; OMP_WAIT_POLICY or GOMP_SPINCOUNT in the "
+             "environment win.",
+         validate=_spin_count)

@@ -12,6 +12,10 @@ of the same evaluator start from it (read it back as ``evaluator.number``). A ne
 starts from the ``number`` it was created with. The timer is ``time.perf_counter_ns``, and the
 measurement includes the Python call overhead of ``f`` (as TVM's includes its packed-call
 overhead).
+
+Beyond TVM, each call first waits (up to the option ``timing_settle_ms``) until the
+process's other threads stop running, so a pool still spinning after another library's call
+(OpenBLAS after a numpy matmul) does not slow the measured kernel (:mod:`.settle`).
 """
 from __future__ import annotations
 
@@ -20,7 +24,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from workbench import options
+
 from .device import Device
+from .settle import wait_for_quiet_threads
 
 __all__ = ["BenchmarkResult", "TimeEvaluator", "time_evaluator"]
 
@@ -98,6 +105,9 @@ class TimeEvaluator:
 
     def __call__(self, *args: Any) -> BenchmarkResult:
         f = self.func
+        # Other libraries' thread pools may still spin after their last call (OpenBLAS for
+        # ~0.1 s after a numpy matmul) and would share the cores with a parallel kernel.
+        wait_for_quiet_threads(float(options.get("timing_settle_ms")) / 1000.0)
         f(*args)  # warm-up: lazy initialisation, page faults, caches
         flush = None
         if self.cache_flush_bytes > 0:

@@ -11,25 +11,30 @@ runtime applies the ``num_threads`` option per thread, lazily, from the call pat
 that use libgomp (:func:`apply_num_threads`), keyed on :func:`workbench.options.generation`.
 So a change through ``options.set``/``options.override`` takes effect at the next call; a
 change of ``WORKBENCH_NUM_THREADS`` in ``os.environ`` after a thread's first parallel call is
-only seen after the next option change (or in new threads).
+only seen after the next option change (or in new threads). Idle libgomp threads spin
+``GOMP_SPINCOUNT`` times before sleeping; the runtime sets it from the option
+``omp_spin_count`` while it loads libgomp (:func:`gomp_environment`), so our pool leaves the
+cores to other libraries soon after our last parallel region.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import hashlib
 import json
+import logging
 import os
 import shutil
 import subprocess
 import tempfile
 import threading
-from typing import Any
+from typing import Any, Iterator
 
 from .. import options
 
 __all__ = ["LoadedCode", "load_object", "load_shared", "link_shared", "sources_object",
-           "ensure_gomp", "uses_gomp", "apply_num_threads", "read_metadata",
+           "ensure_gomp", "uses_gomp", "apply_num_threads", "gomp_environment", "read_metadata",
            "METADATA_SYMBOL", "SOURCES_SYMBOL"]
 
 METADATA_SYMBOL = "__workbench_metadata"
@@ -41,6 +46,7 @@ _gomp: ctypes.CDLL | None = None
 _gomp_error: str | None = None
 _llvm_ready = False
 _tls = threading.local()
+logger = logging.getLogger("workbench.runtime")
 
 
 class LoadedCode:
@@ -87,14 +93,51 @@ def _load_gomp() -> tuple[ctypes.CDLL | None, str | None]:
     if name is None:
         return None, "ctypes.util.find_library('gomp') found nothing"
     try:
-        llvm.load_library_permanently(name)
-        lib = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+        with _gomp_environment(name):
+            llvm.load_library_permanently(name)
+            lib = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
     except (OSError, RuntimeError) as err:
         return None, f"loading {name} failed: {err}"
     lib.omp_set_num_threads.argtypes = [ctypes.c_int]
     lib.omp_set_num_threads.restype = None
     lib.omp_get_max_threads.restype = ctypes.c_int
     return lib, None
+
+
+def gomp_environment(already_loaded: bool = False) -> dict[str, str]:
+    """The environment variables libgomp should see when the runtime loads it: the option
+    ``omp_spin_count`` as ``GOMP_SPINCOUNT``, unless it is -1, the user's environment sets
+    ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY``, or libgomp is ``already_loaded`` (it reads its
+    environment once, when loaded)."""
+    spin = int(options.get("omp_spin_count"))
+    if spin < 0 or already_loaded or "GOMP_SPINCOUNT" in os.environ or \
+            "OMP_WAIT_POLICY" in os.environ:
+        return {}
+    return {"GOMP_SPINCOUNT": str(spin)}
+
+
+@contextlib.contextmanager
+def _gomp_environment(name: str) -> Iterator[None]:
+    """Set :func:`gomp_environment` while libgomp loads, then restore ``os.environ`` so child
+    processes inherit the user's environment, not ours."""
+    try:
+        ctypes.CDLL(name, mode=os.RTLD_NOLOAD)
+        loaded = True
+    except OSError:
+        loaded = False
+    env = gomp_environment(already_loaded=loaded)
+    if loaded and int(options.get("omp_spin_count")) >= 0:
+        logger.debug("libgomp was loaded by another library first; omp_spin_count not applied")
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 # -- libmvec (glibc's vector math: exp, log, tanh, ... on SIMD registers) -----------------
