@@ -76,8 +76,20 @@ def test_timeline_uses_recorded_start_times():
 
 
 def test_diff_tab_compares_two_reports():
-    view = ReportView(baseline(), other=faster_matmul())
-    assert view.tabs.titles[-1] == "Diff"
+    view = ReportView(faster_matmul(), baseline=baseline(), name="blocked",
+                      baseline_name="naive")
+    # every title and header says which run is compared with which
+    assert view.tabs.titles[-1] == "Diff: naive -> blocked"
+    # total of the calls in both runs: 21.5 us before, 13 us after
+    assert view.diff_frame.attrs["title"] == "naive -> blocked: 1.65x faster"
+    assert "naive -&gt; blocked: 1.65x faster" in view.diff_summary_html.value
+    assert view.diff_figure.layout.title.text == "Speedup per call, naive -> blocked"
+    assert view.diff_figure.layout.xaxis.title.text == \
+        "naive time / blocked time (> 1: blocked is faster)"
+    for header in ("naive (us)", "blocked (us)", "Speedup (naive / blocked)",
+                   "blocked vs naive", "Delta (us, blocked - naive)"):
+        assert f"<th>{header}</th>" in view.diff_html.value, header
+    assert view.summary_html.value.startswith("blocked: ")
     # aggregated: baseline groups by descending duration
     assert view.diff_frame["Name"].tolist() == ["matmul", "relu", "reshape"]
     assert view.diff_frame["Change"].tolist() == ["faster", "slower", "same"]
@@ -113,7 +125,14 @@ def test_static_fallback_and_argument_checks():
     assert bundle["text/plain"].startswith("Name")
     with pytest.raises(TypeError, match="report must be a Report"):
         ReportView("x")
-    with pytest.raises(TypeError, match="other must be a Report"):
-        ReportView(baseline(), other=3)
+    with pytest.raises(TypeError, match="baseline must be a Report"):
+        ReportView(baseline(), baseline=3)
+    # the old, ambiguous argument is refused with the call to write instead
+    with pytest.raises(TypeError, match=r"ReportView\(new_report, baseline=old_report"):
+        ReportView(baseline(), other=faster_matmul())
+    with pytest.raises(TypeError, match="positional"):
+        ReportView(baseline(), faster_matmul())
+    with pytest.raises(ValueError, match="must differ"):
+        ReportView(baseline(), baseline=baseline(), name="x", baseline_name="x")
     with pytest.raises(ValueError, match="top_k"):
         ReportView(baseline(), top_k=0)

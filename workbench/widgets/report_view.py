@@ -1,8 +1,8 @@
 """``ReportView``: a profiling Report in the notebook as a table and plotly charts.
 
 Tabs: the call table (sort, aggregate toggle, name filter), time by operator (bar), share of
-time (pie), a timeline of the calls per device, and, when a second Report is given, the diff
-(speed-up per call). Every control change recomputes the current rows once and updates each
+time (pie), a timeline of the calls per device, and, when a ``baseline`` Report is given, the
+diff "baseline -> report" (speed-up per call, titled with both runs' names). Every control change recomputes the current rows once and updates each
 view in one message (``hold_sync`` / ``batch_update``), so it also works from code, without a
 browser: set ``view.filter_text.value`` and read ``view.frame`` or the figures' trace data.
 """
@@ -37,25 +37,44 @@ def _name_mask(frame: pd.DataFrame, text: str) -> pd.Series:
 
 
 class ReportView(widgets.VBox):
-    """ReportView(report, other=None, top_k=20): interactive view of ``report``.
+    """ReportView(report, *, baseline=None, name="new", baseline_name="baseline", top_k=20):
+    interactive view of ``report``.
 
-    ``other`` (a later Report) adds a Diff tab comparing it against ``report`` (the baseline).
+    ``baseline`` (the Report to compare against, e.g. the run before an optimization) adds a
+    Diff tab: how ``report`` compares with it, call by call (``baseline.diff(report)``), titled
+    with both names, e.g. "naive -> tiled: 5.50x faster"; bars > 1 mean ``report`` is faster.
+    ``name`` / ``baseline_name`` label the two runs in titles and table headers. (The former
+    ``other=`` argument read both ways and is refused with a message saying what to write.)
     ``top_k`` bounds the bar and share charts (the rest is summed as "other").
     State for code and tests: ``frame`` (rows shown), ``diff_frame``, and the widgets
     ``aggregate_toggle``, ``sort_dropdown``, ``ascending_check``, ``filter_text``,
-    ``table_html``, ``bar_figure``, ``share_figure``, ``timeline_figure``, ``diff_figure``.
+    ``table_html``, ``bar_figure``, ``share_figure``, ``timeline_figure``, ``diff_figure``,
+    ``diff_summary_html``, ``diff_html``.
     """
 
-    def __init__(self, report: Report, other: Report | None = None, top_k: int = 20,
-                 **kwargs: Any) -> None:
+    def __init__(self, report: Report, *, baseline: Report | None = None, name: str = "new",
+                 baseline_name: str = "baseline", top_k: int = 20, **kwargs: Any) -> None:
+        if "other" in kwargs:
+            raise TypeError(
+                "ReportView: 'other' is no longer accepted because it read both ways (it was "
+                "the *new* run, compared against 'report'). Write ReportView(new_report, "
+                "baseline=old_report, name='new', baseline_name='old'): the Diff tab then "
+                "shows how new_report compares with old_report.")
         if not isinstance(report, Report):
             raise TypeError(f"ReportView: report must be a Report, got {type(report).__name__}")
-        if other is not None and not isinstance(other, Report):
-            raise TypeError(f"ReportView: other must be a Report or None, got "
-                            f"{type(other).__name__}")
+        if baseline is not None and not isinstance(baseline, Report):
+            raise TypeError(f"ReportView: baseline must be a Report or None, got "
+                            f"{type(baseline).__name__}")
+        for what, value in (("name", name), ("baseline_name", baseline_name)):
+            if not isinstance(value, str) or not value.strip():
+                raise TypeError(f"ReportView: {what} must be a non-empty str, got {value!r}")
+        if baseline is not None and name.strip() == baseline_name.strip():
+            raise ValueError(f"ReportView: name and baseline_name must differ, both are "
+                             f"{name!r}")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise ValueError(f"ReportView: top_k must be an int >= 1, got {top_k!r}")
-        self.report, self.other, self.top_k = report, other, top_k
+        self.report, self.baseline, self.top_k = report, baseline, top_k
+        self.name, self.baseline_name = name.strip(), baseline_name.strip()
         self._frames = {flag: report.to_dataframe(aggregate=flag) for flag in (True, False)}
         self.frame: pd.DataFrame = self._frames[True]
         self.diff_frame: pd.DataFrame | None = None
@@ -80,17 +99,24 @@ class ReportView(widgets.VBox):
             data=[go.Bar(x=[], y=[], base=[], orientation="h", name="calls")],
             layout=dict(title=dict(text=self._timeline_title()), barmode="overlay",
                         xaxis_title="time since start (us)", height=300))
+        self.diff_summary_html = widgets.HTML()
         self.diff_html = widgets.HTML()
+        b, n = self.baseline_name, self.name
         self.diff_figure = go.FigureWidget(
-            data=[go.Bar(x=[], y=[], orientation="h", name="Speedup")],
-            layout=dict(title=dict(text="Speedup (baseline / new; > 1 is faster)"),
+            data=[go.Bar(x=[], y=[], orientation="h", name=f"{b} -> {n}")],
+            layout=dict(title=dict(text=f"Speedup per call, {b} -> {n}"),
+                        xaxis_title=f"{b} time / {n} time (> 1: {n} is faster)",
+                        # the line at 1 ("same speed") that bars are read against
+                        shapes=[dict(type="line", x0=1, x1=1, xref="x", y0=0, y1=1,
+                                     yref="paper", line=dict(color="#555", dash="dot"))],
                         yaxis=dict(autorange="reversed"), height=360, margin=dict(l=160)))
 
         pages = {"Table": widgets.VBox([self.summary_html, self.table_html]),
                  "Time by operator": self.bar_figure, "Share": self.share_figure,
                  "Timeline": self.timeline_figure}
-        if other is not None:
-            pages["Diff"] = widgets.VBox([self.diff_figure, self.diff_html])
+        if baseline is not None:
+            pages[f"Diff: {b} -> {n}"] = widgets.VBox(
+                [self.diff_summary_html, self.diff_figure, self.diff_html])
         self.tabs = widgets.Tab(children=list(pages.values()), titles=list(pages))
         controls = widgets.HBox([self.aggregate_toggle, self.sort_dropdown,
                                  self.ascending_check, self.filter_text])
@@ -133,7 +159,7 @@ class ReportView(widgets.VBox):
             self.summary_html.value = self._summary()
         self._update_bar_and_share()
         self._update_timeline()
-        if self.other is not None:
+        if self.baseline is not None:
             self._update_diff()
 
     def _summary(self) -> str:
@@ -141,7 +167,8 @@ class ReportView(widgets.VBox):
         devices = ", ".join(
             f"{html.escape(dev)} total {m[DURATION].value:.2f} us"
             for dev, m in self.report.device_metrics.items() if DURATION in m)
-        return (f"<b>{len(self.frame)}</b> rows, {total:.2f} us in calls"
+        run = f"{html.escape(self.name)}: " if self.baseline is not None else ""
+        return (f"{run}<b>{len(self.frame)}</b> rows, {total:.2f} us in calls"
                 + (f"; {devices}" if devices else ""))
 
     # ---- charts ---------------------------------------------------------------------------------
@@ -179,19 +206,29 @@ class ReportView(widgets.VBox):
             bar.marker.color = [colours[s.name] for s in spans]
 
     def _update_diff(self) -> None:
-        diff = self.report.diff(self.other, aggregate=self.aggregate_toggle.value)
+        b, n = self.baseline_name, self.name
+        diff = self.baseline.diff(self.report, aggregate=self.aggregate_toggle.value,
+                                  baseline_name=b, name=n)
+        headline = diff.attrs["title"]
         if self.filter_text.value.strip():
             diff = diff[_name_mask(diff, self.filter_text.value)].reset_index(drop=True)
         self.diff_frame = diff
-        labels = [f"{n} #{o}" if not self.aggregate_toggle.value else str(n)
-                  for n, o in zip(diff[NAME], diff["Occurrence"])]
+        labels = [f"{c} #{o}" if not self.aggregate_toggle.value else str(c)
+                  for c, o in zip(diff[NAME], diff["Occurrence"])]
         known = diff["Speedup"].notna()
         colours = ["#54a24b" if c == "faster" else "#e45756" if c == "slower" else "#bab0ac"
                    for c in diff["Change"][known]]
-        self.diff_html.value = _frame_html(diff)
+        self.diff_summary_html.value = (
+            f"<b class='wb-diff-headline'>{html.escape(headline)}</b> (total time of the calls "
+            f"in both runs; each bar is {html.escape(b)} time / {html.escape(n)} time, green "
+            f"where {html.escape(n)} is faster)")
+        shown = diff.rename(columns={"Speedup": f"Speedup ({b} / {n})",
+                                     "Change": f"{n} vs {b}",
+                                     "Delta (us)": f"Delta (us, {n} - {b})"})
+        self.diff_html.value = _frame_html(shown)
         with self.diff_figure.batch_update():
             self.diff_figure.data[0].x = [float(v) for v in diff["Speedup"][known]]
-            self.diff_figure.data[0].y = [l for l, k in zip(labels, known) if k]
+            self.diff_figure.data[0].y = [lab for lab, k in zip(labels, known) if k]
             self.diff_figure.data[0].marker.color = colours
 
     # ---- static fallback ------------------------------------------------------------------------

@@ -74,6 +74,23 @@ def test_diff_call_by_call():
     assert math.isnan(d["New (us)"][3]) and math.isnan(d["Baseline (us)"][4])
 
 
+def test_diff_names_both_runs():
+    naive = Report([_call("a", 10.0), _call("b", 1.0)], {}, {})
+    tiled = Report([_call("a", 1.0), _call("b", 1.0)], {}, {})
+    d = naive.diff(tiled, baseline_name="naive", name="tiled")
+    assert list(d.columns)[4:6] == ["naive (us)", "tiled (us)"]
+    assert d.attrs["title"] == "naive -> tiled: 5.50x faster"
+    assert d.attrs["speedup"] == pytest.approx(5.5)
+    # the other way round reads as a slowdown, never as "0.18x faster"
+    assert tiled.diff(naive, baseline_name="tiled", name="naive").attrs["title"] == \
+        "tiled -> naive: 5.50x slower"
+    assert naive.diff(naive).attrs["title"] == "Baseline -> New: the same speed"
+    with pytest.raises(ValueError, match="different names"):
+        naive.diff(tiled, baseline_name="x", name="x")
+    with pytest.raises(TypeError, match="name must be a non-empty str"):
+        naive.diff(tiled, name="")
+
+
 def test_diff_aggregated_and_threshold():
     base = Report([_call("a", 10.0), _call("a", 6.0)], {}, {})
     new = Report([_call("a", 8.0), _call("a", 7.0)], {}, {})

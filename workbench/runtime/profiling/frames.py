@@ -66,8 +66,17 @@ def to_dataframe(report: "Report", aggregate: bool = False) -> "pd.DataFrame":
 
 # ---- diff -------------------------------------------------------------------------------------
 
+#: The diff's columns with the default run names; with other names the two duration columns
+#: are ``"<baseline_name> (us)"`` and ``"<name> (us)"`` (see :func:`diff_columns`).
 DIFF_COLUMNS = (NAME, ARGUMENT_SHAPES, DEVICE, "Occurrence", "Baseline (us)", "New (us)",
                 "Delta (us)", "Speedup", "Change")
+
+
+def diff_columns(baseline_name: str = "Baseline", name: str = "New") -> tuple[str, ...]:
+    """The diff's column names for runs called ``baseline_name`` (the reference) and
+    ``name`` (the run compared with it)."""
+    return (NAME, ARGUMENT_SHAPES, DEVICE, "Occurrence", f"{baseline_name} (us)",
+            f"{name} (us)", "Delta (us)", "Speedup", "Change")
 
 
 def _keyed(rows: Sequence[Mapping[str, MetricValue]]) -> dict[tuple, Mapping[str, MetricValue]]:
@@ -100,8 +109,25 @@ def _change(base: float, new: float, threshold: float) -> tuple[float, str]:
     return speedup, "same"
 
 
-def diff(base: "Report", new: "Report", aggregate: bool = False,
-         threshold: float = 0.05) -> "pd.DataFrame":
+def _check_name(what: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise TypeError(f"Report.diff: {what} must be a non-empty str, got {value!r}")
+    return value.strip()
+
+
+def speedup_phrase(speedup: float) -> str:
+    """"5.50x faster", "2.00x slower" or "the same": a ratio a reader cannot misread."""
+    if math.isnan(speedup):
+        return "not comparable"
+    if speedup >= 1.005:
+        return f"{speedup:.2f}x faster"
+    if speedup <= 1 / 1.005:
+        return "inf x slower" if speedup == 0 else f"{1 / speedup:.2f}x slower"
+    return "the same speed"
+
+
+def diff(base: "Report", new: "Report", aggregate: bool = False, threshold: float = 0.05,
+         baseline_name: str = "Baseline", name: str = "New") -> "pd.DataFrame":
     import pandas as pd
 
     from .report import Report
@@ -110,17 +136,30 @@ def diff(base: "Report", new: "Report", aggregate: bool = False,
         raise TypeError(f"Report.diff: other must be a Report, got {type(new).__name__}")
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or threshold < 0:
         raise ValueError(f"Report.diff: threshold must be a number >= 0, got {threshold!r}")
+    baseline_name = _check_name("baseline_name", baseline_name)
+    name = _check_name("name", name)
+    if baseline_name == name:
+        raise ValueError(f"Report.diff: the two runs need different names, both are {name!r}")
     base_rows = _keyed(report_rows(base, aggregate))
     new_rows = _keyed(report_rows(new, aggregate))
     records = []
     for key in [*base_rows, *(k for k in new_rows if k not in base_rows)]:
         b, n = _duration(base_rows.get(key)), _duration(new_rows.get(key))
         speedup, change = _change(b, n, threshold)
-        name = key[0]
+        call_name = key[0]
         row = base_rows.get(key) or new_rows[key]
         if isinstance(row.get(NAME), str):
-            name = row[NAME]  # the group key may be a Hash; show the name
-        records.append((name, key[1], key[2], key[3], b, n, n - b, speedup, change))
-    frame = pd.DataFrame.from_records(records, columns=list(DIFF_COLUMNS))
-    return frame.astype({"Occurrence": "int64", "Baseline (us)": "float64",
-                         "New (us)": "float64", "Delta (us)": "float64", "Speedup": "float64"})
+            call_name = row[NAME]  # the group key may be a Hash; show the name
+        records.append((call_name, key[1], key[2], key[3], b, n, n - b, speedup, change))
+    columns = diff_columns(baseline_name, name)
+    frame = pd.DataFrame.from_records(records, columns=list(columns))
+    frame = frame.astype({"Occurrence": "int64", columns[4]: "float64", columns[5]: "float64",
+                          "Delta (us)": "float64", "Speedup": "float64"})
+    both = frame[columns[4]].notna() & frame[columns[5]].notna()
+    total_base = float(frame[columns[4]][both].sum())
+    total_new = float(frame[columns[5]][both].sum())
+    total = total_base / total_new if total_new > 0 else math.nan
+    # Who is compared with whom travels with the frame (pandas keeps attrs on copies).
+    frame.attrs.update({"baseline_name": baseline_name, "name": name, "speedup": total,
+                        "title": f"{baseline_name} -> {name}: {speedup_phrase(total)}"})
+    return frame

@@ -138,16 +138,23 @@ class Report:
         from .frames import to_dataframe
         return to_dataframe(self, aggregate=aggregate)
 
-    def diff(self, other: "Report", aggregate: bool = False, threshold: float = 0.05):
-        """Compare ``other`` (a new run) against this report (the baseline), call by call.
+    def diff(self, other: "Report", aggregate: bool = False, threshold: float = 0.05, *,
+             baseline_name: str = "Baseline", name: str = "New"):
+        """How ``other`` (the new run) compares with this report (the baseline), call by call:
+        ``naive.diff(tiled, baseline_name="naive", name="tiled")``.
 
         Calls are matched by (name, argument shapes, device) and their order among equal keys.
-        Returns a DataFrame with both durations, ``Speedup`` (baseline / new, >1 is faster) and
-        ``Change`` in {"faster", "slower", "same", "added", "removed"}; ``threshold`` is the
-        relative change below which a call counts as "same".
+        Returns a DataFrame with both durations (columns ``"<baseline_name> (us)"`` and
+        ``"<name> (us)"``), ``Delta (us)`` (new - baseline), ``Speedup`` (baseline time / new
+        time: > 1 means ``other`` is faster) and ``Change`` in {"faster", "slower", "same",
+        "added", "removed"} (from ``other``'s point of view); ``threshold`` is the relative
+        change below which a call counts as "same". ``frame.attrs`` holds both names, the
+        total ``speedup`` over the calls in both runs and a ``title`` such as
+        ``"naive -> tiled: 5.50x faster"``.
         """
         from .frames import diff
-        return diff(self, other, aggregate=aggregate, threshold=threshold)
+        return diff(self, other, aggregate=aggregate, threshold=threshold,
+                    baseline_name=baseline_name, name=name)
 
     def to_chrome_trace(self, path: str | os.PathLike | None = None) -> str:
         """Chrome trace-event JSON (opens in Perfetto / chrome://tracing); written to ``path``
