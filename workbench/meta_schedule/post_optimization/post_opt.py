@@ -8,15 +8,22 @@ For every task of a finished :class:`TaskScheduler` run, in task order:
    replayed on the task's module with the task's postprocessors (a trace that no longer
    applies or that a postprocessor rejects is a failed point, never built) and measured with
    :meth:`TaskScheduler.measure_batch`: the same builder, runner and output check as the
-   search, and the same measure callbacks but ``UpdateCostModel`` (the model is not used any
-   more), so every measurement is committed to the database (``AddToDatabase``), counted in
-   the task's statistics and shown by a dashboard;
-3. one log line reports the database's best before and after, the trials and the seconds
+   search, and the same measure callbacks (a dashboard shows the trials, the statistics count
+   them) except ``UpdateCostModel`` (the model is not used any more) and ``AddToDatabase``;
+3. if the search moved, its result and the start are measured side by side
+   (``DUEL_ROUNDS`` rounds in one batch);
+4. records are committed through the run's ``AddToDatabase`` so that a lucky measurement
+   never becomes the best: failures and candidates not faster than the database's best are
+   committed as measured; a faster-looking one is committed only if it is the search's result
+   and beat the start side by side (with every time measured for it), the others are
+   dropped and counted (see :class:`_TaskMeasure`);
+5. one log line reports the database's best before and after, the trials and the seconds
    spent (also under ``Profiler`` scope ``PostOptimization``).
 
-The database keeps every record and ranks by recorded mean time, so the search can only add
-candidates for "best": it never rewrites or removes a record. Budget and acceptance margin are
-the options ``ms_post_opt_trials`` (per task; TVM uses 100) and ``ms_post_opt_min_gain``.
+So the database's best after post-optimization is the old best or a schedule that was
+faster than it when both ran in the same batch, and no record is rewritten or removed.
+Budget and acceptance margin are the options ``ms_post_opt_trials`` (per task, the final
+comparison included; TVM uses 100) and ``ms_post_opt_min_gain``.
 
 Differences from TVM's ``PostOpt`` (reference wave2 section 5), on purpose: it uses the run's
 builder, runner and database (TVM builds with a fresh ``LocalBuilder`` and re-reads the JSON
@@ -30,12 +37,16 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from workbench import options
 from workbench.meta_schedule.arg_info import ArgInfo
 from workbench.meta_schedule.database.database import mean_run_secs
+from workbench.meta_schedule.builder import BuilderResult
+from workbench.meta_schedule.measure_callback.add_to_database import AddToDatabase
 from workbench.meta_schedule.measure_callback.update_cost_model import UpdateCostModel
+from workbench.meta_schedule.post_optimization.space import decision_key
+from workbench.meta_schedule.runner import RunnerResult
 from workbench.meta_schedule.post_optimization.droplet import DropletResult, DropletSearch
 from workbench.meta_schedule.profiler import Profiler
 from workbench.meta_schedule.search_strategy.base import TraceApplier
@@ -61,6 +72,9 @@ def _fraction(value: float) -> None:
         raise ValueError(f"must be in [0, 1), got {value}")
 
 
+#: Rounds of the final side-by-side measurement of the start and the search's result.
+DUEL_ROUNDS = 2
+
 options.register("ms_post_opt_trials", int, 64, env="WORKBENCH_MS_POST_OPT_TRIALS",
                  doc="Measurements the post-optimization (Droplet search) may spend per task "
                      "after tune_tir(..., post_optimization=True).",
@@ -74,8 +88,10 @@ options.register("ms_post_opt_min_gain", float, 0.02, env="WORKBENCH_MS_POST_OPT
 @dataclass
 class PostOptResult:
     """One task's post-optimization: the task's module, the database's best mean time before
-    and after (seconds), the search (its batches, trials and same-batch times) and the wall
-    seconds spent."""
+    and after (seconds), the search (its batches and same-batch times), the wall seconds and
+    measurements spent (the final comparison included), whether the search's result beat the
+    start side by side (None: nothing to compare) and how many faster-looking records were
+    held back unconfirmed."""
 
     task_name: str
     mod: IRModule
@@ -83,6 +99,9 @@ class PostOptResult:
     best_after: float
     search: DropletResult
     seconds: float
+    trials: int
+    confirmed: bool | None
+    held_back: int
 
     def schedule_before(self) -> Schedule:
         """The best schedule before post-optimization (the search's start), replayed."""
@@ -91,18 +110,18 @@ class PostOptResult:
         return sch
 
     @property
-    def trials(self) -> int:
-        return self.search.trials
-
-    @property
     def recorded_gain(self) -> float:
         """best_before / best_after as recorded in the database (>= 1 by construction)."""
         return self.best_before / self.best_after
 
     def summary(self) -> str:
         s = self.search
-        moved = (f"{len([b for b in s.batches if b.accepted])} move(s), same-batch speedup "
-                 f"{s.speedup:.3f}x" if s.improved else "no faster neighbour")
+        if not s.improved:
+            moved = "no faster neighbour"
+        else:
+            moved = (f"{len([b for b in s.batches if b.accepted])} move(s), same-batch "
+                     f"speedup {s.speedup:.3f}x, "
+                     f"{'confirmed' if self.confirmed else 'not confirmed'} against the start")
         return (f"post-optimization of {self.task_name!r}: best {self.best_before * 1e6:.2f} us"
                 f" -> {self.best_after * 1e6:.2f} us ({self.recorded_gain:.3f}x recorded; "
                 f"{moved}) in {self.trials} trial(s), {self.seconds:.1f} s")
@@ -118,12 +137,17 @@ def post_optimize(scheduler: "TaskScheduler", *, max_trials: int | None = None,
         max_trials = int(options.get("ms_post_opt_trials"))
     if min_gain is None:
         min_gain = float(options.get("ms_post_opt_min_gain"))
+    if isinstance(max_trials, bool) or not isinstance(max_trials, int) or \
+            max_trials < 2 + 2 * DUEL_ROUNDS:
+        raise ValueError(f"post_optimize: max_trials must be an int >= {2 + 2 * DUEL_ROUNDS} "
+                         f"(a batch and the final comparison), got {max_trials!r}")
     stop = should_stop or (lambda: False)
     database = scheduler.database_
     if database is None:
         logger.warning("post-optimization needs a database to start from; skipped")
         return []
-    search = DropletSearch(max_trials, min_gain)
+    # the final comparison with the start is paid from the same budget
+    search = DropletSearch(max_trials - 2 * DUEL_ROUNDS, min_gain)
     out: list[PostOptResult] = []
     for task_id, task in enumerate(scheduler.tasks_):
         if stop():
@@ -135,13 +159,19 @@ def post_optimize(scheduler: "TaskScheduler", *, max_trials: int | None = None,
                         ctx.task_name)
             continue
         before = record.mean_run_secs
-        measure = _measurer(scheduler, task_id)
+        measure = _TaskMeasure(scheduler, task_id, before)
         t0 = time.perf_counter()
         with Profiler.timeit("PostOptimization"):
             found = search.run(record.trace, measure, recorded_secs=before, should_stop=stop)
+            confirmed = None
+            if found.improved and not stop():
+                confirmed = measure.duel(record.trace, found.best_trace, min_gain)
+            measure.finish(found.best_trace if confirmed else None)
         after_rec = database.query_tuning_record(ctx.mod, ctx.target)
         after = before if after_rec is None else min(before, after_rec.mean_run_secs)
-        res = PostOptResult(ctx.task_name, ctx.mod, before, after, found, time.perf_counter() - t0)
+        res = PostOptResult(ctx.task_name, ctx.mod, before, after, found,
+                            time.perf_counter() - t0, measure.trials, confirmed,
+                            measure.held_back)
         out.append(res)
         # ``post_opt`` carries the result for programs that collect it (the benchmark).
         logger.info("%s", res.summary(), extra={"post_opt": res})
@@ -149,32 +179,96 @@ def post_optimize(scheduler: "TaskScheduler", *, max_trials: int | None = None,
     return out
 
 
-def _measurer(scheduler: "TaskScheduler",
-              task_id: int) -> Callable[[Sequence[Trace]], list[float | None]]:
-    """``measure(traces)`` for one task: replay with postprocessing, measure what applied
-    through the scheduler, and return each trace's mean seconds (None: failed)."""
-    ctx = scheduler.tasks_[task_id].ctx
-    # The cost model has done its job once the search is over: retraining it after every
-    # batch would only cost time.
-    callbacks = [cb for cb in scheduler.measure_callbacks_
-                 if not isinstance(cb, UpdateCostModel)]
-    postprocs = list(getattr(ctx.space_generator, "postprocs", None) or [])
-    applier = TraceApplier(ctx.mod, postprocs)
+class _TaskMeasure:
+    """``measure(traces)`` for one task's search, and the commit policy.
 
-    def measure(traces: Sequence[Trace]) -> list[float | None]:
+    Traces are replayed with the task's postprocessing; what applies is measured through
+    ``scheduler.measure_batch`` with the run's callbacks except ``UpdateCostModel`` (the
+    model is not used any more) and ``AddToDatabase``: committing is decided here. A failed
+    candidate, or one whose mean time is at least ``floor`` (the database's best before),
+    is committed at once through the run's ``AddToDatabase`` (if it has one): it cannot
+    become the best. A faster one is held back: only the final incumbent, once it beat the
+    start side by side (:meth:`duel`), is committed, with every time measured for it. A lucky
+    single measurement therefore never becomes the database's best.
+    """
+
+    def __init__(self, scheduler: "TaskScheduler", task_id: int, floor: float) -> None:
+        self.scheduler, self.task_id, self.floor = scheduler, task_id, floor
+        self.ctx = scheduler.tasks_[task_id].ctx
+        self.callbacks = [cb for cb in scheduler.measure_callbacks_
+                          if not isinstance(cb, (UpdateCostModel, AddToDatabase))]
+        adders = [cb for cb in scheduler.measure_callbacks_ if isinstance(cb, AddToDatabase)]
+        self.adder = adders[0] if adders else None
+        postprocs = list(getattr(self.ctx.space_generator, "postprocs", None) or [])
+        self.applier = TraceApplier(self.ctx.mod, postprocs)
+        self.held: dict[tuple, tuple[MeasureCandidate, BuilderResult, list[float]]] = {}
+        self.trials = 0
+        self.held_back = 0
+
+    def _run(self, traces: Sequence[Trace]) -> list[tuple[MeasureCandidate | None,
+                                                          BuilderResult | None,
+                                                          RunnerResult | None]]:
         cands: list[MeasureCandidate] = []
         where: list[int] = []
         for i, trace in enumerate(traces):
-            sch = applier.apply(trace, ctx.fork_seed())
+            sch = self.applier.apply(trace, self.ctx.fork_seed())
             if sch is not None:
                 cands.append(MeasureCandidate(
                     sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
                 where.append(i)
-        times: list[float | None] = [None] * len(traces)
+        self.trials += len(traces)
+        out: list[tuple[Any, Any, Any]] = [(None, None, None)] * len(traces)
         if cands:
-            for i, res in zip(where, scheduler.measure_batch(task_id, cands, callbacks)):
-                if res.error_msg is None and res.run_secs:
-                    times[i] = mean_run_secs(res.run_secs)
+            built, results = self.scheduler.measure_batch(self.task_id, cands, self.callbacks)
+            for i, cand, b, r in zip(where, cands, built, results):
+                out[i] = (cand, b, r)
+        return out
+
+    def _commit(self, cand: MeasureCandidate, built: BuilderResult,
+                result: RunnerResult) -> None:
+        if self.adder is not None:
+            self.adder.apply(self.scheduler, self.task_id, [cand], [built], [result])
+
+    def __call__(self, traces: Sequence[Trace]) -> list[float | None]:
+        times: list[float | None] = []
+        for trace, (cand, built, res) in zip(traces, self._run(traces)):
+            ok = res is not None and res.error_msg is None and bool(res.run_secs)
+            times.append(mean_run_secs(res.run_secs) if ok else None)
+            if cand is None:
+                continue  # did not apply: nothing was built or measured
+            if not ok or mean_run_secs(res.run_secs) >= self.floor:
+                self._commit(cand, built, res)
+                continue
+            key = decision_key(trace)
+            if key in self.held:
+                self.held[key][2].extend(res.run_secs)
+            else:
+                self.held[key] = (cand, built, list(res.run_secs))
         return times
 
-    return measure
+    def duel(self, start: Trace, final: Trace, min_gain: float) -> bool:
+        """Measure ``start`` and ``final`` in turns, ``DUEL_ROUNDS`` times in one batch; True
+        when ``final`` is faster by more than ``min_gain`` (its times are kept for the
+        commit)."""
+        runs = self._run([start, final] * DUEL_ROUNDS)
+        start_secs = [s for c, b, r in runs[0::2] if r is not None and r.error_msg is None
+                      for s in (r.run_secs or [])]
+        final_secs = [s for c, b, r in runs[1::2] if r is not None and r.error_msg is None
+                      for s in (r.run_secs or [])]
+        if not start_secs or not final_secs:
+            return False
+        won = mean_run_secs(final_secs) < mean_run_secs(start_secs) * (1.0 - min_gain)
+        key = decision_key(final)
+        if won and key in self.held:
+            self.held[key][2].extend(final_secs)
+        return won
+
+    def finish(self, confirmed: Trace | None) -> None:
+        """Commit the confirmed final incumbent (all its times); drop the other held ones."""
+        key = None if confirmed is None else decision_key(confirmed)
+        for k, (cand, built, secs) in self.held.items():
+            if k == key:
+                self._commit(cand, built, RunnerResult(secs, None))
+            else:
+                self.held_back += 1
+        self.held.clear()

@@ -214,11 +214,11 @@ class TaskScheduler(abc.ABC):
 
     def measure_batch(self, task_id: int, cands: list["MeasureCandidate"],
                       callbacks: Sequence["MeasureCallback"] | None = None,
-                      ) -> list["RunnerResult"]:
+                      ) -> tuple[list["BuilderResult"], list["RunnerResult"]]:
         """Build and run ``cands`` of task ``task_id`` now (same builder, runner and output
         check as the search), apply ``callbacks`` (default: the run's measure callbacks) and
         record the latencies, without telling the task's search strategy: post-optimization
-        measures its own points."""
+        measures its own points. Returns the build and run results, one per candidate."""
         task = self.tasks_[task_id]
         if task.runner_futures is not None:
             raise RuntimeError(f"measure_batch: task #{task_id} still has a batch in flight; "
@@ -226,8 +226,9 @@ class TaskScheduler(abc.ABC):
         self._send(task_id, cands)
         with Profiler.timeit("JoinRunnerFutures"):
             results = [f.result() for f in task.runner_futures]
-        self._record_batch(task_id, cands, task.builder_results, results, callbacks)
-        return results
+        built = task.builder_results
+        self._record_batch(task_id, cands, built, results, callbacks)
+        return built, results
 
     def _record_batch(self, task_id: int, cands: list["MeasureCandidate"],
                       built: list["BuilderResult"], results: list["RunnerResult"],
