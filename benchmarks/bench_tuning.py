@@ -14,11 +14,17 @@ shown too. The references (numpy's matmul; for conv2d also im2col + numpy
 and, when torch is installed, PyTorch's conv2d) are timed in turns with the tuned kernel right
 after its tuning, best of 9 rounds each, so load on a shared machine skews all alike.
 
-Usage: ``python benchmarks/bench_tuning.py [--trials 64] [--only matmul|conv2d]``
+After the search, ``post_optimization=True`` runs the Droplet search around the best record
+(``--no-post-opt`` skips it): printed are the best record before and after, the extra trials
+and seconds, and the two kernels rebuilt and timed in turns (before / after > 1: it helped).
+The tuning wall time is the search's alone.
+
+Usage: ``python benchmarks/bench_tuning.py [--trials 64] [--only matmul|conv2d] [--no-post-opt]``
 """
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import tempfile
@@ -173,13 +179,35 @@ def _packs_weights(sch) -> bool:
     return bool(layout_rewrites(stripped["main"]))
 
 
-def tune(name: str, func, trials: int, flop: int):
+class _PostOptResults(logging.Handler):
+    """Collects the PostOptResult that the post-optimization logs with each summary line."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.results = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if hasattr(record, "post_opt"):
+            self.results.append(record.post_opt)
+
+
+def tune(name: str, func, trials: int, flop: int, post_opt: bool = True):
     work_dir = tempfile.mkdtemp(prefix=f"bench_tuning_{name}_")
+    collect = _PostOptResults()
+    post_logger = logging.getLogger("workbench.meta_schedule.post_optimization")
+    post_logger.addHandler(collect)
+    post_logger.setLevel(logging.INFO)
     t0 = time.perf_counter()
-    with ms.Profiler() as prof:
-        db = ms.tune_tir(func, TARGET, work_dir, max_trials_global=trials,
-                         num_trials_per_iter=64, seed=0)
+    try:
+        with ms.Profiler() as prof:
+            db = ms.tune_tir(func, TARGET, work_dir, max_trials_global=trials,
+                             num_trials_per_iter=64, seed=0, post_optimization=post_opt)
+    finally:
+        post_logger.removeHandler(collect)
     wall = time.perf_counter() - t0
+    post = collect.results[0] if collect.results else None
+    if post is not None:
+        wall -= post.seconds  # the search's wall time, comparable with TVM's
     recs = [r for r in db.get_all_tuning_records()
             if r.run_secs and max(r.run_secs) < 1e9]
     best_rec = min(float(np.median(r.run_secs)) for r in recs) if recs else float("nan")
@@ -195,6 +223,10 @@ def tune(name: str, func, trials: int, flop: int):
         if sch is None:
             raise RuntimeError("no valid schedule in the database")
         kernels = {"tuned": built_kernel_fn(sch, func, prepacked=True)}
+        if post is not None and post.best_after < post.best_before:
+            # the search's best, before post-optimization, timed in the same turns
+            kernels["before_post_opt"] = built_kernel_fn(post.schedule_before(), func,
+                                                         prepacked=True)
         if _packs_weights(sch):
             kernels["tuned_packing"] = built_kernel_fn(sch, func)
         times = best_of_interleaved({**kernels, **refs})
@@ -203,12 +235,13 @@ def tune(name: str, func, trials: int, flop: int):
         times = best_of_interleaved(refs)
         times["tuned"] = float("nan")
     rebuilt = times.pop("tuned")
+    before_post_opt = times.pop("before_post_opt", rebuilt)
     packs = "tuned_packing" in times
     packing = times.pop("tuned_packing", rebuilt)
     return {"wall": wall, "prof": prof, "best_rec_s": best_rec, "rebuilt_s": rebuilt,
             "gflops_rec": flop / best_rec / 1e9, "gflops_rebuilt": flop / rebuilt / 1e9,
             "gflops_packing": flop / packing / 1e9, "n_valid": len(recs), "ref_s": times,
-            "packs": packs}
+            "packs": packs, "post": post, "before_post_opt_s": before_post_opt}
 
 
 def main() -> None:
@@ -217,6 +250,8 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--only", choices=["matmul", "conv2d"])
     ap.add_argument("--cores", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--no-post-opt", action="store_true",
+                    help="skip the post-optimization (Droplet search) after the search")
     args = ap.parse_args()
     TARGET = f"llvm -num-cores={args.cores}"
     print(f"target: {TARGET}; trials per workload: {args.trials}")
@@ -227,7 +262,7 @@ def main() -> None:
     for name, make, flop in work:
         if args.only and args.only != name:
             continue
-        r = results[name] = tune(name, make(), args.trials, flop)
+        r = results[name] = tune(name, make(), args.trials, flop, not args.no_post_opt)
         np_mm = MATMUL_FLOP / r["ref_s"]["numpy_matmul"] / 1e9
         vs_tvm = (f"{r['wall'] / TVM_SECONDS:.2f}x TVM's {TVM_SECONDS:.0f} s; target <= 1.5x"
                   if args.trials == 64 else f"TVM's {TVM_SECONDS:.0f} s is for 64 trials")
@@ -239,6 +274,17 @@ def main() -> None:
         print(f"{name}: best record {r['best_rec_s'] * 1e3:.3f} ms = {r['gflops_rec']:.2f} "
               f"GFLOPS; rebuilt {r['rebuilt_s'] * 1e3:.3f} ms = {r['gflops_rebuilt']:.2f} "
               f"GFLOPS; valid records {r['n_valid']}")
+        post = r["post"]
+        if post is not None:
+            retimed = (f"rebuilt and timed in turns: before / after = "
+                       f"{r['before_post_opt_s'] / r['rebuilt_s']:.3f}"
+                       if post.best_after < post.best_before else "the best is unchanged")
+            print(f"{name}: post-optimization: best record {post.best_before * 1e3:.3f} ms -> "
+                  f"{post.best_after * 1e3:.3f} ms ({post.recorded_gain:.3f}x recorded; "
+                  f"{post.search.speedup:.3f}x within its batches; result "
+                  f"{'confirmed' if post.confirmed else 'not confirmed'} side by side; "
+                  f"{post.held_back} unconfirmed faster-looking records dropped), "
+                  f"{post.trials} extra trials, {post.seconds:.1f} s; {retimed}")
         if r["packs"]:
             print(f"{name}: with the weight packing on every call (compile_tir's module, no "
                   f"pre-packing): {r['gflops_packing']:.2f} GFLOPS")
@@ -249,11 +295,15 @@ def main() -> None:
                 continue
             rg = CONV_FLOP / secs / 1e9
             print(f"{name}: ratio to {ref} ({rg:.2f} GFLOPS): {g / rg:.3f}")
-    print("\nsummary:")
+    print("\nsummary (tuning = the search; post-opt = the Droplet search after it):")
     for name, r in results.items():
         vs_tvm = f" ({r['wall'] / TVM_SECONDS:.2f}x TVM)" if args.trials == 64 else ""
+        post = r["post"]
+        extra = "" if post is None else (
+            f"  post-opt {r['before_post_opt_s'] / r['rebuilt_s']:.3f}x (re-timed) in "
+            f"{post.trials} trials / {post.seconds:.1f} s")
         print(f"  {name:7s} {r['gflops']:8.2f} GFLOPS  {r['gflops'] / r['np_mm']:6.3f} x "
-              f"numpy-matmul  tuning {r['wall']:6.1f} s{vs_tvm}")
+              f"numpy-matmul  tuning {r['wall']:6.1f} s{vs_tvm}{extra}")
 
 
 TARGET = "llvm"
