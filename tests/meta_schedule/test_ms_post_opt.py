@@ -339,3 +339,11 @@ def test_post_opt_real_tuning_run(tmp_path):
     args = random_args(func)
     np.testing.assert_allclose(run(sch.mod, args)[-1], args[0] @ args[1], rtol=1e-4,
                                atol=1e-5)
+
+
+def test_measure_batch_needs_a_tuned_scheduler():
+    with pytest.raises(RuntimeError, match="call tune"):
+        ms.TaskScheduler.create("round-robin").measure_batch(0, [])
+    from workbench.meta_schedule.post_optimization.post_opt import post_optimize
+    with pytest.raises(ValueError, match="max_trials"):
+        post_optimize(ms.TaskScheduler.create("round-robin"), max_trials=3)

@@ -53,7 +53,7 @@ class Knob:
             if j != self.pos:
                 room //= tiles[j]
         cap = _max_innermost(self.inst) if self.pos == len(tiles) - 1 else -1
-        return [d for d in range(1, room + 1) if room % d == 0 and (cap <= 0 or d <= cap)]
+        return [d for d in _divisors(room) if cap <= 0 or d <= cap]
 
     def current(self, decision: Any) -> Any:
         return int(decision) if self.pos < 0 else int(decision[self.pos])
@@ -77,6 +77,19 @@ class Knob:
         if self.pos < 0:
             return f"{self.inst.kind.name}={self.current(decision)}"
         return f"{self.inst.kind.name}[{self.pos}]={self.current(decision)}"
+
+
+def _divisors(n: int) -> list[int]:
+    """The divisors of ``n`` in ascending order (pairs up to the square root)."""
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
 
 
 def _max_innermost(inst: Instruction) -> int:

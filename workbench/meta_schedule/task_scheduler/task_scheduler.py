@@ -219,6 +219,9 @@ class TaskScheduler(abc.ABC):
         check as the search), apply ``callbacks`` (default: the run's measure callbacks) and
         record the latencies, without telling the task's search strategy: post-optimization
         measures its own points. Returns the build and run results, one per candidate."""
+        if getattr(self, "_builder", None) is None:
+            raise RuntimeError("measure_batch: the scheduler has no builder and runner yet; "
+                               "call tune() first")
         task = self.tasks_[task_id]
         if task.runner_futures is not None:
             raise RuntimeError(f"measure_batch: task #{task_id} still has a batch in flight; "
