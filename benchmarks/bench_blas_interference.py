@@ -8,8 +8,8 @@ script measures, in turns (so load on a shared machine hits every variant alike)
 ratios to the same measurement on a quiet process:
 
 A. our parallel matmul kernel right after ``numpy.matmul``: one plain call, the mean of plain
-   calls during the first 50 ms, and ``time_evaluator(number=10, repeat=3)`` (median) with
-   the runtime's ``timing_settle_ms`` on (default) and off (0);
+   calls during the first 50 ms, and ``time_evaluator(number=5, repeat=1)`` (a measurement
+   of a few ms) with the runtime's ``timing_settle_ms`` on (default) and off (0);
 B. ``numpy.matmul`` right after our kernel, with libgomp's default spin and with the runtime's
    ``omp_spin_count`` (each in a fresh interpreter: libgomp reads it once, when loaded);
 C. back-to-back calls of a small parallel kernel under both spin settings (what spinning is
@@ -75,7 +75,9 @@ def part_a(rounds: int) -> dict:
     rt, args = _kernel(256)
     f = rt["main"]
     x = np.random.rand(512, 512).astype("float32")
-    ev = rt.time_evaluator("main", wb.cpu(0), number=10, repeat=3)
+    # one short measurement (a few ms), as a quick check in a notebook makes: it falls
+    # entirely inside the ~0.1 s that OpenBLAS spins
+    ev = rt.time_evaluator("main", wb.cpu(0), number=5, repeat=1)
     for _ in range(10):
         f(*args)
     res: dict = {k: [] for k in ("single_quiet", "single_after", "burst_quiet", "burst_after",
