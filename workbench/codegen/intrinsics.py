@@ -167,6 +167,56 @@ def _popcount(ctx, call, args):
     return llvm_intrinsic(ctx, "llvm.ctpop", args)
 
 
+def _reinterpret(ctx, call, args):
+    from workbench.codegen.llvm_types import value_type
+    return ctx.b.bitcast(args[0], value_type(call.dtype))
+
+
+# LLVM intrinsic name prefix -> the CPU features it needs (first match wins). Emitting an
+# instruction the target lacks would make LLVM abort the process during instruction selection,
+# so codegen refuses it with an error naming the feature instead.
+X86_INTRINSIC_FEATURES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("llvm.x86.avx512.vpdpbusd", ("avx512vnni",)),
+    ("llvm.x86.avx512.vpdpwssd", ("avx512vnni",)),
+    ("llvm.x86.avx512bf16.", ("avx512bf16",)),
+    ("llvm.x86.avx512.pmaddubs.w.512", ("avx512bw",)),
+    ("llvm.x86.avx512.pmaddw.d.512", ("avx512bw",)),
+    ("llvm.x86.avx512.", ("avx512f",)),
+    ("llvm.x86.avx2.", ("avx2",)),
+    ("llvm.x86.fma.", ("fma",)),
+)
+
+
+def required_features(name: str) -> tuple[str, ...]:
+    """The CPU features the LLVM intrinsic ``name`` needs (empty for target-independent ones)."""
+    for prefix, feats in X86_INTRINSIC_FEATURES:
+        if name.startswith(prefix):
+            return feats
+    return ()
+
+
+def emit_llvm_intrin_call(ctx, call) -> ir.Value:
+    """``call_llvm_pure_intrin`` / ``call_llvm_intrin``: ``args[0]`` is the intrinsic's LLVM
+    name; it is declared with the operands' types and the call's dtype as result."""
+    from workbench.codegen.llvm_types import value_type
+    from workbench.codegen.renderer import RenderError
+    name = call.args[0].value
+    missing = [f for f in required_features(name) if not ctx.target.has_feature(f)]
+    if missing:
+        raise RenderError(f"in {ctx.name!r}: intrinsic {name!r} needs CPU feature(s) "
+                          f"{', '.join(missing)}, which target {str(ctx.target)!r} lacks")
+    args = [ctx.expr(a) for a in call.args[1:]]
+    ret = value_type(call.dtype)
+    fn = ctx.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(ctx.module, ir.FunctionType(ret, [a.type for a in args]), name)
+    elif fn.function_type.return_type != ret or \
+            list(fn.function_type.args) != [a.type for a in args]:
+        raise RenderError(f"in {ctx.name!r}: intrinsic {name!r} is called with two different "
+                          "signatures")
+    return ctx.b.call(fn, args)
+
+
 INTRINSIC_RULES: dict[str, Callable] = {
     **{name: _llvm_unary(intr, name) for name, intr in _LLVM_FLOAT_UNARY.items()},
     **{name: _libm(name) for name in _LIBM},
@@ -175,6 +225,7 @@ INTRINSIC_RULES: dict[str, Callable] = {
     "bitwise_and": _bitwise("and_"), "bitwise_or": _bitwise("or_"),
     "bitwise_xor": _bitwise("xor"), "bitwise_not": _bitwise_not,
     "shift_left": _bitwise("shl"), "shift_right": _shift_right, "popcount": _popcount,
+    "reinterpret": _reinterpret,
 }
 
-__all__ = ["INTRINSIC_RULES", "llvm_intrinsic", "I1"]
+__all__ = ["INTRINSIC_RULES", "llvm_intrinsic", "I1", "emit_llvm_intrin_call", "required_features"]

@@ -18,6 +18,8 @@ _SCALAR = {
     "bool": I1, "int8": I8, "uint8": I8, "int16": ir.IntType(16), "uint16": ir.IntType(16),
     "int32": I32, "uint32": I32, "int64": I64, "uint64": I64,
     "float16": ir.HalfType(), "float32": ir.FloatType(), "float64": ir.DoubleType(),
+    # bfloat16 lives in registers and memory as its 16 bits; codegen converts through float32.
+    "bfloat16": ir.IntType(16),
     "handle": I8P,
 }
 

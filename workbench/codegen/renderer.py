@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import llvmlite.ir as ir
 
-from workbench.codegen.intrinsics import INTRINSIC_RULES
+from workbench.codegen.intrinsics import INTRINSIC_RULES, emit_llvm_intrin_call
 from workbench.codegen.llvm_types import I8, I32, I64, I8P, element_bytes, memory_type, \
     value_type
 from workbench.ir import dtype as dt
@@ -137,7 +137,15 @@ def _int_imm(ctx: FunctionContext, e: E.IntImm) -> ir.Value:
 
 
 def _float_imm(ctx: FunctionContext, e: E.FloatImm) -> ir.Value:
+    if dt.parse(e.dtype).is_bfloat:
+        return ir.Constant(value_type(e.dtype), bfloat16_bits(e.value))
     return ir.Constant(value_type(e.dtype), e.value)
+
+
+def bfloat16_bits(value: float) -> int:
+    """The bfloat16 bit pattern nearest to ``value`` (round half to even)."""
+    import numpy as np
+    return int(np.array(value, dtype=dt.bfloat16_numpy()).view(np.uint16))
 
 
 def _var(ctx: FunctionContext, v: E.Var) -> ir.Value:
@@ -263,11 +271,46 @@ def _cast(ctx: FunctionContext, e: E.Cast) -> ir.Value:
     return cast_value(ctx, ctx.expr(e.value), e.value.dtype, e.dtype)
 
 
+def _bf16_to_f32(ctx: FunctionContext, v: ir.Value, lanes: int) -> ir.Value:
+    """bfloat16 bits -> float32: the bits are the float's upper half."""
+    i32 = I32 if lanes == 1 else ir.VectorType(I32, lanes)
+    f32 = ir.FloatType() if lanes == 1 else ir.VectorType(ir.FloatType(), lanes)
+    wide = ctx.b.shl(ctx.b.zext(v, i32), _splat_const(i32, 16))
+    return ctx.b.bitcast(wide, f32)
+
+
+def _f32_to_bf16(ctx: FunctionContext, v: ir.Value, lanes: int) -> ir.Value:
+    """float32 -> bfloat16 bits, rounding half to even; NaN stays a (quiet) NaN."""
+    i32 = I32 if lanes == 1 else ir.VectorType(I32, lanes)
+    i16 = ir.IntType(16) if lanes == 1 else ir.VectorType(ir.IntType(16), lanes)
+    bits = ctx.b.bitcast(v, i32)
+    odd = ctx.b.and_(ctx.b.lshr(bits, _splat_const(i32, 16)), _splat_const(i32, 1))
+    rounded = ctx.b.add(ctx.b.add(bits, _splat_const(i32, 0x7FFF)), odd)
+    out = ctx.b.trunc(ctx.b.lshr(rounded, _splat_const(i32, 16)), i16)
+    nan = ctx.b.fcmp_unordered("uno", v, v)
+    qnan = ctx.b.trunc(ctx.b.or_(ctx.b.lshr(bits, _splat_const(i32, 16)),
+                                 _splat_const(i32, 0x40)), i16)
+    return ctx.b.select(nan, qnan, out)
+
+
+def _splat_const(ty: ir.Type, value: int) -> ir.Constant:
+    if isinstance(ty, ir.VectorType):
+        return ir.Constant(ty, [ir.Constant(ty.element, value)] * ty.count)
+    return ir.Constant(ty, value)
+
+
 def cast_value(ctx: FunctionContext, v: ir.Value, src: str, dst: str) -> ir.Value:
     s, d = dt.parse(src), dt.parse(dst)
     to = value_type(dst)
     if src == dst:
         return v
+    if s.is_bfloat or d.is_bfloat:
+        f32 = dt.with_lanes("float32", s.lanes)
+        if s.is_bfloat and d.is_bfloat:
+            return v
+        if s.is_bfloat:
+            return cast_value(ctx, _bf16_to_f32(ctx, v, s.lanes), f32, dst)
+        return _f32_to_bf16(ctx, cast_value(ctx, v, src, f32), s.lanes)
     if d.is_bool:
         if s.is_float:
             return ctx.b.fcmp_unordered("!=", v, _zero_like(v))
@@ -327,6 +370,8 @@ def _shuffle(ctx: FunctionContext, e: E.Shuffle) -> ir.Value:
 def _call(ctx: FunctionContext, e: E.Call) -> ir.Value:
     if e.op == "if_then_else":
         return _if_then_else(ctx, e)
+    if e.op in ("call_llvm_pure_intrin", "call_llvm_intrin"):
+        return emit_llvm_intrin_call(ctx, e)
     rule = INTRINSIC_RULES.get(e.op)
     if rule is None:
         raise RenderError(f"in {ctx.name!r}: no code generation rule for intrinsic {e.op!r}")

@@ -17,6 +17,7 @@ _SCALAR_BITS = {
     "int8": ("int", 8), "int16": ("int", 16), "int32": ("int", 32), "int64": ("int", 64),
     "uint8": ("uint", 8), "uint16": ("uint", 16), "uint32": ("uint", 32), "uint64": ("uint", 64),
     "float16": ("float", 16), "float32": ("float", 32), "float64": ("float", 64),
+    "bfloat16": ("bfloat", 16),
     "handle": ("handle", 64), "void": ("void", 0),
 }
 _LANES = re.compile(r"^([a-z]+[0-9]*)x([0-9]+)$")
@@ -37,6 +38,12 @@ class DataType:
     @property
     def is_float(self) -> bool:
         return self.code == "float"
+
+    @property
+    def is_bfloat(self) -> bool:
+        """bfloat16: stored as 16 bits (numpy: ``ml_dtypes.bfloat16``); arithmetic on it is
+        done in float32 (codegen legalizes it)."""
+        return self.code == "bfloat"
 
     @property
     def is_int(self) -> bool:
@@ -90,6 +97,8 @@ def normalize(dtype) -> str:
     """Accept a dtype string, a numpy dtype or a Python type and return the canonical string."""
     if isinstance(dtype, str):
         return str(parse(dtype))
+    if getattr(dtype, "__name__", None) == "bfloat16" or str(dtype) == "bfloat16":
+        return "bfloat16"
     if dtype is bool:
         return "bool"
     if dtype is int:
@@ -120,10 +129,19 @@ def to_numpy(dtype: str) -> np.dtype:
     t = parse(dtype)
     if t.lanes != 1 or t.code in ("handle", "void"):
         raise TypeError(f"dtype {dtype!r} has no numpy equivalent")
+    if t.is_bfloat:
+        return bfloat16_numpy()
     return np.dtype(t.scalar)
 
 
-_RANK = {"bool": 0, "uint": 1, "int": 2, "float": 3}
+def bfloat16_numpy() -> np.dtype:
+    """numpy's view of bfloat16: ``ml_dtypes.bfloat16`` (importing ml_dtypes also makes
+    ``np.dtype("bfloat16")`` work)."""
+    import ml_dtypes
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+_RANK = {"bool": 0, "uint": 1, "int": 2, "bfloat": 3, "float": 3}
 
 
 def promote(a: str, b: str) -> str:

@@ -119,7 +119,8 @@ class TensorValue(Node):
 
     def numpy(self) -> np.ndarray:
         raw = base64.b64decode(self.payload)
-        return np.frombuffer(raw, dtype=np.dtype(self.dtype)).reshape(self.shape).copy()
+        from workbench.runtime.ndarray import numpy_dtype
+        return np.frombuffer(raw, dtype=numpy_dtype(self.dtype)).reshape(self.shape).copy()
 
     asnumpy = numpy
 

@@ -27,19 +27,28 @@ import numpy as np
 
 from .device import Device, cpu
 
-__all__ = ["NDArray", "Tensor", "tensor", "array", "empty", "SUPPORTED_DTYPES"]
+__all__ = ["NDArray", "Tensor", "tensor", "array", "empty", "SUPPORTED_DTYPES", "numpy_dtype"]
 
 ALIGNMENT = 64
 SUPPORTED_DTYPES = frozenset({
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64",
+    "float16", "float32", "float64", "bfloat16",
 })
+
+
+def numpy_dtype(dtype: Any) -> np.dtype:
+    """``np.dtype(dtype)``, also for ``"bfloat16"``: bfloat16 arrays are numpy arrays of
+    ``ml_dtypes.bfloat16``, imported on first use (it takes about a second to import)."""
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dtype)
 
 
 def _dtype_name(dtype: Any, param: str = "dtype") -> str:
     """Normalise a dtype (string, numpy dtype or type) to its name, e.g. ``"float32"``."""
     try:
-        name = np.dtype(dtype).name
+        name = numpy_dtype(dtype).name
     except TypeError:
         raise TypeError(f"{param}: {dtype!r} is not a dtype") from None
     if name not in SUPPORTED_DTYPES:
@@ -77,7 +86,7 @@ def _check_device(dev: Any) -> Device:
 
 
 def _aligned_view(shape: tuple[int, ...], dtype: str) -> np.ndarray:
-    itemsize = np.dtype(dtype).itemsize
+    itemsize = numpy_dtype(dtype).itemsize
     nbytes = itemsize
     for d in shape:
         nbytes *= d

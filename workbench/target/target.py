@@ -17,6 +17,21 @@ _KNOWN_KEYS = ("mcpu", "mattr", "mtriple", "num-cores", "fast-math", "opt-level"
                "tag", "host")
 
 
+# Vector extensions of named CPUs (used when a target names ``-mcpu`` but no ``-mattr``).
+_AVX512 = ("avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd")
+CPU_FEATURES: dict[str, tuple[str, ...]] = {
+    "haswell": ("avx2", "fma"), "broadwell": ("avx2", "fma"), "skylake": ("avx2", "fma"),
+    "znver2": ("avx2", "fma"), "znver3": ("avx2", "fma"),
+    "skylake-avx512": _AVX512,
+    "cascadelake": _AVX512 + ("avx512vnni",),
+    "cooperlake": _AVX512 + ("avx512vnni", "avx512bf16"),
+    "icelake-server": _AVX512 + ("avx512vnni",),
+    "sapphirerapids": _AVX512 + ("avx512vnni", "avx512bf16", "avxvnni", "amx-int8",
+                                 "amx-bf16"),
+    "znver4": _AVX512 + ("avx512vnni", "avx512bf16"),
+}
+
+
 def _init_llvm() -> None:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
@@ -76,6 +91,21 @@ class Target:
         if "+avx2" in feats or "+avx" in feats:
             return 256
         return 128
+
+    def has_feature(self, feature: str) -> bool:
+        """Does the target have the LLVM CPU feature ``feature`` (``"avx512vnni"``,
+        ``"avx512bf16"``, ``"avx512f"``, ...)? TVM's ``target_has_features``.
+
+        The host (no ``-mcpu``, or the host's CPU name) answers from the host's feature list;
+        ``-mattr`` answers from its ``+feature`` entries; a named ``-mcpu`` without ``-mattr``
+        answers from :data:`CPU_FEATURES` (a few common x86 server CPUs; others have none of
+        the listed extensions as far as this method knows).
+        """
+        feature = feature.lstrip("+")
+        feats = self.features
+        if feats:
+            return f"+{feature}" in feats.split(",")
+        return feature in CPU_FEATURES.get(self.mcpu, ())
 
     def max_num_threads(self) -> int:
         return self.num_cores or (os.cpu_count() or 1)

@@ -435,6 +435,42 @@ def shift_right(a: ExprLike, b: ExprLike) -> PrimExpr:
     return call("shift_right", a, b)
 
 
+# ---- target intrinsics (tensorize implementations) -------------------------------------------
+
+def reinterpret(dtype: str, value: ExprLike) -> PrimExpr:
+    """The bits of ``value`` read as ``dtype`` (TVM's ``T.reinterpret``): the total width
+    (bits x lanes) must be equal, e.g. ``reinterpret("int32", <uint8x4>)``."""
+    value = convert(value)
+    dtype = dt.normalize(dtype)
+    src, dst = dt.parse(value.dtype), dt.parse(dtype)
+    if src.bits * src.lanes != dst.bits * dst.lanes or src.is_bool or dst.is_bool:
+        raise TypeError(f"reinterpret: {value.dtype} ({src.bits * src.lanes} bits) cannot be "
+                        f"read as {dtype} ({dst.bits * dst.lanes} bits)")
+    if value.dtype == dtype:
+        return value
+    return Call(dtype, "reinterpret", (value,))
+
+
+def _llvm_intrin(op_name: str, dtype: str, name: str, args: tuple) -> PrimExpr:
+    if not isinstance(name, str) or not name.startswith("llvm."):
+        raise ValueError(f"{op_name}: the intrinsic is named by its LLVM name, e.g. "
+                         f"'llvm.x86.avx512.vpdpbusd.512', got {name!r}")
+    return Call(dt.normalize(dtype), op_name,
+                (StringImm(name),) + tuple(convert(a) for a in args))
+
+
+def call_llvm_pure_intrin(dtype: str, name: str, *args: ExprLike) -> PrimExpr:
+    """Call the LLVM intrinsic ``name`` (e.g. ``"llvm.x86.avx512.vpdpbusd.512"``) on ``args``,
+    returning ``dtype``; it has no side effects. Unlike TVM, which passes an id from
+    ``llvm_lookup_intrinsic_id``, the name itself is the first argument (a StringImm)."""
+    return _llvm_intrin("call_llvm_pure_intrin", dtype, name, args)
+
+
+def call_llvm_intrin(dtype: str, name: str, *args: ExprLike) -> PrimExpr:
+    """Like :func:`call_llvm_pure_intrin` for an intrinsic that may have side effects."""
+    return _llvm_intrin("call_llvm_intrin", dtype, name, args)
+
+
 def max_value(dtype: str) -> PrimExpr:
     t = dt.parse(dtype)
     if t.is_float:

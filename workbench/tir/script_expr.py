@@ -272,7 +272,12 @@ def _let(p: ExprPrinter, e: Let) -> tuple[str, int]:
     return f"T.Let({p.text(e.body)}, where={{{name}: {value}}})", ATOM
 
 
+_DTYPE_FIRST_CALLS = ("call_llvm_pure_intrin", "call_llvm_intrin", "reinterpret")
+
+
 def _call(p: ExprPrinter, e: Call) -> tuple[str, int]:
+    if e.op in _DTYPE_FIRST_CALLS:
+        return f"T.{e.op}({', '.join([quote(e.dtype)] + [p.text(a) for a in e.args])})", ATOM
     if e.op.isidentifier() and not keyword.iskeyword(e.op):
         return f"T.{e.op}({p.args(e.args)})", ATOM
     args = ", ".join([quote(e.dtype), quote(e.op)] + [p.text(a) for a in e.args])

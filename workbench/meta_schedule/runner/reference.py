@@ -44,7 +44,7 @@ __all__ = ["make_reference", "check_arguments", "written_arguments", "layout_pac
            "WrongResult", "TOLERANCES"]
 
 #: (rtol, atol) per float dtype; atol is scaled by max(1, max |expected|).
-TOLERANCES = {"float16": (1e-2, 1e-2), "float32": (1e-4, 1e-5), "float64": (1e-8, 1e-10)}
+TOLERANCES = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2), "float32": (1e-4, 1e-5), "float64": (1e-8, 1e-10)}
 
 
 class WrongResult(Exception):
@@ -169,7 +169,7 @@ def _compare(i: int, got: np.ndarray, want: np.ndarray) -> tuple[float, str] | N
     """None if equal within tolerance, else (max abs error, description)."""
     if got.shape != want.shape:
         return float("inf"), f"argument {i} has shape {got.shape}, expected {want.shape}"
-    if got.dtype.kind == "f":
+    if got.dtype.kind == "f" or got.dtype.name == "bfloat16":
         rtol, atol = TOLERANCES.get(str(got.dtype), TOLERANCES["float32"])
         g, w = got.astype(np.float64), want.astype(np.float64)
         finite = np.isfinite(w)

@@ -45,6 +45,9 @@ def args_seed(args_info: Sequence[Any]) -> int:
 
 
 def _fill(rng: np.random.Generator, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    if dtype == "bfloat16":
+        from workbench.runtime.ndarray import numpy_dtype
+        return rng.uniform(-1.0, 1.0, size=shape).astype(numpy_dtype(dtype))
     np_dtype = np.dtype(dtype)
     if np_dtype.kind == "f":
         return rng.uniform(-1.0, 1.0, size=shape).astype(np_dtype)

@@ -23,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..device import Device
-from ..ndarray import ALIGNMENT, NDArray, empty
+from ..ndarray import ALIGNMENT, NDArray, empty, numpy_dtype
 from ..packed_func import PackedFunc
 from ..registry import get_global_func, register_func
 from .objects import InternalError, ShapeTuple, Storage, VMClosure, tensor_view
@@ -62,7 +62,7 @@ _ITEMSIZE: dict[str, int] = {}
 def _itemsize(dtype: Any) -> int:
     size = _ITEMSIZE.get(dtype)
     if size is None:
-        size = _ITEMSIZE[str(dtype)] = np.dtype(str(dtype)).itemsize
+        size = _ITEMSIZE[str(dtype)] = numpy_dtype(str(dtype)).itemsize
     return size
 
 

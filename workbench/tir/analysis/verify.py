@@ -90,6 +90,16 @@ class _Verifier(IRVisitor):
 
     def visit_Block(self, blk: Block) -> None:
         self.buffers.update(blk.alloc_buffers)
+        for mb in blk.match_buffers:
+            # A match buffer is declared by the block; its symbolic shape, strides and offset
+            # are bound to the source region (tensorize), so they count as defined inside.
+            self.buffers.add(mb.buffer)
+            for e in mb.buffer.shape + mb.buffer.strides + (mb.buffer.elem_offset,):
+                if isinstance(e, Var):
+                    self.defined.add(e)
+            if mb.source.buffer not in self.buffers:
+                self.error(f"block {blk.name_hint!r} matches a region of buffer "
+                           f"{mb.source.buffer.name!r}, which is not declared")
         for iv in blk.iter_vars:
             self.defined.add(iv.var)
         for region in blk.reads + blk.writes:

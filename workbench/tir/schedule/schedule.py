@@ -6,10 +6,11 @@ from workbench.tir.schedule.compute_location_methods import ComputeLocationMetho
 from workbench.tir.schedule.loop_methods import LoopMethods
 from workbench.tir.schedule.reduction_methods import ReductionMethods
 from workbench.tir.schedule.sampling_methods import SamplingMethods
+from workbench.tir.schedule.tensorize_methods import TensorizeMethods
 
 
 class Schedule(LoopMethods, SamplingMethods, ReductionMethods, ComputeLocationMethods,
-               CacheLayoutMethods):
+               CacheLayoutMethods, TensorizeMethods):
     """A traced schedule of an IRModule or PrimFunc (TVM's ``tir.Schedule``).
 
     ``Schedule(mod, seed=None)``; ``sch.mod`` is the scheduled module, ``sch.trace`` the record

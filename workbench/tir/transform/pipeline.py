@@ -14,7 +14,9 @@ from workbench.ir.module import IRModule
 from workbench.tir.analysis.verify import verify_prim_func
 from workbench.tir.function import PrimFunc
 from workbench.tir.transform.flatten_buffer import flatten_buffer
+from workbench.tir.transform.legalize_bf16 import legalize_bf16
 from workbench.tir.transform.lower_blocks import lower_init_block, lower_opaque_block
+from workbench.tir.transform.lower_match_buffer import lower_match_buffer
 from workbench.tir.transform.plan_buffers import compact_buffer_allocation, plan_buffer_allocation
 from workbench.tir.transform.simplify import simplify_func
 from workbench.tir.transform.unroll_loop import unroll_loop
@@ -43,6 +45,7 @@ class Pass:
 # pass that creates index arithmetic.
 LOWERING_PIPELINE: tuple[Pass, ...] = (
     Pass("VerifyInput", verify_prim_func),        # user IR is well formed
+    Pass("LowerMatchBuffer", lower_match_buffer), # tensorized blocks' views -> source buffers
     Pass("PlanBufferAllocation", plan_buffer_allocation),     # allocate at the users' LCA
     Pass("LowerInitBlock", lower_init_block),     # reduction init -> guarded store
     Pass("LowerOpaqueBlock", lower_opaque_block), # blocks -> loops, predicates, allocations
@@ -52,6 +55,7 @@ LOWERING_PIPELINE: tuple[Pass, ...] = (
     Pass("UnrollLoop", unroll_loop),              # unroll kinds and auto-unroll pragmas
     Pass("VectorizeLoop", vectorize_loop),        # vectorized loops -> Ramp/Broadcast
     Pass("Simplify", simplify_func),              # fold what vectorizing exposed
+    Pass("LegalizeBF16", legalize_bf16),          # bfloat16 arithmetic -> float32
     Pass("VerifyLowered", verify_prim_func),      # nothing malformed reaches LLVM
 )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from workbench.tir import op
 from workbench.tir.arith import NEG_INF, POS_INF, Analyzer, IntervalSet
 from workbench.tir.buffer import Buffer, Range
-from workbench.tir.expr import BufferLoad, IntImm, PrimExpr, Var
+from workbench.tir.expr import BufferLoad, IntImm, PrimExpr, Ramp, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, IRVisitor, uses_var
 from workbench.tir.stmt import (
@@ -37,15 +37,23 @@ class _Accesses(IRVisitor):
         self.visit(loop.body)
         self.loops.pop()
 
+    def _record(self, buf: Buffer, indices: tuple[PrimExpr, ...]) -> None:
+        self.found.append((indices, tuple(self.loops)))
+        last = indices[-1] if indices else None
+        if isinstance(last, Ramp) and not _ramp_within(last, buf.shape[-1]):
+            # A vector access running past the last dimension (a tensorized kernel's flat
+            # load) touches following rows: the buffer must keep its layout.
+            self.opaque = True
+
     def visit_BufferLoad(self, e: BufferLoad) -> None:
         if e.buffer.data is self.data:
-            self.found.append((e.indices, tuple(self.loops)))
+            self._record(e.buffer, e.indices)
         for i in e.indices:
             self.visit(i)
 
     def visit_BufferStore(self, s: BufferStore) -> None:
         if s.buffer.data is self.data:
-            self.found.append((s.indices, tuple(self.loops)))
+            self._record(s.buffer, s.indices)
         for i in s.indices:
             self.visit(i)
         self.visit(s.value)
@@ -53,6 +61,12 @@ class _Accesses(IRVisitor):
     def visit_Var(self, v: Var) -> None:
         if v is self.data:
             self.opaque = True
+
+
+def _ramp_within(ramp: Ramp, extent: PrimExpr) -> bool:
+    """Is ``ramp`` a unit-stride ramp no longer than the dimension ``extent``?"""
+    return isinstance(ramp.stride, IntImm) and ramp.stride.value == 1 and \
+        isinstance(extent, IntImm) and ramp.lanes <= extent.value
 
 
 def _common_prefix(paths: list[tuple[For, ...]]) -> tuple[For, ...]:

@@ -52,14 +52,14 @@ class _Part:
     inner_dom: Range | None
 
 
-def _linear(e: PrimExpr) -> tuple[dict[Var, int], int] | None:
-    """``e`` as ``sum(c_v * v) + c`` with integer constants, or None."""
+def linear_form(e: PrimExpr) -> tuple[dict[Var, int], int] | None:
+    """``e`` as ``sum(c_v * v) + c`` with integer constants (``({v: c_v}, c)``), or None."""
     if isinstance(e, IntImm):
         return {}, e.value
     if isinstance(e, Var):
         return {e: 1}, 0
     if isinstance(e, (Add, Sub)):
-        a, b = _linear(e.a), _linear(e.b)
+        a, b = linear_form(e.a), linear_form(e.b)
         if a is None or b is None:
             return None
         sign = 1 if isinstance(e, Add) else -1
@@ -70,7 +70,7 @@ def _linear(e: PrimExpr) -> tuple[dict[Var, int], int] | None:
     if isinstance(e, Mul):
         for x, k in ((e.a, e.b), (e.b, e.a)):
             if isinstance(k, IntImm):
-                inner = _linear(x)
+                inner = linear_form(x)
                 if inner is None:
                     return None
                 return {v: c * k.value for v, c in inner[0].items() if c * k.value}, \
@@ -86,7 +86,7 @@ def _divide(value: PrimExpr, dom: Range, inner_loops: dict[Var, For]) -> _Part |
         return _Part(value, dom, None, None)
     if used <= set(inner_loops):
         return _Part(zero, Range(zero, one), value, dom)
-    lin = _linear(value)
+    lin = linear_form(value)
     if lin is None or lin[1] != 0 or not isinstance(dom.min, IntImm) or dom.min.value != 0:
         return None
     coef, _ = lin
@@ -446,4 +446,4 @@ def _union(regions: list[BufferRegion]) -> tuple[BufferRegion, ...]:
     return tuple(out)
 
 
-__all__ = ["blockize"]
+__all__ = ["blockize", "linear_form"]
