@@ -79,3 +79,9 @@ def xgb_1thread():
     """The XGB model with one thread: multi-threaded xgboost crawls on a loaded 2-core box."""
     from workbench.meta_schedule.cost_model import XGBModel
     return XGBModel(num_tuning_cores=1)
+
+
+#: A target whose rule kind is "llvm" (TVM's DefaultLLVM rules and postprocs) on any x86-64
+#: host: tests of that space pin it, because the host target ("llvm") gets the x86 tensorizing
+#: rule lists where the CPU has AVX-512 (``rule_kind_from_target``).
+LLVM_SPACE_TARGET = "llvm -num-cores=2 -mcpu=haswell"

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from ms_tuning_workloads import matmul
+from ms_tuning_workloads import LLVM_SPACE_TARGET, matmul
 
 from workbench.meta_schedule.cost_model import CostModel, MLPModel, RandomModel, XGBModel
 from workbench.meta_schedule.feature_extractor import FeatureExtractor, PerStoreFeature
@@ -21,7 +21,7 @@ N_FEATURES = len(FEATURE_NAMES)
 
 
 def _ctx():
-    return TuneContext(matmul(64), target="llvm -num-cores=2",
+    return TuneContext(matmul(64), target=LLVM_SPACE_TARGET,
                        space_generator="post-order-apply", search_strategy="replay-trace",
                        rand_state=9)
 

@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
-from ms_tuning_workloads import matmul, matmul_relu, run, softmax
+from ms_tuning_workloads import LLVM_SPACE_TARGET, matmul, matmul_relu, run, softmax
 
 from workbench import te, tir, topi
 from workbench.meta_schedule.mutator import (
@@ -27,7 +27,7 @@ from workbench.meta_schedule.tune_context import TuneContext
 from workbench.tir.schedule import Schedule
 from workbench.tir.schedule.testing import verify_trace_roundtrip
 
-TARGET = "llvm -num-cores=2"
+TARGET = LLVM_SPACE_TARGET
 
 # ---- workloads -----------------------------------------------------------------------------
 

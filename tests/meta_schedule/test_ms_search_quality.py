@@ -29,7 +29,7 @@ from workbench.tir.functor import IRVisitor
 from workbench.tir.stmt import ForKind
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ms_tuning_workloads import matmul  # noqa: E402
+from ms_tuning_workloads import LLVM_SPACE_TARGET, matmul  # noqa: E402
 
 pytestmark = pytest.mark.tuning
 
@@ -114,7 +114,7 @@ class OracleCostModel(PyCostModel):
 def _best_latency(strategy, cost_model, work_dir: str) -> float:
     scheduler = ms.TaskScheduler.create("round-robin")
     scheduler.check_outputs = False  # nothing is really built
-    db = ms.tune_tir(matmul(256), "llvm -num-cores=2", work_dir, max_trials_global=32,
+    db = ms.tune_tir(matmul(256), LLVM_SPACE_TARGET, work_dir, max_trials_global=32,
                      num_trials_per_iter=8, builder=SyntheticBuilder(),
                      runner=SyntheticRunner(), database="memory", cost_model=cost_model,
                      measure_callbacks=[AddToDatabase(), UpdateCostModel()],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ms_tuning_workloads import matmul
+from ms_tuning_workloads import LLVM_SPACE_TARGET, matmul
 
 from workbench.ir.structural import structural_hash
 from workbench.meta_schedule.cost_model import RandomModel
@@ -15,7 +15,7 @@ from workbench.meta_schedule.search_strategy import (
 from workbench.meta_schedule.space_generator import ScheduleFn
 from workbench.meta_schedule.tune_context import TuneContext
 
-TARGET = "llvm -num-cores=2"
+TARGET = LLVM_SPACE_TARGET
 
 
 def _ctx(strategy, space="post-order-apply", n=32, seed=11):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ms_tuning_workloads import elementwise, matmul, matmul_relu, random_args, run
+from ms_tuning_workloads import LLVM_SPACE_TARGET, elementwise, matmul, matmul_relu, random_args, run
 
 from workbench.meta_schedule.mutator import Mutator, MutateTileSize, MutateUnroll
 from workbench.meta_schedule.postproc import (
@@ -21,7 +21,7 @@ from workbench.meta_schedule.utils import estimate_tir_flops
 from workbench.tir.schedule import Schedule
 from workbench.tir.schedule.testing import verify_trace_roundtrip
 
-TARGET = "llvm -num-cores=2"
+TARGET = LLVM_SPACE_TARGET
 
 
 def _ctx(func, space="post-order-apply", seed=3):

@@ -155,7 +155,7 @@ def test_fp32_microkernel(shape):
     io, ii = sch.split(i, [None, mr])
     jo, ji = sch.split(j, [None, nr])
     ro, ri = sch.split(rr, [None, kc])
-    sch.reorder(jo, ro, io, ii, ji, ri)
+    sch.reorder(jo, ro, io, ii, ri, ji)  # the micro-kernel nests i, k, j
     sch.tensorize(ii, f"avx512_fp32_mk_{shape}")
     sch.parallel(jo)
     verify_trace_roundtrip(sch, func)

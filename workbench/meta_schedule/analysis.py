@@ -116,11 +116,17 @@ def _vars_in(expr: Any) -> list[Var]:
 
 
 def needs_multi_level_tiling(info: BlockInfo, index: FuncIndex) -> bool:
-    """TVM's ``NeedsMultiLevelTiling`` for CPU: not tiled, one write and some reads, a
+    """TVM's ``NeedsMultiLevelTiling`` for CPU: not tiled, directly under the root block, one
+    write and some reads, a
     reduction iterator, trivial binding, no repeated read buffer, and some read buffer reused
     across a (non-unit) spatial iterator it does not index, as in matmul or conv."""
     block = info.block
     if is_tiled(block) or len(block.writes) != 1 or not block.reads:
+        return False
+    scope = info.scope_block
+    if scope is not None and scope.name_hint != root_block_name(index):
+        # Nested in another block (the inner block of a blockized tile): the outer block is
+        # what gets tiled (TVM requires the scope to be a stage pipeline under the root).
         return False
     if is_spatial(block) or not has_trivial_binding(info):
         return False

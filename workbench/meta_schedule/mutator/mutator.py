@@ -63,7 +63,7 @@ class Mutator(abc.ABC):
     def create(kind: str) -> Any:
         """The default ``{mutator: prob}`` of a target kind, or one mutator by name."""
         from workbench.meta_schedule import mutator as _m  # noqa: F401 (registers)
-        if kind in ("llvm", "cpu"):
+        if kind in ("llvm", "cpu", "vnni", "avx512"):
             from workbench.meta_schedule.mutator import (
                 MutateComputeLocation, MutateParallel, MutateTileSize, MutateUnroll,
             )

@@ -6,8 +6,9 @@ from workbench.meta_schedule.postproc.rewrite_parallel_vectorize_unroll import (
 )
 from workbench.meta_schedule.postproc.rewrite_layout import RewriteLayout
 from workbench.meta_schedule.postproc.rewrite_reduction_block import RewriteReductionBlock
+from workbench.meta_schedule.postproc.rewrite_tensorize import RewriteTensorize
 from workbench.meta_schedule.postproc.verify_cpu_code import VerifyCPUCode
 
 __all__ = ["Postproc", "PyPostproc", "register_postproc", "DisallowDynamicLoop",
            "RewriteParallelVectorizeUnroll", "RewriteReductionBlock", "RewriteLayout",
-           "VerifyCPUCode"]
+           "VerifyCPUCode", "RewriteTensorize"]

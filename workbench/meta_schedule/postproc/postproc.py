@@ -65,6 +65,17 @@ class Postproc(abc.ABC):
             )
             return [DisallowDynamicLoop(), RewriteParallelVectorizeUnroll(),
                     RewriteReductionBlock(), RewriteLayout()]
+        if kind in ("vnni", "avx512"):
+            # TVM's DefaultCPUTensorization, with RewriteLayout before RewriteTensorize: the
+            # packed weight layout then follows the blockized loop nest and the intrinsic binds
+            # the packed (contiguous) buffer.
+            from workbench.meta_schedule.postproc import (
+                DisallowDynamicLoop, RewriteLayout, RewriteParallelVectorizeUnroll,
+                RewriteReductionBlock, RewriteTensorize,
+            )
+            return [DisallowDynamicLoop(), RewriteParallelVectorizeUnroll(),
+                    RewriteReductionBlock(), RewriteLayout(),
+                    RewriteTensorize(vectorize_init_loop=True)]
         if kind in _SINGLE:
             return _SINGLE[kind]()
         if kind in ("cuda", "cuda-tensorcore", "hexagon"):

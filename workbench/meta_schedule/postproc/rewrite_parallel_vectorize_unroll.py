@@ -77,10 +77,15 @@ class RewriteParallelVectorizeUnroll(Postproc):
         n_par = self._num_parallel(fors, types, parsed.max_parallel_extent)
         max_fusible = self._max_fusible(info, fors)
         n_vec = self._num_vectorize(fors, types, parsed.max_vectorize_extent, max_fusible)
+        tensorized = _tensorized(info.block)
+        if tensorized:
+            # The intrinsic's implementation is vector code already: loops around it stay
+            # scalar (TVM leaves them to the intrinsic too).
+            n_vec = 0
         if n_par + n_vec > n:
             n_par = max(0, n - n_vec)
         if all(rewritable) and max_fusible >= n and parsed.max_parallel_extent > 0 \
-                and parsed.max_vectorize_extent > 0:
+                and parsed.max_vectorize_extent > 0 and not tensorized:
             fused = sch.fuse(*loops) if n > 1 else loops[0]
             total = 1
             for lp in fors:
@@ -154,6 +159,11 @@ class RewriteParallelVectorizeUnroll(Postproc):
                 prev = i
             best = min(best, fusible)
         return best
+
+
+def _tensorized(block) -> bool:
+    """Is the block (to be) replaced by a tensor intrinsic?"""
+    return bool(block.match_buffers) or "meta_schedule.auto_tensorize" in block.annotations
 
 
 def _plain(loop: For) -> bool:

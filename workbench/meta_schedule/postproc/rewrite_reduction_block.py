@@ -5,6 +5,7 @@ from __future__ import annotations
 from workbench.meta_schedule.postproc.postproc import Postproc, register_postproc
 from workbench.tir.schedule import Schedule
 from workbench.meta_schedule import analysis as A
+from workbench.meta_schedule.schedule_rule.multi_level_tiling_with_intrin import AUTO_TENSORIZE
 from workbench.tir.stmt import IterType
 
 
@@ -25,7 +26,9 @@ class RewriteReductionBlock(Postproc):
         """The first block with an init and the depth of its first reduction-ish loop."""
         for name in sch._index().block_order:
             info = sch._index().blocks[name]
-            if info.block.init is None:
+            if info.block.init is None or AUTO_TENSORIZE in info.block.annotations:
+                # A block to be tensorized keeps its init: the intrinsic describes the
+                # update, and lowering runs the init before the first update.
                 continue
             if not A.has_reduction(info.block):
                 # An init block whose reduction iterators were all unit and dropped (e.g. the

@@ -6,6 +6,9 @@ from workbench.meta_schedule.schedule_rule.apply_custom_rule import (
 from workbench.meta_schedule.schedule_rule.auto_inline import AutoInline
 from workbench.meta_schedule.schedule_rule.inline_constant_scalars import InlineConstantScalars
 from workbench.meta_schedule.schedule_rule.multi_level_tiling import MultiLevelTiling, ReuseType
+from workbench.meta_schedule.schedule_rule.multi_level_tiling_with_intrin import (
+    MultiLevelTilingMicroKernel, MultiLevelTilingWithIntrin,
+)
 from workbench.meta_schedule.schedule_rule.parallel_vectorize_unroll import (
     ParallelizeVectorizeUnroll,
 )
@@ -16,5 +19,6 @@ from workbench.meta_schedule.schedule_rule.schedule_rule import (
 
 __all__ = ["ScheduleRule", "PyScheduleRule", "register_schedule_rule", "ApplyCustomRule",
            "register_custom_schedule_rule", "InlineConstantScalars", "AutoInline", "AddRFactor",
-           "MultiLevelTiling", "ReuseType", "ParallelizeVectorizeUnroll",
+           "MultiLevelTiling", "ReuseType", "MultiLevelTilingWithIntrin",
+           "MultiLevelTilingMicroKernel", "ParallelizeVectorizeUnroll",
            "RandomComputeLocation"]

@@ -7,6 +7,8 @@ count there), then ``apply(sch, block)`` for every block in post-order. ``clone(
 ``ScheduleRule.create(kind)``:
 
 - a target kind, ``"llvm"`` (alias ``"cpu"``): the default rule **list** for that target;
+  ``"vnni"`` / ``"avx512"`` (TVM's x86 rule kinds, which the space generator picks from the
+  target's CPU features): the llvm list with the tensorizing rules before MultiLevelTiling;
 - a single rule name (``"apply-custom-rule"``, ``"inline-constant-scalars"``,
   ``"auto-inline"``, ``"add-rfactor"``, ``"multi-level-tiling"``,
   ``"parallel-vectorize-unroll"``, ``"random-compute-location"``): one rule with its
@@ -31,6 +33,8 @@ __all__ = ["ScheduleRule", "PyScheduleRule", "register_schedule_rule"]
 
 _SINGLE: dict[str, Callable[[], "ScheduleRule"]] = {}
 _TARGET_KINDS = ("llvm", "cpu")
+# TVM's rule kinds for x86 targets with dot-product instructions (GetRuleKindFromTarget).
+X86_TENSORIZE_KINDS = ("vnni", "avx512")
 _UNSUPPORTED = ("cuda", "cuda-tensorcore", "hexagon")
 
 
@@ -65,6 +69,8 @@ class ScheduleRule(abc.ABC):
         from workbench.meta_schedule import schedule_rule as _rules  # noqa: F401 (registers)
         if kind in _TARGET_KINDS:
             return _default_llvm()
+        if kind in X86_TENSORIZE_KINDS:
+            return _default_x86(kind)
         if kind in _SINGLE:
             return _SINGLE[kind]()
         if kind in _UNSUPPORTED:
@@ -95,6 +101,31 @@ def _default_llvm() -> list[ScheduleRule]:
                                    unroll_max_steps=[0, 16, 64, 512], unroll_explicit=True),
         RandomComputeLocation(),
     ]
+
+
+def _default_x86(kind: str) -> list[ScheduleRule]:
+    """TVM's ``ScheduleRule::DefaultX86(kind)`` extended: the int8 dot product ("vnni":
+    ``dot_16x4_vnni``; "avx512": the exact ``dot_16x4_u8i8i32_generic`` -- TVM uses the
+    saturating ``dot_16x4_avx512``), the bf16 dot product (``dot_16x2_bf16`` where the target
+    has AVX512-BF16, else its generic form) and the float32 AVX-512 micro-kernel, each through
+    MultiLevelTilingWithIntrin, then plain MultiLevelTiling for blocks none of them matches.
+    A rule whose intrinsic the target cannot run drops it at initialization and passes blocks
+    on, so a fallback rule placed after it takes them."""
+    from workbench.meta_schedule.schedule_rule import (
+        MultiLevelTilingMicroKernel, MultiLevelTilingWithIntrin, ReuseType,
+    )
+    rules = _default_llvm()
+    mlt_at = next(k for k, r in enumerate(rules) if type(r).__name__ == "MultiLevelTiling")
+    common = dict(structure="SSRSRS", max_innermost_factor=64,
+                  reuse_write=ReuseType(req="may", levels=[1, 2], scope="global"))
+    int8 = "dot_16x4_vnni" if kind == "vnni" else "dot_16x4_u8i8i32_generic"
+    with_intrin: list[ScheduleRule] = [
+        MultiLevelTilingWithIntrin(int8, **common),
+        MultiLevelTilingWithIntrin("dot_16x2_bf16", **common),
+        MultiLevelTilingWithIntrin("dot_16x2_bf16_generic", **common),
+        MultiLevelTilingMicroKernel("avx512", **common),
+    ]
+    return rules[:mlt_at] + with_intrin + rules[mlt_at:]
 
 
 class PyScheduleRule(ScheduleRule):

@@ -3,9 +3,11 @@ sampling instructions carry example decisions).
 
 Every generator holds the three lists the search needs: ``sch_rules``, ``postprocs`` and
 ``mutator_probs``. Each may be given explicitly or left as ``"from-target"`` (or None), in
-which case ``_initialize_with_tune_context`` fills it from the target kind (``"llvm"``) with
-``ScheduleRule.create`` / ``Postproc.create`` / ``Mutator.create``, then initializes every
-rule, postproc and mutator with the context (as TVM).
+which case ``_initialize_with_tune_context`` fills it from the target's rule kind (TVM's
+``GetRuleKindFromTarget``: ``"vnni"``, ``"avx512"`` or ``"llvm"``, see
+:func:`rule_kind_from_target`) with ``ScheduleRule.create`` / ``Postproc.create`` /
+``Mutator.create``, then initializes every rule, postproc and mutator with the context (as
+TVM).
 
 ``SpaceGenerator.create(kind)``: ``"post-order-apply"`` (the default), ``"union"``, or a
 callable ``f(sch) -> None | Schedule | list[Schedule]`` (a :class:`ScheduleFn`).
@@ -113,7 +115,21 @@ def _target_kind(context: "TuneContext") -> str:
     kind = getattr(context.target, "kind", "llvm")
     if kind != "llvm":
         raise ValueError(f"target kind {kind!r} is not supported (Workbench targets 'llvm')")
-    return kind
+    return rule_kind_from_target(context.target)
+
+
+def rule_kind_from_target(target: Any) -> str:
+    """TVM's ``GetRuleKindFromTarget`` for x86: ``"vnni"`` with AVX-512 VNNI, ``"avx512"``
+    with AVX-512F and BW, else ``"llvm"``. (TVM also says "vnni" for AVX-VNNI alone, whose
+    256-bit instruction its 512-bit intrinsic cannot use; here that is "avx512" or "llvm".)"""
+    has = getattr(target, "has_feature", None)
+    if has is None:
+        return "llvm"
+    if has("avx512vnni"):
+        return "vnni"
+    if has("avx512f") and has("avx512bw"):
+        return "avx512"
+    return "llvm"
 
 
 def check_lists(rules: Sequence[Any] | None, procs: Sequence[Any] | None,

@@ -73,8 +73,15 @@ def _infer_matmul(call: Call, ctx: Any) -> StructInfo:
     return I.tensor(out, dtype)
 
 
+# Operand dtypes whose matmul marks a 2-d right operand layout-free (TVM's
+# ``layout_free_placeholders``): the tuner may then pack it into the [.., 16, k] layout the
+# int8 / bf16 dot-product intrinsics need (RewriteLayout; a constant is packed once at build).
+_PACKED_WEIGHT_DTYPES = ("int8", "uint8", "bfloat16")
+
+
 def te_matmul(a: Any, b: Any, out_dtype: str) -> Any:
-    """The te compute of numpy ``matmul`` (named ``T_matmul``); batch dims broadcast."""
+    """The te compute of numpy ``matmul`` (named ``T_matmul``); batch dims broadcast. A 2-d
+    int8/uint8/bfloat16 right operand is marked layout-free (a weight the tuner may pack)."""
     from workbench import te
     from workbench.tir import op as tir_op
     from workbench.topi.broadcast import broadcast_shape
@@ -100,7 +107,9 @@ def te_matmul(a: Any, b: Any, out_dtype: str) -> Any:
         bi = batch_index(b_batch, bidx) + [k] + ([rest.pop(0)] if b_nd > 1 else [])
         return te.sum(tir_op.cast(out_dtype, a[tuple(ai)]) * tir_op.cast(out_dtype, b[tuple(bi)]),
                       axis=k)
-    return te.compute(tuple(out_shape), f, name="T_matmul")
+    attrs = {"layout_free_placeholders": [b]} \
+        if b_nd == 2 and b.dtype in _PACKED_WEIGHT_DTYPES else None
+    return te.compute(tuple(out_shape), f, name="T_matmul", attrs=attrs)
 
 
 def _is_one(d: Any) -> bool:

@@ -73,9 +73,11 @@ def _root(body: Stmt, reads: list[Buffer], writes: list[Buffer]) -> BlockRealize
 
 
 def _reduction_desc(params: list[Buffer], out: Buffer, loops: list[tuple[str, int, int]],
-                    store_index, addend) -> PrimFunc:
+                    store_index, addend, nest: tuple[int, ...] | None = None) -> PrimFunc:
     """``for <loops>: out[store_index(v)] = out[...] + addend(v)`` in one block "update"
-    (no init), under a root block reading every buffer (output first) and writing ``out``."""
+    (no init), under a root block reading every buffer (output first) and writing ``out``.
+    The block's iter vars follow ``loops``; the loops nest in the order ``nest`` (indices into
+    ``loops``, outermost first; default: as listed)."""
     loop_vars = [Var(name, "int32") for name, _, _ in loops]
     ivs = [IterVar(Range(_i(0), _i(ext)), Var(f"v{name}", "int32"), kind)
            for name, ext, kind in loops]
@@ -90,8 +92,8 @@ def _reduction_desc(params: list[Buffer], out: Buffer, loops: list[tuple[str, in
                   (point(out_load),), "update",
                   BufferStore(out, op.add(out_load, value), idx))
     body: Stmt = BlockRealize(tuple(loop_vars), op.const(True), block)
-    for var, (_, ext, _) in reversed(list(zip(loop_vars, loops))):
-        body = For(var, _i(0), _i(ext), ForKind.SERIAL, body)
+    for k in reversed(nest if nest is not None else range(len(loops))):
+        body = For(loop_vars[k], _i(0), _i(loops[k][1]), ForKind.SERIAL, body)
     inputs = [b for b in params if b is not out]
     return prim_func(params, _root(body, [out] + inputs, [out]))
 
@@ -220,7 +222,8 @@ def _fp32_microkernel(isa: str, mr: str, nr: str, kc: str) -> tuple[PrimFunc, Pr
     desc = _reduction_desc(
         [A, B, C], C, [("i", m, IterType.DATA_PAR), ("j", n, IterType.DATA_PAR),
                        ("k", k, IterType.COMM_REDUCE)],
-        lambda i, j, kk: (i, j), lambda i, j, kk: op.mul(A[i, kk], B[kk, j]))
+        lambda i, j, kk: (i, j), lambda i, j, kk: op.mul(A[i, kk], B[kk, j]),
+        nest=(0, 2, 1))  # i, k, j: a packed B keeps its rows (j) contiguous
     A, B, C = _strided("A", (m, k), "float32"), _strided("B", (k, n), "float32"), \
         _strided("C", (m, n), "float32")
     return desc, _impl([A, B, C], C, _microkernel_body(A, B, C, m, n, k, lanes))

@@ -233,6 +233,7 @@ class _ReadCollector(IRVisitor):
         self.buffer = buffer
         self.loops: list[For] = []
         self.realize: BlockRealize | None = None
+        self.realizes: list[BlockRealize] = []
         self.found: tuple[BlockRealize, list[For], list[PrimExpr]] | None = None
 
     def visit_For(self, loop: For) -> None:
@@ -242,17 +243,27 @@ class _ReadCollector(IRVisitor):
 
     def visit_BlockRealize(self, realize: BlockRealize) -> None:
         outer, self.realize = self.realize, realize
+        self.realizes.append(realize)
         self.generic_visit(realize)
+        self.realizes.pop()
         self.realize = outer
 
     def visit_BufferLoad(self, load: BufferLoad) -> None:
         self.generic_visit(load)
         if load.buffer is not self.buffer or self.realize is None:
             return
-        block = self.realize.block
-        vmap = {iv.var: v for iv, v in zip(block.iter_vars, self.realize.iter_values)}
-        self.found = (self.realize, list(self.loops),
-                      [substitute(i, vmap) for i in load.indices])
+        indices = list(load.indices)
+        # Bindings from the innermost block out: a blockized tile's inner block indexes with
+        # its outer block's iter vars too.
+        for realize in reversed(self.realizes):
+            block = realize.block
+            vmap = {iv.var: v for iv, v in zip(block.iter_vars, realize.iter_values)}
+            indices = [substitute(i, vmap) for i in indices]
+        # The anchor is the outermost block below the root that declares the read (the outer
+        # block of a blockized tile), so a cache_read of it lands at the root.
+        anchor = next((r for r in self.realizes[1:]
+                       if any(reg.buffer is self.buffer for reg in r.block.reads)), self.realize)
+        self.found = (anchor, list(self.loops), indices)
 
 
 def suggest_read_layout(func: PrimFunc, buffer: Buffer) -> tuple[str, int, IndexMap] | None:

@@ -27,11 +27,14 @@ __all__ = ["TensorizeLoopMapping", "tensorize_loop_mapping", "desc_inner_block"]
 @dataclass(frozen=True)
 class TensorizeLoopMapping:
     """``loops[k]`` (a loop var of the workload) is covered by the description's ``k``-th iter
-    var, of extent ``extents[k]``; ``positions[k]`` is that loop's depth in the block's nest."""
+    var, of extent ``extents[k]``; ``positions[k]`` is that loop's depth in the block's nest;
+    ``loop_order`` lists the description's iter vars (by ``k``) in the nesting order of its
+    loops, outermost first."""
 
     loops: tuple[Var, ...]
     extents: tuple[int, ...]
     positions: tuple[int, ...]
+    loop_order: tuple[int, ...] = ()
 
 
 def desc_inner_block(desc: PrimFunc) -> BlockRealize | None:
@@ -95,7 +98,21 @@ def tensorize_loop_mapping(info: BlockInfo, desc: PrimFunc) -> TensorizeLoopMapp
         out_loops.append(loops[pos].loop_var)
         extents.append(ext.value)
         positions.append(pos)
-    return TensorizeLoopMapping(tuple(out_loops), tuple(extents), tuple(positions))
+    bound = {v: k for k, v in enumerate(d_realize.iter_values) if isinstance(v, Var)}
+    order = [bound[lp.loop_var] for lp in _desc_loops(desc) if lp.loop_var in bound]
+    if sorted(order) != list(range(len(d_block.iter_vars))):
+        return None
+    return TensorizeLoopMapping(tuple(out_loops), tuple(extents), tuple(positions),
+                                tuple(order))
+
+
+def _desc_loops(desc: PrimFunc) -> list[For]:
+    out = []
+    stmt: Stmt = desc.body.block.body
+    while isinstance(stmt, For):
+        out.append(stmt)
+        stmt = stmt.body
+    return out
 
 
 def _pair_exprs(d, w, pairs: list) -> None:

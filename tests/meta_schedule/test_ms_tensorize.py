@@ -1,0 +1,202 @@
+"""Auto-tensorization in the tuner: rule kinds from CPU features, MultiLevelTilingWithIntrin /
+MultiLevelTilingMicroKernel design spaces, RewriteLayout + RewriteTensorize postprocs,
+candidates that compile and match numpy, traces that round-trip, and tune_tir end to end."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ms_tuning_workloads import fast_runner, xgb_1thread
+
+import workbench as wb
+from workbench import te, topi
+from workbench import meta_schedule as ms
+from workbench.meta_schedule.postproc import RewriteTensorize
+from workbench.meta_schedule.schedule_rule import MultiLevelTilingWithIntrin
+from workbench.meta_schedule.search_strategy.base import TraceApplier
+from workbench.meta_schedule.space_generator.space_generator import rule_kind_from_target
+from workbench.meta_schedule.tune_context import TuneContext
+from workbench.target import Target
+from workbench.tir.schedule import Schedule
+from workbench.tir.schedule.testing import verify_trace_roundtrip
+from workbench.tir.transform import RemoveWeightLayoutRewriteBlock
+from workbench.tir.transform.remove_weight_layout_rewrite_block import layout_rewrites
+
+HOST = Target("llvm")
+TARGET = "llvm -num-cores=2"
+VNNI = "llvm -num-cores=2 -mcpu=cascadelake"
+needs_vnni = pytest.mark.skipif(not HOST.has_feature("avx512vnni"), reason="host lacks VNNI")
+needs_avx512 = pytest.mark.skipif(not HOST.has_feature("avx512f"), reason="host lacks AVX-512")
+
+
+def int8_dense(m=16, n=32, k=64):
+    x = te.placeholder((m, k), "uint8", name="X")
+    w = te.placeholder((n, k), "int8", name="W")
+    return te.create_prim_func([x, w, topi.nn.dense(x, w, out_dtype="int32")])
+
+
+def fp32_matmul(m=32, n=64, k=64):
+    a = te.placeholder((m, k), "float32", name="A")
+    b = te.placeholder((k, n), "float32", name="B")
+    return te.create_prim_func([a, b, topi.nn.matmul(a, b)])
+
+
+def test_rule_kind_follows_cpu_features():
+    assert rule_kind_from_target(Target("llvm -mcpu=cascadelake")) == "vnni"
+    assert rule_kind_from_target(Target("llvm -mcpu=skylake-avx512")) == "avx512"
+    assert rule_kind_from_target(Target("llvm -mcpu=haswell")) == "llvm"
+    assert rule_kind_from_target(Target("llvm -mattr=+avx2,+fma")) == "llvm"
+    names = [type(r).__name__ for r in ms.ScheduleRule.create("vnni")]
+    assert names.index("MultiLevelTilingWithIntrin") < names.index("MultiLevelTiling")
+    assert "MultiLevelTilingMicroKernel" in names
+    assert [str(p) for p in ms.Postproc.create("avx512")][-2:] == ["RewriteLayout",
+                                                                   "RewriteTensorize"]
+
+
+def test_rule_checks_the_intrinsic_exists():
+    with pytest.raises(ValueError, match="no tensor intrinsic named 'no_such_intrin'"):
+        MultiLevelTilingWithIntrin("no_such_intrin")
+
+
+def _candidates(func, target, n=2, seed=3):
+    ctx = TuneContext(func, target=target, space_generator="post-order-apply",
+                      search_strategy="replay-trace", rand_state=seed)
+    spaces = ctx.generate_design_space()
+    applier = TraceApplier(ctx.mod, ctx.space_generator.postprocs)
+    out = []
+    for k, space in enumerate(spaces):
+        trace = space.trace.simplified(remove_postproc=True)
+        for j in range(6):
+            sch = applier.apply(trace, seed=seed + 10 * k + j, keep_decisions=False)
+            if sch is not None:
+                out.append(sch)
+                break
+        if len(out) >= n:
+            break
+    return spaces, out
+
+
+def _tensorized(sch):
+    return [i.attrs[0] for i in sch.trace.insts if i.kind.name == "Tensorize"]
+
+
+def _run_stripped(sch, args):
+    """Run a candidate as the tuner measures it: packing blocks stripped, weights packed."""
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(sch.mod)
+    rewrites = {r.param_index: r for r in layout_rewrites(mod["main"])}
+    rt = wb.build(mod, target=TARGET)
+    nd = [wb.nd.array(rewrites[i].pack(a) if i in rewrites else a) for i, a in enumerate(args)]
+    rt["main"](*nd)
+    return nd[-1].numpy()
+
+
+def test_int8_dense_design_spaces_use_vnni_and_pack_the_weight():
+    func = int8_dense()
+    spaces, cands = _candidates(func, VNNI)
+    assert all(any(i.kind.name == "Blockize" for i in s.trace.insts) for s in spaces)
+    assert cands and all(_tensorized(c) == ["dot_16x4_vnni"] for c in cands)
+    for sch in cands:
+        kinds = [i.kind.name for i in sch.trace.insts]
+        post = kinds[kinds.index("EnterPostproc"):]
+        assert post.index("TransformLayout") < post.index("Tensorize")
+        verify_trace_roundtrip(sch, func)
+
+
+@needs_vnni
+def test_int8_dense_candidates_match_numpy_exactly():
+    func = int8_dense()
+    _, cands = _candidates(func, TARGET)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (16, 64)).astype("uint8")
+    w = rng.integers(-128, 128, (32, 64)).astype("int8")
+    want = x.astype(np.int32) @ w.astype(np.int32).T
+    for sch in cands:
+        assert _tensorized(sch) == ["dot_16x4_vnni"]
+        got = _run_stripped(sch, [x, w, np.zeros((16, 32), "int32")])
+        np.testing.assert_array_equal(got, want)
+
+
+def test_target_without_the_feature_falls_back():
+    func = int8_dense()
+    _, cands = _candidates(func, "llvm -num-cores=2 -mcpu=skylake-avx512")
+    assert cands and all(_tensorized(c) == ["dot_16x4_u8i8i32_generic"] for c in cands)
+    _, cands = _candidates(func, "llvm -num-cores=2 -mcpu=haswell")
+    assert cands and all(not _tensorized(c) for c in cands)
+
+
+@needs_avx512
+def test_fp32_micro_kernel_candidates_match_numpy():
+    func = fp32_matmul()
+    spaces, cands = _candidates(func, TARGET)
+    assert cands
+    rng = np.random.default_rng(1)
+    a = rng.integers(-4, 5, (32, 64)).astype("float32")
+    b = rng.integers(-4, 5, (64, 64)).astype("float32")
+    for sch in cands:
+        used = _tensorized(sch)
+        assert len(used) == 1 and used[0].startswith("avx512_fp32_mk_"), used
+        got = _run_stripped(sch, [a, b, np.zeros((32, 64), "float32")])
+        np.testing.assert_array_equal(got, a @ b)
+        verify_trace_roundtrip(sch, func)
+
+
+def test_rewrite_tensorize_rejects_a_block_that_does_not_match():
+    func = int8_dense()
+    sch = Schedule(func)
+    block = sch.get_sblock("T_matmul_NT")
+    sch.annotate(block, "meta_schedule.auto_tensorize", "dot_16x4_vnni")
+    assert RewriteTensorize().apply(sch) is False
+
+
+@pytest.mark.tuning
+@needs_vnni
+def test_tune_tir_int8_dense_picks_vnni_and_compile_tir_is_exact(tmp_path):
+    func = int8_dense(16, 32, 32)
+    db = ms.tune_tir(func, TARGET, str(tmp_path), max_trials_global=4, num_trials_per_iter=4,
+                     strategy="replay-trace", runner=fast_runner(), cost_model=xgb_1thread(),
+                     seed=2)
+    recs = db.get_all_tuning_records()
+    assert recs and all(r.is_valid() for r in recs), [r.run_secs for r in recs]
+    sch = ms.compile_tir(db, func, TARGET)
+    assert _tensorized(sch) == ["dot_16x4_vnni"]
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 256, (16, 32)).astype("uint8")
+    w = rng.integers(-128, 128, (32, 32)).astype("int8")
+    rt = wb.build(sch.mod, target=TARGET)          # compile_tir's module packs on each call
+    out = wb.nd.empty((16, 32), "int32")
+    rt["main"](wb.nd.array(x), wb.nd.array(w), out)
+    np.testing.assert_array_equal(out.numpy(), x.astype(np.int32) @ w.astype(np.int32).T)
+
+
+@pytest.mark.tuning
+@needs_vnni
+def test_tune_relax_int8_model_uses_vnni_and_matches_numpy(tmp_path):
+    from workbench import relax
+    from workbench.meta_schedule.relax_integration import compile_relax, tune_relax
+    from workbench.relax import op as R
+    from workbench.relax.struct_info import TensorStructInfo
+    rng = np.random.default_rng(5)
+    w = rng.integers(-128, 128, (64, 32)).astype("int8")          # (in, out), a constant
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", TensorStructInfo((16, 64), "uint8"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            acc = bb.emit(R.matmul(x, relax.const(w), out_dtype="int32"))
+            out = bb.emit_output(R.requantize(
+                acc, relax.const(np.float32(0.01)), relax.const(np.int32(0)),
+                relax.const(np.float32(0.5)), relax.const(np.int32(2))))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    db = tune_relax(mod, None, TARGET, str(tmp_path), max_trials_global=4,
+                    num_trials_per_iter=4, strategy="replay-trace", runner=fast_runner(),
+                    cost_model=xgb_1thread(), seed=1)
+    exe = compile_relax(db, mod, TARGET)
+    from workbench.tir import PrimFunc
+    kernels = [f for _, f in exe.lowered_mod.items() if isinstance(f, PrimFunc)]
+    assert any("llvm.x86.avx512.vpdpbusd.512" in f.script() for f in kernels)
+    vm = relax.VirtualMachine(exe, wb.cpu())
+    xv = rng.integers(0, 256, (16, 64)).astype("uint8")
+    got = vm["main"](wb.nd.array(xv)).numpy()
+    accv = xv.astype(np.int64) @ w.astype(np.int64)
+    want = np.clip(np.round(accv * (np.float64(np.float32(0.01)) / np.float32(0.5))) + 2,
+                   -128, 127).astype("int8")
+    np.testing.assert_array_equal(got, want)

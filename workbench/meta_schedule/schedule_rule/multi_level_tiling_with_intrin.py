@@ -1,0 +1,151 @@
+"""MultiLevelTilingWithIntrin: tile a block around a tensor intrinsic (TVM's rule of that name,
+the MultiLevelTilingVNNI family; reference section 6.4).
+
+For a block that needs multi-level tiling and computes what the intrinsic describes
+(:func:`workbench.tir.schedule.analysis.tensorize_loop_mapping`):
+
+1. each loop the description covers is split ``[None, extent]`` and the inner pieces are moved
+   innermost in the order of the description's loops;
+2. the first inner piece is blockized (block ``<name>_o``), and the outer block is annotated
+   ``meta_schedule.auto_tensorize = <intrin>`` (``RewriteTensorize`` tensorizes it after
+   sampling);
+3. ordinary multi-level tiling (``MultiLevelTiling``'s structure and write reuse) proceeds on the
+   outer block.
+
+A block that does not match (or whose extents the intrinsic does not divide; there is no
+padding) is returned unchanged for the next rule -- the plain MultiLevelTiling after it. Not in
+TVM: ``intrin_name`` may be a list; every candidate that matches gives its own design space.
+The rule checks at construction that each name is registered, and at initialization drops the
+candidates whose implementation needs a CPU feature the target lacks.
+
+``MultiLevelTilingMicroKernel`` picks shapes of the float32 register-blocked micro-kernel
+(``avx512_fp32_mk_<MR>x<NR>x<KC>``) that divide the block's loops.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+from workbench.meta_schedule import analysis as A
+from workbench.meta_schedule.schedule_rule.multi_level_tiling import MultiLevelTiling
+from workbench.meta_schedule.schedule_rule.schedule_rule import register_schedule_rule
+from workbench.tir.expr import Call
+from workbench.tir.functor import post_order_visit
+from workbench.tir.schedule import BlockRV, Schedule, ScheduleError
+from workbench.tir.schedule.analysis import tensorize_loop_mapping
+from workbench.tir.tensor_intrin import TensorIntrin
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workbench.meta_schedule.tune_context import TuneContext
+
+__all__ = ["MultiLevelTilingWithIntrin", "MultiLevelTilingMicroKernel", "AUTO_TENSORIZE",
+           "intrin_supported"]
+
+#: Block annotation naming the intrinsic RewriteTensorize applies (TVM's spelling).
+AUTO_TENSORIZE = "meta_schedule.auto_tensorize"
+
+
+def intrin_supported(name: str, target: Any) -> bool:
+    """Can ``target`` run the implementation of intrinsic ``name`` (all the CPU features of the
+    LLVM intrinsics it calls)?"""
+    from workbench.codegen.intrinsics import required_features
+    impl = TensorIntrin.get(name).impl
+    needed: set[str] = set()
+
+    def visit(n: Any) -> None:
+        if isinstance(n, Call) and n.op in ("call_llvm_pure_intrin", "call_llvm_intrin"):
+            needed.update(required_features(n.args[0].value))
+    post_order_visit(impl.body, visit)
+    return all(target.has_feature(f) for f in needed)
+
+
+@register_schedule_rule("multi-level-tiling-with-intrin")
+class MultiLevelTilingWithIntrin(MultiLevelTiling):
+    def __init__(self, intrin_name: str | Sequence[str], structure: str = "SSRSRS",
+                 tile_binds: Any = None, max_innermost_factor: int | None = None,
+                 vector_load_lens: Any = None, reuse_read: Any = None,
+                 reuse_write: Any = None) -> None:
+        super().__init__(structure, tile_binds,
+                         64 if max_innermost_factor is None else max_innermost_factor,
+                         vector_load_lens, reuse_read, reuse_write)
+        names = [intrin_name] if isinstance(intrin_name, str) else list(intrin_name)
+        for name in names:
+            TensorIntrin.get(name)  # raises ValueError naming the missing intrinsic
+        self.intrin_name = intrin_name
+        self.candidates = names
+
+    def _initialize_with_tune_context(self, context: "TuneContext") -> None:
+        target = context.target
+        if target is not None:
+            self.candidates = [n for n in self.candidates if intrin_supported(n, target)]
+
+    def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
+        info = A.block_info(sch, block)
+        if not A.needs_multi_level_tiling(info, sch._index()):
+            return [sch]
+        out: list[Schedule] = []
+        for name in self._names_for(info):
+            mapping = tensorize_loop_mapping(info, TensorIntrin.get(name).desc)
+            if mapping is None:
+                continue
+            new = sch.copy()
+            try:
+                outer = tile_with_tensor_intrin(new, block, mapping)
+            except ScheduleError:
+                continue
+            new.annotate(outer, AUTO_TENSORIZE, name)
+            out.extend(MultiLevelTiling.apply(self, new, outer))
+        return out or [sch]
+
+    def _names_for(self, info: Any) -> list[str]:
+        return list(self.candidates)
+
+
+def tile_with_tensor_intrin(sch: Schedule, block: BlockRV, mapping: Any) -> BlockRV:
+    """Split the covered loops, move the inner pieces innermost (in the description's order)
+    and blockize them; returns the outer block (TVM's ``TileWithTensorIntrin``)."""
+    loops = sch.get_loops(block)
+    outer = list(loops)
+    inner = []
+    for pos, ext in zip(mapping.positions, mapping.extents):
+        o, i = sch.split(loops[pos], factors=[None, ext])
+        outer[pos] = o
+        inner.append(i)
+    ordered = [inner[k] for k in mapping.loop_order]
+    sch.reorder(*outer, *ordered)
+    return sch.blockize(ordered[0])
+
+
+@register_schedule_rule("multi-level-tiling-micro-kernel")
+class MultiLevelTilingMicroKernel(MultiLevelTilingWithIntrin):
+    """MultiLevelTilingWithIntrin over float32 micro-kernel shapes that divide the block.
+
+    ``shapes`` are the ``(MR, NR)`` register tiles to try, in order of preference; at most
+    ``max_candidates`` that divide the block give design spaces. ``KC`` is the largest divisor
+    of the covered reduction loop that is at most ``max_kc``.
+    """
+
+    def __init__(self, isa: str = "avx512",
+                 shapes: Sequence[tuple[int, int]] = ((4, 64), (6, 64), (7, 64), (8, 32)),
+                 max_candidates: int = 2, max_kc: int = 256, **kwargs: Any) -> None:
+        from workbench.tir.tensor_intrin.x86 import fp32_microkernel_name
+        self.isa = isa
+        self.shapes = [tuple(s) for s in shapes]
+        self.max_candidates = max_candidates
+        self.max_kc = max_kc
+        probe = fp32_microkernel_name(self.shapes[0][0], self.shapes[0][1], 1, isa)
+        super().__init__(probe, **kwargs)
+
+    def _names_for(self, info: Any) -> list[str]:
+        from workbench.tir.tensor_intrin.x86 import fp32_microkernel_name
+        if not self.candidates:
+            return []  # the target lacks the ISA
+        probe = tensorize_loop_mapping(info, TensorIntrin.get(
+            fp32_microkernel_name(1, 16 if self.isa == "avx512" else 8, 1, self.isa)).desc)
+        if probe is None:
+            return []
+        loops = {lp.loop_var: lp for lp in info.loops}
+        m, n, k = (A.const_int(loops[v].extent) for v in probe.loops)
+        kc = max((d for d in range(1, min(k, self.max_kc) + 1) if k % d == 0), default=1)
+        names = [fp32_microkernel_name(mr, nr, kc, self.isa) for mr, nr in self.shapes
+                 if m % mr == 0 and n % nr == 0]
+        return names[:self.max_candidates]
