@@ -87,9 +87,9 @@ def _peak_ir(kind: str) -> str:
     return "\n".join(lines)
 
 
-def measure_peak(kind: str, cores: int, iters: int = 2_000_000, rounds: int = 5) -> float:
+def measure_peak(kind: str, cores: int, iters: int = 1_000_000, rounds: int = 15) -> float:
     """Ops per second of ``cores`` threads each running the accumulator loop (ctypes releases
-    the GIL), best of ``rounds``."""
+    the GIL), best of ``rounds`` short runs (a quiet moment on a shared machine)."""
     import llvmlite.binding as llvm
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
@@ -306,6 +306,12 @@ def main() -> None:
             if "ours int8" in ours:
                 print(f"{name}: ours int8 / ours fp32 ops/s = "
                       f"{ours['ours int8'] / ours['ours fp32']:.2f} (target >= 2.5)")
+    for kind in peaks:  # again at the end: the best of both (load comes and goes)
+        peaks[kind] = max(peaks[kind], measure_peak(kind, args.cores))
+        print(f"peak {kind} ({args.cores} cores), best of start and end: "
+              f"{peaks[kind] / 1e9:8.1f} G ops/s")
+    rows = [(n, lb, ops, ops / peaks[_kind_of(lb)] if _kind_of(lb) in peaks else float("nan"),
+             note) for n, lb, ops, _, note in rows]
     print(f"\nload after: {os.getloadavg()}")
     print(f"{'workload':11s} {'kernel':22s} {'G ops/s':>9s} {'of peak':>8s}  notes")
     for name, label, ops, frac, note in rows:
