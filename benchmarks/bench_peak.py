@@ -9,10 +9,10 @@ bf16 matmuls and conv2d as fractions of them, next to numpy and PyTorch.
    layout-free weight as in a model) and conv2d NHWC 1x56x56x64 -> 64, 3x3, pad 1
    (``topi.nn.conv2d_nhwc``, HWIO weight). Each is tuned with ``tune_tir`` (``--trials``,
    default 64) for float32, for uint8 x int8 -> int32 and for bfloat16 -> float32 on
-   ``llvm -num-cores=N``; the tuner picks the tensor intrinsics the target has (the fp32
-   AVX-512 micro-kernel, ``dot_16x4_vnni``, ``dot_16x2_bf16``). Tuned kernels run with their
-   weights packed once up front (what the tuner measures; a Relax build with constant weights
-   does the same).
+   ``llvm -num-cores=N``; the tuner picks the tensor intrinsics the target has (the fp32 and
+   int8 VNNI register-blocked micro-kernels, ``dot_16x2_bf16``). Weights are packed once up
+   front: fp32 / bf16 by the tuner's RewriteLayout (what it measures; a Relax build with
+   constant weights does the same), int8 given in TVM's packed VNNI layout.
 3. References, timed in turns with the tuned kernels (best of several rounds each, so load on a
    shared machine hits all alike): numpy float32 (``np.matmul``; conv2d as im2col + matmul),
    PyTorch float32, PyTorch int8 (``torch._int_mm``, matmul only) and PyTorch bf16 when torch
@@ -127,16 +127,41 @@ DTYPES = {  # name: (data dtype, weight dtype, accumulator/output dtype)
 }
 
 
+def _i32(x):
+    return x.astype("int32")
+
+
 def matmul_func(n: int, dtype: str):
+    """fp32 / bf16: ``topi.nn.matmul`` (B a layout-free weight, packed by the tuner). int8:
+    the weight pre-packed in TVM's VNNI layout ``[N/16, K/4, 16, 4]`` (as TVM's dense_vnni
+    takes it), so the register-blocked VNNI micro-kernel applies."""
     a_t, b_t, acc = DTYPES[dtype]
     A = te.placeholder((n, n), a_t, name="A")
+    if dtype == "int8":
+        W = te.placeholder((n // 16, n // 4, 16, 4), b_t, name="W")
+        k = te.reduce_axis((0, n), name="k")
+        C = te.compute((n, n), lambda i, j: te.sum(
+            _i32(A[i, k]) * _i32(W[j // 16, k // 4, j % 16, k % 4]), axis=k), name="C")
+        return te.create_prim_func([A, W, C])
     B = te.placeholder((n, n), b_t, name="B")
     return te.create_prim_func([A, B, topi.nn.matmul(A, B, out_dtype=acc)])
 
 
 def conv2d_func(dtype: str):
+    """NHWC 3x3 pad 1; int8 takes its HWIO weight packed ``[3, 3, O/16, I/4, 16, 4]``."""
     a_t, b_t, acc = DTYPES[dtype]
     data = te.placeholder((1, 56, 56, 64), a_t, name="data")
+    if dtype == "int8":
+        w = te.placeholder((3, 3, 4, 16, 16, 4), b_t, name="weight")
+        pad = topi.nn.pad(data, (0, 1, 1, 0), (0, 1, 1, 0), name="pad")
+        rh = te.reduce_axis((0, 3), name="rh")
+        rw = te.reduce_axis((0, 3), name="rw")
+        rc = te.reduce_axis((0, 64), name="rc")
+        out = te.compute((1, 56, 56, 64), lambda n, h, x, o: te.sum(
+            _i32(pad[n, h + rh, x + rw, rc]) *
+            _i32(w[rh, rw, o // 16, rc // 4, o % 16, rc % 4]), axis=[rh, rw, rc]),
+            name="conv")
+        return te.create_prim_func([data, w, out])
     weight = te.placeholder((3, 3, 64, 64), b_t, name="weight")
     out = topi.nn.conv2d_nhwc(data, weight, 1, 1, 1, out_dtype=acc)
     return te.create_prim_func([data, weight, out])

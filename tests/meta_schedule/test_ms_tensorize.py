@@ -200,3 +200,37 @@ def test_tune_relax_int8_model_uses_vnni_and_matches_numpy(tmp_path):
     want = np.clip(np.round(accv * (np.float64(np.float32(0.01)) / np.float32(0.5))) + 2,
                    -128, 127).astype("int8")
     np.testing.assert_array_equal(got, want)
+
+
+def packed_int8_dense(m=32, n=64, k=64):
+    """uint8 x int8 with the weight already in TVM's VNNI layout [N/16, K/4, 16, 4]."""
+    x = te.placeholder((m, k), "uint8", name="X")
+    w = te.placeholder((n // 16, k // 4, 16, 4), "int8", name="W")
+    r = te.reduce_axis((0, k), name="k")
+    c = te.compute((m, n), lambda i, j: te.sum(
+        x[i, r].astype("int32") * w[j // 16, r // 4, j % 16, r % 4].astype("int32"), axis=r),
+        name="C")
+    return te.create_prim_func([x, w, c])
+
+
+def test_packed_int8_weight_takes_the_vnni_micro_kernel():
+    spaces, cands = _candidates(packed_int8_dense(), VNNI)
+    assert cands and all(_tensorized(c)[0].startswith("avx512_vnni_mk_") for c in cands)
+    # An unpacked weight cannot take it (RewriteLayout cannot produce that layout): the rule
+    # checks the match up front and the 16x4 dot product is used instead.
+    _, cands = _candidates(int8_dense(), VNNI)
+    assert cands and all(_tensorized(c) == ["dot_16x4_vnni"] for c in cands)
+
+
+@needs_vnni
+def test_vnni_micro_kernel_candidates_are_exact():
+    func = packed_int8_dense()
+    _, cands = _candidates(func, TARGET)
+    rng = np.random.default_rng(7)
+    x = rng.integers(0, 256, (32, 64)).astype("uint8")
+    w = rng.integers(-128, 128, (64, 64)).astype("int8")
+    wp = w.reshape(4, 16, 16, 4).transpose(0, 2, 1, 3).copy()
+    for sch in cands:
+        got = _run_stripped(sch, [x, wp, np.zeros((32, 64), "int32")])
+        np.testing.assert_array_equal(got, x.astype(np.int32) @ w.astype(np.int32).T)
+        verify_trace_roundtrip(sch, func)

@@ -176,3 +176,27 @@ def test_fp32_microkernel_shapes_are_checked():
         tir.TensorIntrin.get("avx512_fp32_mk_16x64x8")
     with pytest.raises(ValueError, match="NR a multiple of 16"):
         tir.TensorIntrin.get("avx512_fp32_mk_4x24x8")
+
+
+@needs["avx512vnni"]
+@pytest.mark.parametrize("shape", ["4x64x32", "7x32x16"])
+def test_vnni_microkernel_is_exact(shape):
+    mr, nr, kc = (int(v) for v in shape.split("x"))
+    m, n, k = 28 if mr == 7 else 32, 64, 64
+    func = _dot_func("uint8", "int8", "int32", 4, m=m, n=n, k=k)
+    sch = tir.Schedule(func)
+    i, j, r = sch.get_loops(sch.get_sblock("C"))
+    io, ii = sch.split(i, [None, mr])
+    jo, ji = sch.split(j, [None, nr])
+    ro, ri = sch.split(r, [None, kc])
+    sch.reorder(jo, ro, io, ii, ji, ri)
+    sch.tensorize(ii, f"avx512_vnni_mk_{shape}")
+    verify_trace_roundtrip(sch, func)
+    rng = np.random.default_rng(6)
+    x = rng.integers(0, 256, (m, k)).astype("uint8")
+    w = rng.integers(-128, 128, (n, k)).astype("int8")
+    mod = wb.build(sch.mod, target="llvm")
+    out = wb.nd.empty((m, n), "int32")
+    mod(wb.nd.array(x), wb.nd.array(_pack(w, 4)), out)
+    np.testing.assert_array_equal(out.numpy(), x.astype(np.int32) @ w.astype(np.int32).T)
+    assert mod.get_source("asm").count("vpdpbusd") >= mr * (nr // 16)

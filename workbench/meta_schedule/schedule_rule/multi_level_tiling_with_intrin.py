@@ -18,8 +18,10 @@ TVM: ``intrin_name`` may be a list; every candidate that matches gives its own d
 The rule checks at construction that each name is registered, and at initialization drops the
 candidates whose implementation needs a CPU feature the target lacks.
 
-``MultiLevelTilingMicroKernel`` picks shapes of the float32 register-blocked micro-kernel
-(``avx512_fp32_mk_<MR>x<NR>x<KC>``) that divide the block's loops.
+``MultiLevelTilingMicroKernel`` picks shapes of a register-blocked micro-kernel family (float32
+``avx512_fp32_mk_<MR>x<NR>x<KC>``, int8 ``avx512_vnni_mk_*``) that divide the block's loops.
+With ``strict``, a candidate is kept only if the blockized tile matches the intrinsic as it is
+(not after RewriteLayout re-lays out a weight).
 """
 from __future__ import annotations
 
@@ -63,7 +65,7 @@ class MultiLevelTilingWithIntrin(MultiLevelTiling):
     def __init__(self, intrin_name: str | Sequence[str], structure: str = "SSRSRS",
                  tile_binds: Any = None, max_innermost_factor: int | None = None,
                  vector_load_lens: Any = None, reuse_read: Any = None,
-                 reuse_write: Any = None) -> None:
+                 reuse_write: Any = None, strict: bool = False) -> None:
         super().__init__(structure, tile_binds,
                          64 if max_innermost_factor is None else max_innermost_factor,
                          vector_load_lens, reuse_read, reuse_write)
@@ -72,6 +74,7 @@ class MultiLevelTilingWithIntrin(MultiLevelTiling):
             TensorIntrin.get(name)  # raises ValueError naming the missing intrinsic
         self.intrin_name = intrin_name
         self.candidates = names
+        self.strict = strict
 
     def _initialize_with_tune_context(self, context: "TuneContext") -> None:
         target = context.target
@@ -92,12 +95,24 @@ class MultiLevelTilingWithIntrin(MultiLevelTiling):
                 outer = tile_with_tensor_intrin(new, block, mapping)
             except ScheduleError:
                 continue
+            if self.strict and not _tensorizes(new, outer, name):
+                continue
             new.annotate(outer, AUTO_TENSORIZE, name)
             out.extend(MultiLevelTiling.apply(self, new, outer))
         return out or [sch]
 
     def _names_for(self, info: Any) -> list[str]:
         return list(self.candidates)
+
+
+def _tensorizes(sch: Schedule, block: BlockRV, name: str) -> bool:
+    """Does ``block`` match ``name`` as it is (tried on a copy)?"""
+    trial = sch.copy()
+    try:
+        trial.tensorize(block, name)
+    except ScheduleError:
+        return False
+    return True
 
 
 def tile_with_tensor_intrin(sch: Schedule, block: BlockRV, mapping: Any) -> BlockRV:
@@ -115,37 +130,56 @@ def tile_with_tensor_intrin(sch: Schedule, block: BlockRV, mapping: Any) -> Bloc
     return sch.blockize(ordered[0])
 
 
+def _micro_kernel_name(family: str, mr: int, nr: int, kc: int) -> str:
+    from workbench.tir.tensor_intrin.x86 import fp32_microkernel_name, vnni_microkernel_name
+    if family == "vnni":
+        return vnni_microkernel_name(mr, nr, kc)
+    return fp32_microkernel_name(mr, nr, kc, family)
+
+
+# family: (NR granularity, KC granularity, strict): the int8 kernel needs the weight already
+# in the packed VNNI layout (RewriteLayout cannot produce it), so its match is checked up front.
+_FAMILIES = {"avx512": (16, 1, False), "avx2": (8, 1, False), "vnni": (16, 4, True)}
+
+
 @register_schedule_rule("multi-level-tiling-micro-kernel")
 class MultiLevelTilingMicroKernel(MultiLevelTilingWithIntrin):
-    """MultiLevelTilingWithIntrin over float32 micro-kernel shapes that divide the block.
+    """MultiLevelTilingWithIntrin over register-blocked micro-kernel shapes that divide the
+    block: ``family`` "avx512" / "avx2" (float32, ``<isa>_fp32_mk_*``) or "vnni" (uint8 x int8
+    with a packed weight, ``avx512_vnni_mk_*``).
 
     ``shapes`` are the ``(MR, NR)`` register tiles to try, in order of preference; at most
     ``max_candidates`` that divide the block give design spaces. ``KC`` is the largest divisor
-    of the covered reduction loop that is at most ``max_kc``.
+    of the covered reduction loop that is at most ``max_kc`` (a multiple of 4 for "vnni").
     """
 
-    def __init__(self, isa: str = "avx512",
+    def __init__(self, family: str = "avx512",
                  shapes: Sequence[tuple[int, int]] = ((4, 64), (6, 64), (7, 64), (8, 32)),
                  max_candidates: int = 2, max_kc: int = 256, **kwargs: Any) -> None:
-        from workbench.tir.tensor_intrin.x86 import fp32_microkernel_name
-        self.isa = isa
+        if family not in _FAMILIES:
+            raise ValueError(f"MultiLevelTilingMicroKernel: family must be one of "
+                             f"{sorted(_FAMILIES)}, got {family!r}")
+        self.family = family
         self.shapes = [tuple(s) for s in shapes]
         self.max_candidates = max_candidates
         self.max_kc = max_kc
-        probe = fp32_microkernel_name(self.shapes[0][0], self.shapes[0][1], 1, isa)
-        super().__init__(probe, **kwargs)
+        nr_unit, kc_unit, strict = _FAMILIES[family]
+        probe = _micro_kernel_name(family, 1, nr_unit, kc_unit)
+        super().__init__(probe, strict=strict, **kwargs)
 
     def _names_for(self, info: Any) -> list[str]:
-        from workbench.tir.tensor_intrin.x86 import fp32_microkernel_name
         if not self.candidates:
             return []  # the target lacks the ISA
+        nr_unit, kc_unit, _ = _FAMILIES[self.family]
         probe = tensorize_loop_mapping(info, TensorIntrin.get(
-            fp32_microkernel_name(1, 16 if self.isa == "avx512" else 8, 1, self.isa)).desc)
+            _micro_kernel_name(self.family, 1, nr_unit, kc_unit)).desc)
         if probe is None:
             return []
         loops = {lp.loop_var: lp for lp in info.loops}
         m, n, k = (A.const_int(loops[v].extent) for v in probe.loops)
-        kc = max((d for d in range(1, min(k, self.max_kc) + 1) if k % d == 0), default=1)
-        names = [fp32_microkernel_name(mr, nr, kc, self.isa) for mr, nr in self.shapes
+        kcs = [d for d in range(kc_unit, min(k, self.max_kc) + 1, kc_unit) if k % d == 0]
+        if not kcs:
+            return []
+        names = [_micro_kernel_name(self.family, mr, nr, kcs[-1]) for mr, nr in self.shapes
                  if m % mr == 0 and n % nr == 0]
         return names[:self.max_candidates]

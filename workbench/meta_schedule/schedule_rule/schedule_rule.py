@@ -104,7 +104,8 @@ def _default_llvm() -> list[ScheduleRule]:
 
 
 def _default_x86(kind: str) -> list[ScheduleRule]:
-    """TVM's ``ScheduleRule::DefaultX86(kind)`` extended: the int8 dot product ("vnni":
+    """TVM's ``ScheduleRule::DefaultX86(kind)`` extended: on "vnni" the int8 register-blocked
+    micro-kernel for weights in the packed VNNI layout, the int8 dot product ("vnni":
     ``dot_16x4_vnni``; "avx512": the exact ``dot_16x4_u8i8i32_generic`` -- TVM uses the
     saturating ``dot_16x4_avx512``), the bf16 dot product (``dot_16x2_bf16`` where the target
     has AVX512-BF16, else its generic form) and the float32 AVX-512 micro-kernel, each through
@@ -120,6 +121,8 @@ def _default_x86(kind: str) -> list[ScheduleRule]:
                   reuse_write=ReuseType(req="may", levels=[1, 2], scope="global"))
     int8 = "dot_16x4_vnni" if kind == "vnni" else "dot_16x4_u8i8i32_generic"
     with_intrin: list[ScheduleRule] = [
+        # An int8 weight already packed [N/16, K/4, 16, 4] takes the register-blocked kernel.
+        *([MultiLevelTilingMicroKernel("vnni", **common)] if kind == "vnni" else []),
         MultiLevelTilingWithIntrin(int8, **common),
         MultiLevelTilingWithIntrin("dot_16x2_bf16", **common),
         MultiLevelTilingWithIntrin("dot_16x2_bf16_generic", **common),

@@ -20,6 +20,11 @@ held in vector registers across the ``KC`` loop (outer products: ``NR/16`` vecto
 row of B and one broadcast of A per row and k). Built on first use by name; it needs AVX-512F
 (``avx2_fp32_mk_<MR>x<NR>x<KC>``, ``NR`` a multiple of 8, is the AVX2 version).
 
+An int8 register-blocked family, ``avx512_vnni_mk_<MR>x<NR>x<KC>``: ``C[MR, NR] i32 += A[MR, KC]
+u8 . B[NR, KC] s8`` with the weight in TVM's packed VNNI layout ``[N/16, K/4, 16, 4]`` (the
+description indexes it ``B[j // 16, k // 4, j % 16, k % 4]``), ``MR x NR/16`` accumulators in
+registers and one ``vpdpbusd`` per accumulator and 4 k (needs AVX-512 VNNI).
+
 Buffers of the 16 x k intrinsics are compact (the weight must be packed ``[.., 16, k]``); the
 micro-kernel's buffers are strided (any row-major sub-block).
 """
@@ -43,7 +48,8 @@ BF16_DOT_16x2_INTRIN = "dot_16x2_bf16"
 GENERIC_BF16_DOT_16x2_INTRIN = "dot_16x2_bf16_generic"
 
 __all__ = ["VNNI_DOT_16x4_INTRIN", "AVX512_DOT_16x4_INTRIN", "GENERIC_DOT_16x4_INTRIN",
-           "BF16_DOT_16x2_INTRIN", "GENERIC_BF16_DOT_16x2_INTRIN", "fp32_microkernel_name"]
+           "BF16_DOT_16x2_INTRIN", "GENERIC_BF16_DOT_16x2_INTRIN", "fp32_microkernel_name",
+           "vnni_microkernel_name"]
 
 
 # ---- building blocks --------------------------------------------------------------------------
@@ -257,6 +263,68 @@ def _microkernel_body(A: Buffer, B: Buffer, C: Buffer, m: int, n: int, k: int,
     return Allocate(acc.data, "float32", (_i(m), _i(n)), op.const(True), DeclBuffer(acc, body))
 
 
+# ---- int8 VNNI register-blocked micro-kernel ----------------------------------------------------
+
+VNNI_MICROKERNEL_PATTERN = r"avx512_vnni_mk_(?P<mr>\d+)x(?P<nr>\d+)x(?P<kc>\d+)"
+
+
+def vnni_microkernel_name(mr: int, nr: int, kc: int) -> str:
+    """The name of the int8 VNNI micro-kernel intrinsic of that shape."""
+    return f"avx512_vnni_mk_{mr}x{nr}x{kc}"
+
+
+def _vnni_microkernel(mr: str, nr: str, kc: str) -> tuple[PrimFunc, PrimFunc]:
+    """``C[MR, NR] i32 += A[MR, KC] u8 . B[NR, KC] s8`` with B packed ``[NR/16, KC/4, 16, 4]``
+    (TVM's VNNI weight layout): ``MR x NR/16`` int32x16 accumulators in registers, one
+    ``vpdpbusd`` per accumulator and 4 k."""
+    m, n, k = int(mr), int(nr), int(kc)
+    if m < 1 or n < 16 or n % 16 or k < 4 or k % 4:
+        raise ValueError("MR must be >= 1, NR a multiple of 16 and KC a multiple of 4")
+    nv = n // 16
+    if m * nv > _MAX_ACC["avx512"]:
+        raise ValueError(f"{m} x {nv} accumulators exceed the {_MAX_ACC['avx512']} vector "
+                         "registers the micro-kernel may use")
+    A, B, C = (decl_buffer((m, k), "uint8", "A"),
+               decl_buffer((nv, k // 4, 16, 4), "int8", "B"),
+               decl_buffer((m, n), "int32", "C"))
+    desc = _reduction_desc(
+        [A, B, C], C, [("i", m, IterType.DATA_PAR), ("j", n, IterType.DATA_PAR),
+                       ("k", k, IterType.COMM_REDUCE)],
+        lambda i, j, kk: (i, j),
+        lambda i, j, kk: op.mul(op.cast("int32", A[i, kk]), op.cast("int32", B[
+            op.floordiv(j, 16), op.floordiv(kk, 4), op.floormod(j, 16), op.floormod(kk, 4)])))
+    A = _strided("A", (m, k), "uint8")
+    C = _strided("C", (m, n), "int32")
+    # B's last two dimensions (16 x 4 bytes) are whole in any packed weight: a 64-byte load
+    # runs across them.
+    B = decl_buffer((nv, k // 4, 16, 4), "int8", "B",
+                    strides=[Var("B_s0", "int32"), Var("B_s1", "int32"), 4, 1])
+    acc = decl_buffer((m, n), "int32", "acc", scope="local")
+    tiles = [(i, v) for i in range(m) for v in range(nv)]
+    vec = "int32x16"
+    load = [BufferStore(acc, BufferLoad(C, (_i(i), _ramp(v * 16, 16)), vec),
+                        (_i(i), _ramp(v * 16, 16))) for i, v in tiles]
+    k4 = Var("k4", "int32")
+    cols = [op.reinterpret(vec, BufferLoad(B, (_i(v), k4, _i(0), _ramp(0, 64)), "int8x64"))
+            for v in range(nv)]
+    update = []
+    for i in range(m):
+        a = Broadcast(op.reinterpret("int32", BufferLoad(
+            A, (_i(i), _ramp(op.mul(k4, 4), 4)), "uint8x4")), 16, vec)
+        for v in range(nv):
+            idx = (_i(i), _ramp(v * 16, 16))
+            update.append(BufferStore(acc, op.call_llvm_pure_intrin(
+                vec, "llvm.x86.avx512.vpdpbusd.512", BufferLoad(acc, idx, vec), a, cols[v]),
+                idx))
+    loop = For(k4, _i(0), _i(k // 4), ForKind.SERIAL, SeqStmt(tuple(update)))
+    store = [BufferStore(C, BufferLoad(acc, (_i(i), _ramp(v * 16, 16)), vec),
+                         (_i(i), _ramp(v * 16, 16))) for i, v in tiles]
+    body = SeqStmt(tuple(load) + (loop,) + tuple(store))
+    impl = _impl([A, B, C], C, Allocate(acc.data, "int32", (_i(m), _i(n)), op.const(True),
+                                        DeclBuffer(acc, body)))
+    return desc, impl
+
+
 # ---- registration -----------------------------------------------------------------------------
 
 def _register() -> None:
@@ -268,6 +336,7 @@ def _register() -> None:
             (GENERIC_BF16_DOT_16x2_INTRIN, _dot_16x2_bf16_desc, _dot_16x2_bf16_generic_impl)):
         TensorIntrin.register(name, desc(), impl(), override=True)
     register_intrin_factory(MICROKERNEL_PATTERN, _fp32_microkernel)
+    register_intrin_factory(VNNI_MICROKERNEL_PATTERN, _vnni_microkernel)
 
 
 _register()
