@@ -141,8 +141,9 @@ def test_bf16_dot(intrin):
     np.testing.assert_allclose(_run_bf16(intrin, x, w), ref, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("shape", ["4x64x32", "8x32x16"])
-def test_fp32_microkernel(shape):
+@pytest.mark.parametrize("isa,shape", [("avx512", "4x64x32"), ("avx512", "8x32x16"),
+                                       ("avx2", "4x16x16")])
+def test_fp32_microkernel(isa, shape):
     mr, nr, kc = (int(v) for v in shape.split("x"))
     m, n, k = 32, 128, 64
     A = te.placeholder((m, k), "float32", name="A")
@@ -156,7 +157,7 @@ def test_fp32_microkernel(shape):
     jo, ji = sch.split(j, [None, nr])
     ro, ri = sch.split(rr, [None, kc])
     sch.reorder(jo, ro, io, ii, ri, ji)  # the micro-kernel nests i, k, j
-    sch.tensorize(ii, f"avx512_fp32_mk_{shape}")
+    sch.tensorize(ii, f"{isa}_fp32_mk_{shape}")
     sch.parallel(jo)
     verify_trace_roundtrip(sch, func)
     mod = wb.build(sch.mod, target="llvm")
