@@ -23,7 +23,7 @@ peak, bf16 -> bf16 peak), plus int8 / fp32 of our tuned kernels (target >= 2.5) 
 numpy (target >= 1.0, and >= 0.6 of the FMA peak).
 
 Usage: ``python benchmarks/bench_peak.py [--trials 64] [--only matmul512,matmul1024,conv2d]
-[--dtypes fp32,int8,bf16] [--cores N]``
+[--dtypes fp32,int8,bf16] [--cores N] [--strategy evolutionary|replay-trace]``
 """
 from __future__ import annotations
 
@@ -204,12 +204,12 @@ def tuned_kernel_fn(sch, func, target: str):
     return lambda: f(*args)
 
 
-def tune(name: str, dtype: str, trials: int, target: str):
+def tune(name: str, dtype: str, trials: int, target: str, strategy: str = "evolutionary"):
     func = WORKLOADS[name][0](dtype)
     work_dir = tempfile.mkdtemp(prefix=f"bench_peak_{name}_{dtype}_")
     t0 = time.perf_counter()
     db = ms.tune_tir(func, target, work_dir, max_trials_global=trials,
-                     num_trials_per_iter=min(64, trials), seed=0)
+                     num_trials_per_iter=min(64, trials), seed=0, strategy=strategy)
     wall = time.perf_counter() - t0
     sch = ms.compile_tir(db, func, target)
     if sch is None:
@@ -292,10 +292,14 @@ def main() -> None:
     ap.add_argument("--only", default="matmul512,matmul1024,conv2d")
     ap.add_argument("--dtypes", default="fp32,int8,bf16")
     ap.add_argument("--cores", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--strategy", default="evolutionary",
+                    help="tune_tir's search strategy; 'replay-trace' (random candidates from "
+                         "the design spaces) generates them much faster on a loaded machine")
     args = ap.parse_args()
     target = f"llvm -num-cores={args.cores}"
     host = wb.target.Target(target)
-    print(f"target: {target}; trials per kernel: {args.trials}; load: {os.getloadavg()}")
+    print(f"target: {target}; trials per kernel: {args.trials} ({args.strategy}); load: "
+          f"{os.getloadavg()}")
     peaks = {}
     for kind in _PEAK_KINDS:
         if not host.has_feature(_PEAK_KINDS[kind][4]):
@@ -309,7 +313,7 @@ def main() -> None:
         fns, info = {}, {}
         for dtype in [d for d in args.dtypes.split(",") if d]:
             try:
-                fn, wall, used = tune(name, dtype, args.trials, target)
+                fn, wall, used = tune(name, dtype, args.trials, target, args.strategy)
             except Exception as e:  # noqa: BLE001 - report and go on with the others
                 print(f"[{name} {dtype}] tuning failed: {e}")
                 continue
