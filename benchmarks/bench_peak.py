@@ -13,8 +13,8 @@ bf16 matmuls and conv2d as fractions of them, next to numpy and PyTorch.
    int8 VNNI register-blocked micro-kernels, ``dot_16x2_bf16``). Weights are packed once up
    front: fp32 / bf16 by the tuner's RewriteLayout (what it measures; a Relax build with
    constant weights does the same), int8 given in TVM's packed VNNI layout.
-3. References, timed in turns with the tuned kernels (best of several rounds each, so load on a
-   shared machine hits all alike): numpy float32 (``np.matmul``; conv2d as im2col + matmul),
+3. References, timed in turns with the tuned kernels (the best single call of 60 rounds each,
+   so load on a shared machine hits all alike and quiet moments count): numpy float32 (``np.matmul``; conv2d as im2col + matmul),
    PyTorch float32, PyTorch int8 (``torch._int_mm``, matmul only) and PyTorch bf16 when torch
    is installed.
 
@@ -43,7 +43,24 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import workbench as wb  # noqa: E402
 from workbench import meta_schedule as ms  # noqa: E402
 from workbench import te, topi  # noqa: E402
-from bench_tuning import best_of_interleaved  # noqa: E402
+
+
+def best_of_interleaved(fns: dict, rounds: int = 60) -> dict:
+    """Best seconds of one call of each function, calling them in turns ``rounds`` times.
+
+    Timing single calls and keeping the minimum finds the quiet moments of a shared, loaded
+    machine (averaging over a window would fold other jobs' time slices into every kernel);
+    taking turns keeps the comparison fair when the load changes."""
+    for fn in fns.values():
+        fn()
+    best = {k: float("inf") for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            time.sleep(0.05)  # let the previous library's thread pool stop spinning
+            t0 = time.perf_counter()
+            fn()
+            best[k] = min(best[k], time.perf_counter() - t0)
+    return best
 
 # ---- peaks ------------------------------------------------------------------------------------
 
@@ -321,7 +338,7 @@ def main() -> None:
             info[f"ours {dtype}"] = f"tuned {wall:5.0f} s, intrinsics {used or '-'}"
         fns.update(numpy_fns(name))
         fns.update(torch_fns(name, args.cores))
-        times = best_of_interleaved(fns, rounds=7)
+        times = best_of_interleaved(fns)
         for label, secs in times.items():
             ops = flop / secs
             peak = peaks.get(_kind_of(label))

@@ -44,7 +44,7 @@ def const(value: Any, dtype: str | None = None) -> PrimExpr:
     t = dt.parse(dtype)
     if t.lanes > 1:
         return Broadcast(const(value, t.scalar), t.lanes, dtype)
-    if t.is_float:
+    if t.is_float or t.is_bfloat:
         return FloatImm(dtype, float(value))
     if t.is_bool:
         return IntImm("bool", int(bool(value)))
