@@ -132,3 +132,16 @@ def test_bf16_astype_round_trip_matches_ml_dtypes():
                  ("x", (1000,), "float32"))
     got = _run(mod, x)
     np.testing.assert_array_equal(got, x.astype(ml_dtypes.bfloat16).astype(np.float32))
+
+
+def test_bf16_padding_constant():
+    import ml_dtypes
+    from workbench import te, topi
+    x = te.placeholder((3, 4), "bfloat16", name="x")
+    func = te.create_prim_func([x, topi.nn.pad(x, (1, 1), pad_value=0.5)])
+    mod = wb.build(func, target="llvm")
+    xv = np.arange(12, dtype="float32").reshape(3, 4).astype(ml_dtypes.bfloat16)
+    out = wb.nd.empty((5, 6), "bfloat16")
+    mod(wb.nd.array(xv), out)
+    np.testing.assert_array_equal(out.numpy().astype(np.float32),
+                                  np.pad(xv.astype(np.float32), 1, constant_values=0.5))

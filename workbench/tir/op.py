@@ -75,7 +75,7 @@ def convert(value: ExprLike, like: PrimExpr | None = None) -> PrimExpr:
             return const(value, "bool" if t.is_bool else like.dtype)
         if isinstance(value, (int, np.integer)) and not t.is_bool:
             return const(value, like.dtype)
-        if isinstance(value, (float, np.floating)) and t.is_float:
+        if isinstance(value, (float, np.floating)) and (t.is_float or t.is_bfloat):
             return const(value, like.dtype)
     return const(value)
 
@@ -99,7 +99,7 @@ def cast(dtype: str, value: ExprLike) -> PrimExpr:
         return value
     t, src = dt.parse(dtype), dt.parse(value.dtype)
     if isinstance(value, (IntImm, FloatImm)) and t.lanes == 1:
-        if t.is_float:
+        if t.is_float or t.is_bfloat:
             return FloatImm(dtype, float(value.value))
         if t.is_bool:
             return IntImm("bool", int(bool(value.value)))
