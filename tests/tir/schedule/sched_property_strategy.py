@@ -387,7 +387,13 @@ def _opt_decompose(view):
         red = [k for k, lp in enumerate(loops) if binds_reduce_of(view, n, lp)]
         if not red:
             continue
-        out += [(n, lp) for lp in loops[:red[0] + 1]]
+        # Below the decomposition point every (non-unit) loop must bind a block variable: a
+        # loop binding none repeats the reduction, which a hoisted init cannot follow.
+        real = view.realize(n)
+        repeats = [k for k, lp in enumerate(loops) if extent(lp) != 1 and
+                   not any(uses_var(v, lp.loop_var) for v in real.iter_values)]
+        first = max(repeats) + 1 if repeats else 0
+        out += [(n, lp) for lp in loops[first:red[0] + 1]]
     return out
 
 

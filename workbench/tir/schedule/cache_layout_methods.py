@@ -57,8 +57,9 @@ class CacheLayoutMethods(ScheduleCore):
             for ax0, ax1: A_local[v0, v1] = A[v0, v1]
             for i, j: B[i, j] = A_local[i, j] * 2
         """
-        consumers = self._consumer_rvs(consumer_blocks)
-        return self._cache_read(block, consumers, read_buffer_index, storage_scope)
+        with self._atomic():
+            consumers = self._consumer_rvs(consumer_blocks)
+            return self._cache_read(block, consumers, read_buffer_index, storage_scope)
 
     @traced("CacheRead")
     def _cache_read(self, block: BlockRV, consumer_blocks: list[BlockRV],
@@ -83,8 +84,9 @@ class CacheLayoutMethods(ScheduleCore):
             for i, j, k: C_local[i, j] += A[i, k] * B[k, j]
             for ax0, ax1: C[v0, v1] = C_local[v0, v1]
         """
-        consumers = self._consumer_rvs(consumer_blocks)
-        return self._cache_write(block, consumers, write_buffer_index, storage_scope)
+        with self._atomic():
+            consumers = self._consumer_rvs(consumer_blocks)
+            return self._cache_write(block, consumers, write_buffer_index, storage_scope)
 
     @traced("CacheWrite")
     def _cache_write(self, block: BlockRV, consumer_blocks: list[BlockRV],

@@ -6,6 +6,7 @@ from __future__ import annotations
 from workbench.tir.schedule.core import ScheduleCore, traced
 from workbench.tir.schedule.handles import BlockRV, LoopRV
 from workbench.tir.schedule.instruction import InstructionKind, register_kind
+from workbench.tir.schedule.primitive import block_scope as S
 from workbench.tir.schedule.primitive import compute_inline as PI
 from workbench.tir.schedule.primitive import compute_location as PL
 from workbench.tir.schedule.primitive.sampling import pick_compute_location
@@ -59,7 +60,8 @@ class ComputeLocationMethods(ScheduleCore):
         var = self._loop_var(loop, "compute_at")
         pos = self._int(index, "compute_at")
         self._commit(PL.compute_at(self._func, self._index(), name, var,
-                                   bool(preserve_unit_loops), pos))
+                                   bool(preserve_unit_loops), pos,
+                                   check_dataflow=self.enable_check))
 
     @traced("ReverseComputeAt")
     def reverse_compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False,
@@ -88,7 +90,8 @@ class ComputeLocationMethods(ScheduleCore):
         var = self._loop_var(loop, "reverse_compute_at")
         pos = self._int(index, "reverse_compute_at")
         self._commit(PL.compute_at(self._func, self._index(), name, var,
-                                   bool(preserve_unit_loops), pos, reverse=True))
+                                   bool(preserve_unit_loops), pos, reverse=True,
+                                   check_dataflow=self.enable_check))
 
     @traced("ComputeInline")
     def compute_inline(self, block: BlockRV) -> None:
@@ -134,6 +137,7 @@ class ComputeLocationMethods(ScheduleCore):
         ``decision`` no longer in the list falls back to the largest candidate below it, else
         -1. Pass the result to :meth:`compute_at`."""
         name = self._block_name(block, "sample_compute_location")
+        S.scope_of(self._index(), name, "sample_compute_location")
         if decision is not None:
             # A stored decision that is still a candidate is kept (TVM's replay rule), so
             # checking that one location is enough; only a stale one needs the whole list.

@@ -7,9 +7,10 @@ Primitive families live in mixins (``loop_methods`` etc.), composed in ``schedul
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from workbench.ir.module import IRModule
 from workbench.tir.expr import Var
@@ -84,6 +85,15 @@ def traced(kind_name: str, sampling: bool = False) -> Callable:
             return result
         return call
     return wrap
+
+
+def _check_not_in_init(index: FuncIndex, key: str | Var, primitive: str) -> None:
+    owner = index.init_owner(key)
+    if owner is not None:
+        what = f"block {key!r}" if isinstance(key, str) else f"loop {key.name!r}"
+        raise ScheduleError(primitive, what, f"it is inside the init statement of block "
+                            f"{owner!r} (blockize of a reduction puts its init there); it is part "
+                            "of that init, not a stage that can be scheduled")
 
 
 def _freeze(x: Any) -> Any:
@@ -215,9 +225,11 @@ class ScheduleCore:
         name = self._symbols.get(rv)
         if name is None:
             raise ScheduleError(primitive, repr(rv), "this handle does not belong to the schedule")
-        if name not in self._index().blocks:
+        index = self._index()
+        if name not in index.blocks:
             raise ScheduleError(primitive, f"block {name!r}", "the block no longer exists "
                                 "(an earlier primitive removed it)")
+        _check_not_in_init(index, name, primitive)
         return name
 
     def _loop_var(self, rv: Any, primitive: str) -> Var:
@@ -228,9 +240,11 @@ class ScheduleCore:
             raise ScheduleError(primitive, repr(rv), "this handle does not belong to the schedule")
         if isinstance(var, str):
             raise ScheduleError(primitive, f"the {var} location", "it is not a real loop")
-        if var not in self._index().loops:
+        index = self._index()
+        if var not in index.loops:
             raise ScheduleError(primitive, f"loop {var.name!r}", "the loop no longer exists "
                                 "(an earlier split, fuse or inline removed it)")
+        _check_not_in_init(index, var, primitive)
         return var
 
     def _block_or_loop(self, rv: Any, primitive: str) -> str | Var:
@@ -272,6 +286,20 @@ class ScheduleCore:
             return _SRef(info.block, info.ancestors[-1] if info.ancestors else None)
         info = self._index().loops[self._loop_var(rv, "get_sref")]
         return _SRef(info.loop, info.ancestors[-1] if info.ancestors else None)
+
+    @contextlib.contextmanager
+    def _atomic(self) -> Iterator[None]:
+        """Undo the trace entries and handles recorded inside the block if it raises: a public
+        method that records helper instructions (``get_sblock`` for blocks given by name)
+        before the primitive itself must leave no trace of a refused call."""
+        n_trace, symbols = len(self._trace), dict(self._symbols)
+        try:
+            yield
+        except BaseException:
+            while len(self._trace) > n_trace:
+                self._trace.pop()
+            self._symbols = symbols
+            raise
 
     def remove_rv(self, rv: Any) -> None:
         self._symbols.pop(rv, None)

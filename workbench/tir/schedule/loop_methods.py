@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from workbench.tir.schedule.core import ScheduleCore, traced
+from workbench.tir.schedule.core import ScheduleCore, _check_not_in_init, traced
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.handles import BlockRV, ExprRV, LoopRV
 from workbench.tir.schedule.primitive import loops as P
@@ -20,9 +20,11 @@ class LoopMethods(ScheduleCore):
 
     @traced("GetSBlock")
     def _get_sblock(self, name: str, func_name: str) -> BlockRV:
-        if name not in self._index().blocks:
+        index = self._index()
+        if name not in index.blocks:
             raise ScheduleError("get_block", f"block {name!r}", "no block has this name; blocks "
-                                f"are {self._index().block_order}")
+                                f"are {index.block_order}")
+        _check_not_in_init(index, name, "get_block")
         return self._new_block_rv(name)
 
     def get_block(self, name: str, func_name: str | None = None) -> BlockRV:

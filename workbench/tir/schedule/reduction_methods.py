@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from workbench.tir.schedule.core import ScheduleCore, traced
+from workbench.tir.schedule.core import ScheduleCore, _check_not_in_init, traced
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.handles import BlockRV, LoopRV
 from workbench.tir.schedule.instruction import InstructionKind, register_kind
@@ -107,6 +107,7 @@ class ReductionMethods(ScheduleCore):
         if isinstance(block, str):
             if block not in self._index().blocks:
                 raise ScheduleError(prim, f"block {block!r}", "no block has this name")
+            _check_not_in_init(self._index(), block, prim)
             return block
         return self._block_name(block, prim)
 

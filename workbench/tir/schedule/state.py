@@ -22,6 +22,10 @@ class BlockInfo:
     block: Block
     realize: BlockRealize
     ancestors: tuple[Stmt, ...]   # from the function body down to the block's parent
+    # Inside another block's ``init`` (blockize of a reduction puts a block there): such a
+    # block is part of that init, not a stage of its own, so primitives refuse it (as TVM,
+    # which gives these blocks no sref).
+    in_init: bool = False
 
     @property
     def loops(self) -> list[For]:
@@ -47,6 +51,7 @@ class BlockInfo:
 class LoopInfo:
     loop: For
     ancestors: tuple[Stmt, ...]
+    in_init: bool = False          # inside a block's init (see BlockInfo.in_init)
 
 
 class FuncIndex:
@@ -57,25 +62,36 @@ class FuncIndex:
         self.blocks: dict[str, BlockInfo] = {}
         self.loops: dict[Var, LoopInfo] = {}
         self.block_order: list[str] = []
-        self._walk(func.body, ())
+        self._walk(func.body, (), False)
 
-    def _walk(self, stmt: Any, ancestors: tuple[Stmt, ...]) -> None:
+    def _walk(self, stmt: Any, ancestors: tuple[Stmt, ...], in_init: bool) -> None:
         if isinstance(stmt, BlockRealize):
             name = stmt.block.name_hint
             if name in self.blocks:
                 raise ValueError(f"two blocks are named {name!r}; block names must be unique "
                                  "in a scheduled function")
-            self.blocks[name] = BlockInfo(stmt.block, stmt, ancestors)
+            self.blocks[name] = BlockInfo(stmt.block, stmt, ancestors, in_init)
             self.block_order.append(name)
             inner = ancestors + (stmt, stmt.block)
             if stmt.block.init is not None:
-                self._walk(stmt.block.init, inner)
-            self._walk(stmt.block.body, inner)
+                self._walk(stmt.block.init, inner, True)
+            self._walk(stmt.block.body, inner, in_init)
             return
         if isinstance(stmt, For):
-            self.loops[stmt.loop_var] = LoopInfo(stmt, ancestors)
+            self.loops[stmt.loop_var] = LoopInfo(stmt, ancestors, in_init)
         for child in child_stmts(stmt):
-            self._walk(child, ancestors + (stmt,))
+            self._walk(child, ancestors + (stmt,), in_init)
+
+    def init_owner(self, key: str | Var) -> str | None:
+        """The block whose init holds block (by name) or loop (by var) ``key``; None for a
+        schedulable one."""
+        info = self.blocks[key] if isinstance(key, str) else self.loops[key]
+        if not info.in_init:
+            return None
+        owner = next(s for s in reversed(info.ancestors) if isinstance(s, Block))
+        while self.blocks[owner.name_hint].in_init:
+            owner = self.blocks[owner.name_hint].scope_block
+        return owner.name_hint
 
     def parent_of(self, key: Any) -> Stmt | None:
         info = self.blocks[key] if isinstance(key, str) else self.loops[key]

@@ -26,6 +26,7 @@ from workbench.tir.expr import BufferLoad, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, IRVisitor, substitute
 from workbench.tir.schedule.error import ScheduleError
+from workbench.tir.schedule.primitive import annotations as A
 from workbench.tir.schedule.state import BlockInfo, FuncIndex, replace_stmt
 from workbench.tir.schedule.utils import blocks_under, realizes_under
 from workbench.tir.stmt import (
@@ -33,7 +34,7 @@ from workbench.tir.stmt import (
 )
 
 STORAGE_SCOPES = ("global", "local")
-DIM_ALIGN_KEY = "buffer_dim_align"
+DIM_ALIGN_KEY = A.DIM_ALIGN_KEY
 
 
 # ---- shared helpers -------------------------------------------------------------------------
@@ -219,9 +220,11 @@ def _relaxed_region(info: BlockInfo, region: BufferRegion, loc: Stmt) -> list[Ra
     return out
 
 
-def _copy_stage(name: str, region: list[Range], src: Buffer, dst: Buffer) -> tuple[Stmt, Block]:
+def _copy_stage(name: str, region: list[Range], src: Buffer, dst: Buffer,
+                aligns: Sequence[tuple[Buffer, int, int, int]] = ()) -> tuple[Stmt, Block]:
     """``for ax...: with block(name): dst[v...] = src[v...]`` over ``region`` (TVM's
-    MakeCacheStage with the full-region buffer)."""
+    MakeCacheStage with the full-region buffer); ``aligns`` are storage_align entries of
+    ``dst`` the copy block takes over."""
     ana = Analyzer()
     loop_vars = [Var(f"ax{k}", r.extent.dtype) for k, r in enumerate(region)]
     iter_vars, idx = [], []
@@ -232,6 +235,8 @@ def _copy_stage(name: str, region: list[Range], src: Buffer, dst: Buffer) -> tup
     point = tuple(Range(v, op.const(1, v.dtype)) for v in idx)
     block = Block(tuple(iter_vars), (BufferRegion(src, point),), (BufferRegion(dst, point),),
                   name, BufferStore(dst, BufferLoad(src, tuple(idx), src.dtype), tuple(idx)))
+    if aligns:
+        block = A.carry_dim_align(block, block, lambda buf: True, aligns)
     bindings = tuple(ana.simplify(op.add(r.min, lv)) for r, lv in zip(region, loop_vars))
     stmt: Stmt = BlockRealize(bindings, op.const(True), block)
     for lv, r in reversed(list(zip(loop_vars, region))):
@@ -255,7 +260,9 @@ class _CacheRewriter(IRMutator):
         if what == self.SKIP:
             return block
         if what == self.REDIRECT:
-            return self.redirect.visit(block)
+            # storage_align entries follow their buffer: a redirected write loses its entry
+            # (cache_write hands it to the copy block, which now writes the buffer).
+            return A.carry_dim_align(block, self.redirect.visit(block), lambda buf: True)
         new = self.generic_visit(block)
         if block is self.loc:
             new = new.replace(body=_insert(new.body, self.pos, self.stage))
@@ -363,7 +370,8 @@ def cache_write(func: PrimFunc, index: FuncIndex, block_name: str, write_buffer_
     region = _relaxed_region(info, wregion, loc)
     name = unique_name(f"{buf.name}_{storage_scope}", set(index.blocks) | buffer_names(func))
     cache = with_scope(buf, storage_scope, name)
-    stage, _ = _copy_stage(name, region, cache, buf)
+    aligns = [e for e in A.dim_align_entries(writer) if e[0] is buf]
+    stage, _ = _copy_stage(name, region, cache, buf, aligns)
 
     def action(b: Block) -> str:
         if b is scope:

@@ -19,8 +19,10 @@ from workbench.tir.expr import BufferLoad, IntImm, PrimExpr, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, IRVisitor, collect_vars, substitute
 from workbench.tir.schedule.error import ScheduleError
+from workbench.tir.schedule.primitive import annotations as A
 from workbench.tir.schedule.primitive import block_scope as S
 from workbench.tir.schedule.state import FuncIndex
+from workbench.tir.schedule.utils import blocks_under
 from workbench.tir.stmt import Block, BlockRealize, BufferStore, IfThenElse
 
 _INLINE_FORM = "its body must be a single store 'B[v0, v1, ...] = f(v0, v1, ...)' whose " \
@@ -79,12 +81,14 @@ def _check_no_opaque_access(func: PrimFunc, buffer: Buffer,
 
 class _Rewrite(IRMutator):
     """The edits common to both inliners: drop ``buffer`` from the scope's allocations and
-    recompute the reads/writes of every other block that accessed it."""
+    recompute the reads/writes of every other block that accessed it (their storage_align
+    entries follow their buffers, see ``annotations.carry_dim_align``)."""
 
-    def __init__(self, buffer: Buffer, scope_name: str) -> None:
+    def __init__(self, buffer: Buffer, scope_name: str, func: PrimFunc) -> None:
         super().__init__()
         self.buffer = buffer
         self.scope_name = scope_name
+        self.allocated = A.allocated_buffers(blocks_under(func.body)) - {buffer}
 
     def visit_Block(self, block: Block) -> Block:
         new = self.generic_visit(block)
@@ -94,7 +98,8 @@ class _Rewrite(IRMutator):
         touched = any(r.buffer is self.buffer for r in block.reads + block.writes)
         if touched:
             reads, writes = block_regions(new.body, new.init, new.iter_vars)
-            new = new.replace(reads=reads, writes=writes)
+            new = A.carry_dim_align(block, new.replace(reads=reads, writes=writes),
+                                    self.allocated.__contains__)
         return new
 
 
@@ -132,8 +137,9 @@ def _is_unit(dom: Range) -> bool:
 
 
 class _Inliner(_Rewrite):
-    def __init__(self, buffer: Buffer, scope_name: str, value: PrimExpr, idx_vars: list[Var]):
-        super().__init__(buffer, scope_name)
+    def __init__(self, buffer: Buffer, scope_name: str, func: PrimFunc, value: PrimExpr,
+                 idx_vars: list[Var]):
+        super().__init__(buffer, scope_name, func)
         self.value = value
         self.idx_vars = idx_vars
 
@@ -167,7 +173,8 @@ def compute_inline(func: PrimFunc, index: FuncIndex, name: str) -> PrimFunc:
     _check_no_opaque_access(func, buffer, fail)
     removed = S.remove_leaf_block(func, index, name, prim)
     value, idx_vars = pattern
-    return removed.with_body(_Inliner(buffer, scope.name_hint, value, idx_vars).visit(removed.body))
+    return removed.with_body(_Inliner(buffer, scope.name_hint, func, value,
+                                      idx_vars).visit(removed.body))
 
 
 def can_compute_inline(func: PrimFunc, index: FuncIndex, name: str) -> bool:
@@ -194,15 +201,21 @@ def _producer_store(block: Block) -> tuple[BufferStore, PrimExpr | None] | None:
 class _ReverseInliner(_Rewrite):
     """Replaces the producer's realize (found by block name) with the fused one."""
 
-    def __init__(self, buffer: Buffer, scope_name: str, producer: str,
-                 new_realize: BlockRealize) -> None:
-        super().__init__(buffer, scope_name)
+    def __init__(self, buffer: Buffer, scope_name: str, func: PrimFunc, producer: str,
+                 new_realize: BlockRealize, consumer: Block) -> None:
+        super().__init__(buffer, scope_name, func)
         self.producer = producer
         self.new_realize = new_realize
+        self.consumer = consumer
 
     def visit_BlockRealize(self, realize: BlockRealize) -> BlockRealize:
         if realize.block.name_hint == self.producer:
-            return self.generic_visit(self.new_realize)
+            # The fused block keeps the producer's annotations; its storage_align entries are
+            # re-targeted from the producer's old writes (the removed buffer's entries go).
+            fused = self.generic_visit(self.new_realize)
+            return fused.replace(block=A.carry_dim_align(
+                realize.block, fused.block, self.allocated.__contains__,
+                A.dim_align_entries(self.consumer)))
         return self.generic_visit(realize)
 
 
@@ -251,7 +264,7 @@ def reverse_compute_inline(func: PrimFunc, index: FuncIndex, name: str) -> PrimF
     new_realize = _fuse(pinfo.realize, realize, buffer, fail)
     _check_no_opaque_access(func, buffer, fail)
     removed = S.remove_leaf_block(func, index, name, prim)
-    mut = _ReverseInliner(buffer, scope.name_hint, producer, new_realize)
+    mut = _ReverseInliner(buffer, scope.name_hint, func, producer, new_realize, consumer)
     return removed.with_body(mut.visit(removed.body))
 
 

@@ -29,6 +29,7 @@ from workbench.tir.buffer import Buffer, BufferRegion, Range
 from workbench.tir.expr import Add, FloorDiv, FloorMod, IntImm, Mul, PrimExpr, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import substitute
+from workbench.tir.schedule.analysis.dataflow import check_block_dataflow
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.primitive import block_scope as S
 from workbench.tir.schedule.state import FuncIndex, replace_stmt
@@ -305,10 +306,13 @@ def _check_scope(index: FuncIndex, name: str, loop_var: Var, fail: Callable[[str
 
 def compute_at(func: PrimFunc, index: FuncIndex, name: str, loop_var: Var,
                preserve_unit_loops: bool = False, insert_index: int = -1,
-               reverse: bool = False, check_only: bool = False) -> PrimFunc:
+               reverse: bool = False, check_only: bool = False, check_dataflow: bool = True
+               ) -> PrimFunc:
     """Move block ``name`` under loop ``loop_var`` (see the module docstring). ``reverse``
     selects reverse_compute_at. ``check_only`` runs every check (raising the same errors) but
-    returns ``func`` unchanged instead of building the moved function."""
+    returns ``func`` unchanged instead of building the moved function. ``check_dataflow=False``
+    (a schedule made with ``enable_check=False``) skips the soundness check of the result
+    (analysis/dataflow.py): the caller vouches for it, as with TVM's ``enable_check``."""
     prim = "reverse_compute_at" if reverse else "compute_at"
     where = f"block {name!r} and loop {loop_var.name!r}"
 
@@ -328,6 +332,12 @@ def compute_at(func: PrimFunc, index: FuncIndex, name: str, loop_var: Var,
                                 producers if reverse else consumers,
                                 "producers" if reverse else "consumers", insert_index, fail)
 
+    if reverse and not producers:
+        fail("the block has no producer in its scope (it reads only the scope's inputs), so "
+             "there is no producer loop to move it under")
+    if not reverse and not consumers:
+        fail("the block has no consumer in its scope, so there is no consumer loop to move it "
+             "under")
     an = Analyzer()
     for lp in outer:
         an.bind(lp.loop_var, Range(lp.min, lp.extent), allow_override=True)
@@ -338,9 +348,6 @@ def compute_at(func: PrimFunc, index: FuncIndex, name: str, loop_var: Var,
     _relaxed_regions(an, index, producers if reverse else consumers, loop,
                      (lambda b: b.writes) if reverse else (lambda b: b.reads), required)
     doms = _block_var_domains(an, block, provided, required, fail)
-    if check_only:
-        S.removal_point(index, name, prim)
-        return func
     nest = _new_loop_nest(an, info.realize, doms, preserve_unit_loops)
 
     removed = S.remove_leaf_block(func, index, name, prim)
@@ -349,7 +356,11 @@ def compute_at(func: PrimFunc, index: FuncIndex, name: str, loop_var: Var,
     items = _subtrees(linfo2.loop)
     items.insert(position, nest)
     new_loop = linfo2.loop.replace(body=SeqStmt(tuple(items)))
-    return replace_stmt(removed, linfo2.ancestors, linfo2.loop, new_loop)
+    new_func = replace_stmt(removed, linfo2.ancestors, linfo2.loop, new_loop)
+    # The moved block must still read only complete, final data, and its consumers too.
+    if check_dataflow:
+        check_block_dataflow(new_func, [name], prim, where)
+    return func if check_only else new_func
 
 
 def can_compute_at(func: PrimFunc, index: FuncIndex, name: str, loop_var: Var,

@@ -23,6 +23,7 @@ from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, IRVisitor, substitute
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.index_map import IndexMap, free_vars_ok
+from workbench.tir.schedule.primitive import annotations as A
 from workbench.tir.schedule.primitive.cache import alloc_site
 from workbench.tir.schedule.state import FuncIndex, replace_stmt
 from workbench.tir.schedule.utils import realizes_under
@@ -123,7 +124,10 @@ class _Relayout(IRMutator):
     def visit_Block(self, block: Block) -> Stmt:
         for iv in block.iter_vars:
             self.ana.bind(iv.var, iv.dom, allow_override=True)
-        return self.generic_visit(block)
+        new = self.generic_visit(block)
+        # A storage_align of the re-laid-out buffer named an axis of its old shape: drop it
+        # (entries follow buffers by identity, and the buffer was replaced).
+        return A.carry_dim_align(block, new, lambda buf: True) if new is not block else new
 
     def visit_Buffer(self, buf: Buffer) -> Buffer:
         return self.new if buf is self.old else buf

@@ -15,6 +15,7 @@ from workbench.tir.expr import IntImm, PrimExpr, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, substitute
 from workbench.tir.schedule.error import ScheduleError
+from workbench.tir.schedule.primitive import annotations as A
 from workbench.tir.schedule.state import FuncIndex, replace_stmt
 from workbench.tir.schedule.utils import (
     and_predicate, loop_binds_reduction, realizes_under, simplify_bindings, uses_var,
@@ -195,9 +196,15 @@ def set_loop_kind(func: PrimFunc, index: FuncIndex, loop_var: Var, kind: str) ->
 
 
 def annotate(func: PrimFunc, index: FuncIndex, target: str | Var, key: str, value) -> PrimFunc:
+    """Set annotation ``key`` of a block (by name) or loop (by var); lists in ``value`` become
+    tuples, and keys the compiler reads must have valid values (see ``annotations``)."""
+    value = A.freeze_value(value)
+    block = index.blocks[target].block if isinstance(target, str) else None
+    subject = f"block {target!r}" if isinstance(target, str) else _loop_name(index.loops[target].loop)
+    allocated = A.allocated_buffers(info.block for info in index.blocks.values())
+    A.check_annotation(subject, key, value, block, allocated.__contains__)
     if isinstance(target, str):
         info = index.blocks[target]
-        block = info.block
         new = block.replace(annotations=FrozenDict({**block.annotations, key: value}))
         return replace_stmt(func, info.ancestors + (info.realize,), block, new)
     linfo = index.loops[target]

@@ -17,6 +17,7 @@ from workbench.tir.expr import And, BufferLoad, IntImm, PrimExpr, Var, is_const_
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, IRVisitor, Substitute, collect_vars
 from workbench.tir.schedule.error import ScheduleError
+from workbench.tir.schedule.primitive import annotations as A
 from workbench.tir.schedule.primitive.reducer import match_reducer
 from workbench.tir.schedule.state import BlockInfo, FuncIndex, replace_stmt
 from workbench.tir.schedule.utils import realizes_under
@@ -117,6 +118,18 @@ def decompose_reduction(func: PrimFunc, index: FuncIndex, block_name: str,
             raise ScheduleError(prim, _loop_subject(target), f"reduction iter var "
                                 f"{iv.var.name!r} of block {block_name!r} depends on a loop "
                                 "above it; decompose at a loop outside every reduction loop")
+    # A loop at or below ``loop`` that binds none of the block's variables repeats the whole
+    # reduction (e.g. the consumer loops a reverse_compute_at left around it): the init inside
+    # the block re-runs with each repetition, but a decomposed init would run once before them
+    # all and the repetitions would accumulate on top of each other.
+    used_by_block = set().union(*(collect_vars(v) for v in realize.iter_values)) \
+        if realize.iter_values else set()
+    for lp in loops[pos:]:
+        if lp.loop_var not in used_by_block and not is_const_int(lp.extent, 1):
+            raise ScheduleError(prim, _loop_subject(target), f"loop {lp.loop_var.name!r} "
+                                f"between it and block {block_name!r} binds none of the "
+                                "block's iteration variables, so it repeats the whole reduction; "
+                                "with the init moved before it the repetitions would add up")
     init_name, update_name = f"{block_name}_init", f"{block_name}_update"
     for name in (init_name, update_name):
         if name in index.blocks:
@@ -342,6 +355,9 @@ def _rf_block(block: Block, realize: BlockRealize, loops: list[For], rf_loop: Fo
 
     rf_block = Block(tuple(ivs), regions(block.reads), regions(block.writes),
                      f"{block.name_hint}_rf", store, init, annotations=block.annotations)
+    # storage_align entries named the original buffer, which the rfactor block no longer
+    # writes (its rf buffer has another shape): they stay with the write-back block only.
+    rf_block = A.carry_dim_align(block, rf_block, lambda buf: True)
     return BlockRealize(tuple(values), realize.predicate, rf_block), rf_iv, indices
 
 

@@ -1,0 +1,233 @@
+"""Dataflow soundness of a block scope: every read sees complete, final values.
+
+The primitives that move or restructure blocks (compute_at, reverse_compute_at, cache_read,
+cache_write, the inliners, decompose_reduction, rfactor, blockize) check their *result* with
+:func:`check_scope_dataflow` before the schedule takes it, so a move that would make a block
+read data before it is written is refused instead of computing wrong numbers.
+
+For every consumer ``C`` in the scope and every buffer ``b`` it reads that blocks of the scope
+write (its *producers* ``P``), three rules (TVM's region-cover property, plus the two cases
+where TVM is unsound):
+
+1. **order**: every producer comes before ``C`` in program order (a producer moved after its
+   consumer, e.g. reverse_compute_at of a block that has no producer, is refused);
+2. **region cover** (TVM's ``ProducerCoversConsumer``): group the producers by their lowest
+   common loop with ``C`` (the *LCA*; the scope itself when they share none). For one
+   iteration of the shared loops, the region the group writes (the loops below the LCA
+   relaxed) must contain the region ``C`` reads. Block variables are clipped to their domains
+   (predicates keep them there) and regions to the buffer's shape; writes are taken as the
+   hull of the written boxes, which is exact for the dense writes primitives produce;
+3. **final values**: no shared loop may drive a reduction (non-data-parallel) iteration
+   variable of a producer -- ``C`` would read partial sums after each iteration (TVM accepts
+   reverse_compute_at under such a loop; e.g. layer norm's normalisation moved under the loop
+   that feeds the mean).
+
+The check looks only at pairs involving the blocks a primitive changed (``focus``), so its cost
+grows with what changed, not with the scope.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, NoReturn
+
+from workbench.tir import op
+from workbench.tir.arith import NEG_INF, POS_INF, Analyzer, IntervalSet
+from workbench.tir.buffer import Buffer, BufferRegion, Range
+from workbench.tir.expr import PrimExpr
+from workbench.tir.function import PrimFunc
+from workbench.tir.schedule.error import ScheduleError
+from workbench.tir.schedule.state import BlockInfo, FuncIndex
+from workbench.tir.schedule.utils import realizes_under, uses_var
+from workbench.tir.stmt import Block, For, IterType
+
+
+def scope_children(index: FuncIndex, scope: Block) -> list[str]:
+    """The blocks directly inside ``scope``, in program order."""
+    return [r.block.name_hint for r in realizes_under(scope.body)]
+
+
+def check_scope_dataflow(func: PrimFunc, scope_name: str, prim: str, subject: str,
+                         focus: Iterable[str] | None = None,
+                         index: FuncIndex | None = None) -> None:
+    """Raise ScheduleError(``prim``, ``subject``, ...) if a consumer of the scope block
+    ``scope_name`` could read data that is not written yet, or not final (module docstring).
+    Only pairs with a block of ``focus`` (all blocks when None) are checked."""
+    index = index if index is not None else FuncIndex(func)
+    scope = index.blocks[scope_name].block
+    order = scope_children(index, scope)
+    pos = {n: k for k, n in enumerate(order)}
+    wanted = set(order) if focus is None else {n for n in focus if n in pos}
+    if not wanted:
+        return
+    writers: dict[Buffer, list[str]] = {}
+    for n in order:
+        for w in index.blocks[n].block.writes:
+            writers.setdefault(w.buffer, []).append(n)
+
+    def fail(reason: str) -> NoReturn:
+        raise ScheduleError(prim, subject, reason)
+
+    an = Analyzer()
+    for c in order:
+        cinfo = index.blocks[c]
+        for read in cinfo.block.reads:
+            producers = [p for p in writers.get(read.buffer, ()) if p != c]
+            if not producers or (c not in wanted and not wanted.intersection(producers)):
+                continue
+            late = [p for p in producers if pos[p] > pos[c]]
+            if late:
+                fail(f"block {c!r} would read {read.buffer.name!r} before block {late[0]!r} "
+                     "writes it (a producer must run before its consumers)")
+            _check_cover(an, index, cinfo, read, producers, fail)
+
+
+def _chain(info: BlockInfo) -> list[For]:
+    """The loops above the block inside its scope, outermost first."""
+    return info.loops
+
+
+def _lca_depth(a: list[For], b: list[For]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x is not y:
+            break
+        n += 1
+    return n
+
+
+def _check_cover(an: Analyzer, index: FuncIndex, cinfo: BlockInfo, read: BufferRegion,
+                 producers: list[str], fail: Callable[[str], NoReturn]) -> None:
+    cloops = _chain(cinfo)
+    groups: dict[int, list[BlockInfo]] = {}
+    for p in producers:
+        pinfo = index.blocks[p]
+        groups.setdefault(_lca_depth(cloops, _chain(pinfo)), []).append(pinfo)
+    c = cinfo.block.name_hint
+    buf = read.buffer
+    for depth, pinfos in sorted(groups.items()):
+        shared = cloops[:depth]
+        for pinfo in pinfos:
+            _check_final(pinfo, shared, c, buf, fail)
+        for lp in shared:
+            an.bind(lp.loop_var, Range(lp.min, lp.extent), allow_override=True)
+        consumed = _region(an, cinfo, read, cloops[depth:], clip_vars=False)
+        produced: list[IntervalSet] | None = None
+        for pinfo in pinfos:
+            for w in pinfo.block.writes:
+                if w.buffer is buf:
+                    got = _region(an, pinfo, w, _chain(pinfo)[depth:], clip_vars=True)
+                    produced = got if produced is None else \
+                        [_hull(an, x, y) for x, y in zip(produced, got)]
+        assert produced is not None
+        for d, (p, q) in enumerate(zip(produced, consumed)):
+            extent = buf.shape[d]
+            if not _covers(an, p, q, extent):
+                names = [i.block.name_hint for i in pinfos]
+                where = f"in one iteration of loop {shared[-1].loop_var.name!r}" if shared \
+                    else "over the whole scope"
+                fail(f"block {c!r} reads {buf.name!r}[{_show(q)}] in dimension {d}, but "
+                     f"{names} write only [{_show(p)}] {where}: the region it reads is not "
+                     "covered by what its producers write before it")
+
+
+def _check_final(pinfo: BlockInfo, shared: list[For], consumer: str, buf: Buffer,
+                 fail: Callable[[str], NoReturn]) -> None:
+    """No loop shared with the consumer feeds a reduction iteration variable of the producer."""
+    block, realize = pinfo.block, pinfo.realize
+    for iv, value in zip(block.iter_vars, realize.iter_values):
+        if iv.iter_type == IterType.DATA_PAR:
+            continue
+        for lp in shared:
+            if uses_var(value, lp.loop_var):
+                fail(f"block {consumer!r} would read partial results of {block.name_hint!r} "
+                     f"from {buf.name!r}: loop {lp.loop_var.name!r} contains both and drives "
+                     f"the reduction variable {iv.var.name!r} of {block.name_hint!r}, so after "
+                     "one of its iterations the reduction is not complete")
+
+
+def _region(an: Analyzer, info: BlockInfo, region: BufferRegion, relax: list[For],
+            clip_vars: bool) -> list[IntervalSet]:
+    """The region of one execution of the loops ``relax`` (the block's loops below the LCA):
+    block variables range over their bindings with those loops relaxed (clipped to their
+    domains when ``clip_vars``), then the region's bounds over those."""
+    loop_dom = {lp.loop_var: IntervalSet.from_range(Range(lp.min, lp.extent)) for lp in relax}
+    var_dom: dict = {}
+    for iv, value in zip(info.block.iter_vars, info.realize.iter_values):
+        s = an.int_set(value, loop_dom)
+        if clip_vars:
+            s = _intersect(an, s, IntervalSet.from_range(iv.dom))
+        var_dom[iv.var] = s
+    out = []
+    for r in region.region:
+        lo = an.int_set(r.min, var_dom).min_value
+        hi = an.int_set(op.sub(op.add(r.min, r.extent), 1), var_dom).max_value
+        out.append(IntervalSet(lo if lo is NEG_INF else an.simplify(lo),
+                               hi if hi is POS_INF else an.simplify(hi)))
+    return out
+
+
+def _intersect(an: Analyzer, a: IntervalSet, b: IntervalSet) -> IntervalSet:
+    lo = b.min_value if a.min_value is NEG_INF else a.min_value if b.min_value is NEG_INF \
+        else an.simplify(op.max(a.min_value, b.min_value))
+    hi = b.max_value if a.max_value is POS_INF else a.max_value if b.max_value is POS_INF \
+        else an.simplify(op.min(a.max_value, b.max_value))
+    return IntervalSet(lo, hi)
+
+
+def _hull(an: Analyzer, a: IntervalSet, b: IntervalSet) -> IntervalSet:
+    lo = NEG_INF if NEG_INF in (a.min_value, b.min_value) else \
+        an.simplify(op.min(a.min_value, b.min_value))
+    hi = POS_INF if POS_INF in (a.max_value, b.max_value) else \
+        an.simplify(op.max(a.max_value, b.max_value))
+    return IntervalSet(lo, hi)
+
+
+def _covers(an: Analyzer, produced: IntervalSet, consumed: IntervalSet, extent: PrimExpr
+            ) -> bool:
+    """``produced`` contains ``consumed``, both clipped to ``[0, extent)`` (an unbounded end
+    is the buffer's edge: such an access spans the whole dimension)."""
+    zero = op.const(0, extent.dtype)
+    top = op.sub(extent, 1)
+
+    def clip(s: IntervalSet) -> tuple[PrimExpr, PrimExpr]:
+        lo = zero if s.min_value is NEG_INF else an.simplify(op.max(s.min_value, zero))
+        hi = top if s.max_value is POS_INF else an.simplify(op.min(s.max_value, top))
+        return lo, hi
+
+    p_lo, p_hi = clip(produced)
+    c_lo, c_hi = clip(consumed)
+    if an.can_prove(op.lt(c_hi, c_lo)):
+        return True                                # reads nothing inside the buffer
+    return _le(an, p_lo, c_lo) and _le(an, c_hi, p_hi)
+
+
+def _le(an: Analyzer, a: PrimExpr, b: PrimExpr) -> bool:
+    return a is b or an.can_prove(op.le(a, b)) or an.can_prove(op.le(op.sub(a, b), 0))
+
+
+def _show(s: IntervalSet) -> str:
+    lo = "-inf" if s.min_value is NEG_INF else str(s.min_value)
+    hi = "inf" if s.max_value is POS_INF else str(s.max_value)
+    return lo if lo == hi else f"{lo} : {hi}"
+
+
+def scope_of_block(index: FuncIndex, name: str) -> str | None:
+    """The name of the scope block of ``name`` (None for the root)."""
+    scope = index.blocks[name].scope_block
+    return None if scope is None else scope.name_hint
+
+
+def check_block_dataflow(func: PrimFunc, names: Iterable[str], prim: str, subject: str) -> None:
+    """:func:`check_scope_dataflow` for the scopes of the named blocks, focused on them
+    (names that no longer exist are skipped)."""
+    index = FuncIndex(func)
+    by_scope: dict[str, list[str]] = {}
+    for n in names:
+        if n in index.blocks:
+            s = scope_of_block(index, n)
+            if s is not None:
+                by_scope.setdefault(s, []).append(n)
+    for s, focus in by_scope.items():
+        check_scope_dataflow(func, s, prim, subject, focus, index)
+
+
+__all__ = ["check_scope_dataflow", "check_block_dataflow", "scope_children"]
