@@ -63,8 +63,10 @@ class Session:
         return FuncIndex(self.sch.mod[self.sch.func_working_on])
 
     def block_names(self, with_root: bool = False) -> list[str]:
-        names = self.index().block_order
-        return list(names) if with_root else [n for n in names if n != "root"]
+        """Blocks a user can get (not the ones inside an init, which get_block refuses)."""
+        idx = self.index()
+        return [n for n in idx.block_order if (with_root or n != "root") and
+                not idx.blocks[n].in_init]
 
     def block_rv(self) -> BlockRV:
         """A handle to a random block: usually fresh, sometimes an old (possibly stale) one,
@@ -382,6 +384,8 @@ def _index_map(s: Session, ndim: int, extents: list[int]) -> tuple[str, Any]:
     elif kind == "pad" and ndim:
         d = s.rng.randrange(ndim)
         outs[d] = f"{args[d]} + 1"
+    if not outs:
+        outs = ["0"]
     src = f"lambda {', '.join(args)}: ({', '.join(outs)},)"
     return f"{kind} {src}", eval(src)  # noqa: S307 - our own generated lambda
 
@@ -489,7 +493,9 @@ def mv_misuse(s: Session) -> None:
     if loop is None:
         return
     kind = s.rng.choice(["split_block", "compute_at_loops", "parallel_block", "get_block_bad",
-                         "rfactor_block", "get_loops_loop"])
+                         "rfactor_block", "get_loops_loop", "get_block_in_init"])
+    idx = s.index()
+    in_init = [n for n in idx.block_order if idx.blocks[n].in_init] or ["no_such_block"]
     calls = {
         "split_block": lambda: s.sch.split(block, [None, 2]),
         "compute_at_loops": lambda: s.sch.compute_at(loop, loop),
@@ -497,6 +503,7 @@ def mv_misuse(s: Session) -> None:
         "get_block_bad": lambda: s.sch.get_block("no_such_block"),
         "rfactor_block": lambda: s.sch.rfactor(block, 0),
         "get_loops_loop": lambda: s.sch.get_loops(loop),
+        "get_block_in_init": lambda: s.sch.get_block(s.rng.choice(in_init)),
     }
     s.call(f"misuse {kind}", calls[kind], misuse=True)
 

@@ -29,6 +29,8 @@ Findings so far (see also ``TOLERATED`` in the strategy):
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, note, settings
@@ -43,7 +45,10 @@ from workbench.tir.schedule import Schedule, ScheduleError
 from workbench.tir.schedule.testing import verify_trace_roundtrip
 
 NAMES = sorted(WORKLOADS)
-PROPERTY = settings(deadline=None, derandomize=False, print_blob=True,
+# CI runs a fixed set of examples (tests/conftest.py derandomizes hypothesis); `make fuzz`
+# (HYPOTHESIS_PROFILE=fuzz) draws fresh ones, ten times as many.
+SCALE = 10 if os.environ.get("HYPOTHESIS_PROFILE") == "fuzz" else 1
+PROPERTY = settings(deadline=None, print_blob=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 _MODS: dict[str, object] = {}
@@ -83,7 +88,7 @@ def test_unscheduled_workloads_match_numpy(name):
 
 
 @pytest.mark.slow
-@settings(PROPERTY, max_examples=150)
+@settings(PROPERTY, max_examples=150 * SCALE)
 @given(data=st.data())
 def test_random_legal_schedules_keep_results(data):
     name = data.draw(st.sampled_from(NAMES), label="workload")
@@ -102,7 +107,7 @@ def test_random_legal_schedules_keep_results(data):
     verify_trace_roundtrip(sch, mod)
 
 
-@settings(PROPERTY, max_examples=200)
+@settings(PROPERTY, max_examples=200 * SCALE)
 @given(data=st.data())
 def test_random_illegal_requests_change_nothing(data):
     name = data.draw(st.sampled_from(NAMES), label="workload")

@@ -251,6 +251,15 @@ def _np_eval(e: E.PrimExpr, env: dict[E.Var, np.ndarray]) -> np.ndarray | int:
     return fn(a, b)
 
 
+def numeric_eval(e: E.PrimExpr, env: dict[E.Var, np.ndarray]) -> np.ndarray | int | None:
+    """``e`` evaluated with numpy over ``env`` (integer arrays per var): index arithmetic only
+    (+ - * // % min max of ints); None for anything else or a var missing from ``env``."""
+    try:
+        return _np_eval(e, env)
+    except _NotIndexArith:
+        return None
+
+
 _NP_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "FloorDiv": np.floor_divide,
     "FloorMod": np.mod, "Min": np.minimum, "Max": np.maximum,

@@ -93,7 +93,8 @@ class LoopMethods(ScheduleCore):
 
     def _set_kind(self, loop: LoopRV, kind: str, name: str) -> None:
         var = self._loop_var(loop, name)
-        self._commit(P.set_loop_kind(self._func, self._index(), var, kind))
+        self._commit(P.set_loop_kind(self._func, self._index(), var, kind,
+                                     check_dataflow=self.enable_check))
 
     @traced("Parallel")
     def parallel(self, loop: LoopRV) -> None:

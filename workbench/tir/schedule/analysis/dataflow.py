@@ -29,11 +29,15 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, NoReturn
 
+import numpy as np
+
 from workbench.tir import op
 from workbench.tir.arith import NEG_INF, POS_INF, Analyzer, IntervalSet
 from workbench.tir.buffer import Buffer, BufferRegion, Range
-from workbench.tir.expr import PrimExpr
+from workbench.tir.expr import IntImm, PrimExpr, Var
+from workbench.tir.schedule.index_map import numeric_eval
 from workbench.tir.function import PrimFunc
+from workbench.tir.functor import collect_vars, substitute
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.state import BlockInfo, FuncIndex
 from workbench.tir.schedule.utils import realizes_under, uses_var
@@ -109,7 +113,7 @@ def _check_cover(an: Analyzer, index: FuncIndex, cinfo: BlockInfo, read: BufferR
             _check_final(pinfo, shared, c, buf, fail)
         for lp in shared:
             an.bind(lp.loop_var, Range(lp.min, lp.extent), allow_override=True)
-        consumed = _region(an, cinfo, read, cloops[depth:], clip_vars=False)
+        consumed = _region(an, cinfo, read, cloops[depth:], clip_vars=True)
         produced: list[IntervalSet] | None = None
         for pinfo in pinfos:
             for w in pinfo.block.writes:
@@ -154,7 +158,7 @@ def _region(an: Analyzer, info: BlockInfo, region: BufferRegion, relax: list[For
     for iv, value in zip(info.block.iter_vars, info.realize.iter_values):
         s = an.int_set(value, loop_dom)
         if clip_vars:
-            s = _intersect(an, s, IntervalSet.from_range(iv.dom))
+            s = _clip(an, s, IntervalSet.from_range(iv.dom))
         var_dom[iv.var] = s
     out = []
     for r in region.region:
@@ -165,11 +169,14 @@ def _region(an: Analyzer, info: BlockInfo, region: BufferRegion, relax: list[For
     return out
 
 
-def _intersect(an: Analyzer, a: IntervalSet, b: IntervalSet) -> IntervalSet:
-    lo = b.min_value if a.min_value is NEG_INF else a.min_value if b.min_value is NEG_INF \
-        else an.simplify(op.max(a.min_value, b.min_value))
-    hi = b.max_value if a.max_value is POS_INF else a.max_value if b.max_value is POS_INF \
-        else an.simplify(op.min(a.max_value, b.max_value))
+def _clip(an: Analyzer, s: IntervalSet, dom: IntervalSet) -> IntervalSet:
+    """``s`` intersected with ``dom``, keeping each end that provably lies inside (a single
+    point stays one, which keeps ``v % c`` precise)."""
+    lo, hi = s.min_value, s.max_value
+    if lo is NEG_INF or not an.can_prove(op.ge(lo, dom.min_value)):
+        lo = dom.min_value if lo is NEG_INF else an.simplify(op.max(lo, dom.min_value))
+    if hi is POS_INF or not an.can_prove(op.le(hi, dom.max_value)):
+        hi = dom.max_value if hi is POS_INF else an.simplify(op.min(hi, dom.max_value))
     return IntervalSet(lo, hi)
 
 
@@ -230,4 +237,131 @@ def check_block_dataflow(func: PrimFunc, names: Iterable[str], prim: str, subjec
         check_scope_dataflow(func, s, prim, subject, focus, index)
 
 
-__all__ = ["check_scope_dataflow", "check_block_dataflow", "scope_children"]
+__all__ = ["check_scope_dataflow", "check_block_dataflow", "scope_children",
+           "check_parallelizable"]
+
+
+# ---- parallel / vectorize ------------------------------------------------------------------------
+
+def check_parallelizable(index: FuncIndex, loop: For, prim: str, subject: str) -> None:
+    """The iterations of ``loop`` can run at once (parallel, vectorize): TVM's compact-dataflow
+    condition -- every block directly under the loop is a complete block or a reduction block
+    with its init (a decomposed reduction's update block is neither) -- and, for soundness, a
+    block that accumulates (a reduction, or one that reads what it writes) must not write the
+    same elements in two iterations of the loop unless the buffer is private to the loop
+    (every access to it is inside the loop, so it is allocated per iteration)."""
+    def fail(reason: str) -> NoReturn:
+        raise ScheduleError(prim, subject, reason)
+
+    an = Analyzer()
+    t = loop.loop_var
+    for realize in realizes_under(loop.body):
+        block = realize.block
+        name = block.name_hint
+        info = index.blocks[name]
+        reduce_vars = [iv for iv in block.iter_vars if iv.iter_type != IterType.DATA_PAR]
+        rw = {r.buffer for r in block.reads} & {w.buffer for w in block.writes}
+        if reduce_vars:
+            if block.init is None:
+                fail(f"block {name!r} under it has reduction variables but no init (a "
+                     "decomposed reduction's update), so its iterations are not independent; "
+                     "parallelize before decompose_reduction")
+            if any(iv.iter_type != IterType.COMM_REDUCE for iv in reduce_vars):
+                fail(f"block {name!r} under it has iteration variables that are neither "
+                     "data-parallel nor reduction")
+        elif rw:
+            fail(f"block {name!r} under it reads and writes {sorted(b.name for b in rw)}, so "
+                 "it is neither a complete block nor a reduction block")
+        if not (reduce_vars or rw):
+            continue
+        for w in block.writes:
+            if _private_to(index, w.buffer, loop):
+                continue
+            if not _disjoint_across(an, info, w, loop):
+                fail(f"block {name!r} accumulates into {w.buffer.name!r}, and two iterations "
+                     f"of loop {t.name!r} would update the same elements of it (a buffer shared "
+                     "by all iterations)")
+
+
+def _private_to(index: FuncIndex, buf: Buffer, loop: For) -> bool:
+    """Every block that touches the allocated buffer ``buf`` is inside ``loop``."""
+    allocated = any(buf in info.block.alloc_buffers for info in index.blocks.values())
+    if not allocated:
+        return False
+    for info in index.blocks.values():
+        blk = info.block
+        if any(r.buffer is buf for r in blk.reads + blk.writes) and \
+                not any(a is loop for a in info.ancestors):
+            return False
+    return True
+
+
+def _disjoint_across(an: Analyzer, info: BlockInfo, region: BufferRegion, loop: For) -> bool:
+    """The region the block writes in iteration ``t`` of ``loop`` lies strictly before the one
+    of iteration ``t + 1`` in some dimension (so no two iterations overlap)."""
+    if isinstance(loop.extent, IntImm) and loop.extent.value <= 1:
+        return True
+    loops = _chain(info)
+    below = loops[next(k for k, lp in enumerate(loops) if lp is loop) + 1:] \
+        if any(lp is loop for lp in loops) else loops
+    t = loop.loop_var
+    region_an = Analyzer()                 # t stays symbolic in the regions (bound, not fixed)
+    for lp in loops:
+        if lp not in below:
+            region_an.bind(lp.loop_var, Range(lp.min, lp.extent))
+    now = _region(region_an, info, region, below, clip_vars=True)
+    an.bind(t, Range(loop.min, op.sub(loop.extent, 1)), allow_override=True)
+    nxt = [IntervalSet(substitute(s.min_value, {t: op.add(t, 1)}) if s.min_value is not NEG_INF
+                       else NEG_INF, s.max_value) for s in now]
+    for a, b in zip(now, nxt):
+        if a.max_value is POS_INF or b.min_value is NEG_INF:
+            continue
+        if an.can_prove(op.lt(a.max_value, b.min_value)):
+            return True
+    # Not monotone in one dimension (a fused loop walks a 2-d tile grid): compare the boxes of
+    # all iterations numerically.
+    return _disjoint_numeric(now, t, loop, [lp for lp in loops if lp is not loop
+                                            and lp not in below])
+
+
+_NUMERIC_LIMIT = 1 << 22
+
+
+def _disjoint_numeric(boxes: list[IntervalSet], t: Var, loop: For, outer: list[For]) -> bool:
+    """The boxes ``boxes(t)`` for the iterations of ``loop`` are pairwise disjoint, for every
+    value of the enclosing loops ``outer`` (False when it cannot be evaluated)."""
+    if any(s.min_value is NEG_INF or s.max_value is POS_INF for s in boxes):
+        return False
+    spans: dict[Var, tuple[int, int]] = {}
+    for lp in [loop] + outer:
+        if not (isinstance(lp.min, IntImm) and isinstance(lp.extent, IntImm)):
+            return False
+        spans[lp.loop_var] = (lp.min.value, lp.extent.value)
+    n_t = spans[t][1]
+    used = set()
+    for s in boxes:
+        used |= collect_vars(s.min_value) | collect_vars(s.max_value)
+    others = [v for v in spans if v is not t and v in used]
+    if any(v not in spans for v in used):
+        return False
+    n_outer = int(np.prod([spans[v][1] for v in others])) if others else 1
+    if n_outer * n_t * n_t > _NUMERIC_LIMIT:
+        return False
+    grid = np.indices([spans[v][1] for v in others] + [n_t]).reshape(len(others) + 1, -1)
+    env = {v: grid[k] + spans[v][0] for k, v in enumerate(others)}
+    env[t] = grid[-1] + spans[t][0]
+    overlap = None
+    for s in boxes:
+        lo, hi = numeric_eval(s.min_value, env), numeric_eval(s.max_value, env)
+        if lo is None or hi is None:
+            return False
+        lo = np.broadcast_to(lo, grid.shape[1:]).reshape(n_outer, n_t)
+        hi = np.broadcast_to(hi, grid.shape[1:]).reshape(n_outer, n_t)
+        # boxes a and b overlap in this dimension
+        dim = (lo[:, :, None] <= hi[:, None, :]) & (lo[:, None, :] <= hi[:, :, None]) & \
+            (lo[:, :, None] <= hi[:, :, None]) & (lo[:, None, :] <= hi[:, None, :])
+        overlap = dim if overlap is None else overlap & dim
+    if overlap is None:
+        return False
+    overlap[:, np.arange(n_t), np.arange(n_t)] = False
+    return not overlap.any()

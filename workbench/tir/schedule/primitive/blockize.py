@@ -20,6 +20,7 @@ from workbench.tir.buffer import Buffer, BufferRegion, Range
 from workbench.tir.expr import Add, IntImm, Mul, PrimExpr, Sub, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, collect_vars
+from workbench.tir.schedule.analysis.dataflow import check_block_dataflow
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.primitive.reduction import conjunction, conjuncts, subst
 from workbench.tir.schedule.state import BlockInfo, FuncIndex, replace_stmt
@@ -36,8 +37,15 @@ def blockize(func: PrimFunc, index: FuncIndex, target: Var | Sequence[str],
     Returns ``(func, outer_block_name)``.
     """
     if isinstance(target, Var):
-        return _blockize_loop(func, index, target, preserve_unit_iters)
-    return _blockize_blocks(func, index, list(target), preserve_unit_iters)
+        new_func, name = _blockize_loop(func, index, target, preserve_unit_iters)
+        subject = f"loop {target.name!r}"
+    else:
+        new_func, name = _blockize_blocks(func, index, list(target), preserve_unit_iters)
+        subject = f"blocks {list(target)}"
+    # The new block's regions summarise its body for the blocks around it; they must still
+    # find everything they read written before them.
+    check_block_dataflow(new_func, [name], PRIM, subject)
+    return new_func, name
 
 
 # ---- subspace division ------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from workbench.tir.buffer import Buffer, BufferRegion, Range
 from workbench.tir.expr import BufferLoad, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, IRVisitor, substitute
+from workbench.tir.schedule.analysis.dataflow import check_block_dataflow
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.primitive import annotations as A
 from workbench.tir.schedule.state import BlockInfo, FuncIndex, replace_stmt
@@ -275,14 +276,19 @@ class _CacheRewriter(IRMutator):
         return new
 
 
-def _consumer_set(prim: str, index: FuncIndex, scope: Block, names: Sequence[str]) -> set[str]:
-    """The named consumer blocks (which must lie in ``scope``) and every block nested in them."""
+def _consumer_set(prim: str, index: FuncIndex, scope: Block, names: Sequence[str],
+                  buf: Buffer) -> set[str]:
+    """The named consumer blocks (which must lie in ``scope`` and read ``buf``) and every
+    block nested in them."""
     out: set[str] = set()
     for name in names:
         info = index.blocks[name]
         if not any(a is scope for a in info.ancestors):
             raise ScheduleError(prim, f"block {name!r}", f"the consumer is not inside the scope "
                                 f"block {scope.name_hint!r} of the cached block")
+        if not _reads(info.block, buf):
+            raise ScheduleError(prim, f"block {name!r}", f"it is given as a consumer but does "
+                                f"not read {buf.name!r}")
         out.add(name)
         out |= _descendant_names(info.block)
     return out
@@ -314,7 +320,7 @@ def cache_read(func: PrimFunc, index: FuncIndex, block_name: str, read_buffer_in
         raise ScheduleError(prim, subject, f"buffer {buf.name!r} is written by "
                             f"{len(writers)} blocks {[b.name_hint for b in writers]}; "
                             "cache_read needs at most one writer in the scope")
-    consumers = _consumer_set(prim, index, scope, consumer_blocks)
+    consumers = _consumer_set(prim, index, scope, consumer_blocks, buf)
     if writers:
         writer = writers[0]
         related = [index.blocks[n].block for n in consumer_blocks] if consumer_blocks else \
@@ -342,7 +348,9 @@ def cache_read(func: PrimFunc, index: FuncIndex, block_name: str, read_buffer_in
         return _CacheRewriter.REDIRECT
 
     rewriter = _CacheRewriter(action, RedirectBuffer(buf, cache), loc, pos, stage)
-    return _apply(func, scope, scope_anc, rewriter, cache), name
+    new_func = _apply(func, scope, scope_anc, rewriter, cache)
+    check_block_dataflow(new_func, [name], prim, subject)
+    return new_func, name
 
 
 def cache_write(func: PrimFunc, index: FuncIndex, block_name: str, write_buffer_index: int,
@@ -362,7 +370,7 @@ def cache_write(func: PrimFunc, index: FuncIndex, block_name: str, write_buffer_
     if others:
         raise ScheduleError(prim, subject, f"buffer {buf.name!r} is also written by {others}; "
                             "cache_write needs the block to be its only writer in the scope")
-    consumers = _consumer_set(prim, index, scope, consumer_blocks)
+    consumers = _consumer_set(prim, index, scope, consumer_blocks, buf)
     related = [b for b in siblings if b is not writer and _reads(b, buf)
                and b.name_hint not in consumers]
     loc, pos = _detect(prim, scope, writer, related)
@@ -381,7 +389,9 @@ def cache_write(func: PrimFunc, index: FuncIndex, block_name: str, write_buffer_
         return _CacheRewriter.DESCEND
 
     rewriter = _CacheRewriter(action, RedirectBuffer(buf, cache), loc, pos, stage)
-    return _apply(func, scope, scope_anc, rewriter, cache), name
+    new_func = _apply(func, scope, scope_anc, rewriter, cache)
+    check_block_dataflow(new_func, [name, block_name], prim, subject)
+    return new_func, name
 
 
 # ---- set_scope / storage_align -----------------------------------------------------------------

@@ -18,6 +18,7 @@ from workbench.tir.buffer import Buffer, Range
 from workbench.tir.expr import BufferLoad, IntImm, PrimExpr, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, IRVisitor, collect_vars, substitute
+from workbench.tir.schedule.analysis.dataflow import check_block_dataflow
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.primitive import annotations as A
 from workbench.tir.schedule.primitive import block_scope as S
@@ -173,8 +174,13 @@ def compute_inline(func: PrimFunc, index: FuncIndex, name: str) -> PrimFunc:
     _check_no_opaque_access(func, buffer, fail)
     removed = S.remove_leaf_block(func, index, name, prim)
     value, idx_vars = pattern
-    return removed.with_body(_Inliner(buffer, scope.name_hint, func, value,
-                                      idx_vars).visit(removed.body))
+    new_func = removed.with_body(_Inliner(buffer, scope.name_hint, func, value,
+                                          idx_vars).visit(removed.body))
+    # The consumers now read the inlined block's inputs where they are (complete there?).
+    readers = [n for n in S.scope_children(index, name)
+               if any(r.buffer is buffer for r in index.blocks[n].block.reads)]
+    check_block_dataflow(new_func, readers, prim, S.subject(name))
+    return new_func
 
 
 def can_compute_inline(func: PrimFunc, index: FuncIndex, name: str) -> bool:
@@ -265,7 +271,10 @@ def reverse_compute_inline(func: PrimFunc, index: FuncIndex, name: str) -> PrimF
     _check_no_opaque_access(func, buffer, fail)
     removed = S.remove_leaf_block(func, index, name, prim)
     mut = _ReverseInliner(buffer, scope.name_hint, func, producer, new_realize, consumer)
-    return removed.with_body(mut.visit(removed.body))
+    new_func = removed.with_body(mut.visit(removed.body))
+    # The producer now writes the consumer's output where the producer runs.
+    check_block_dataflow(new_func, [producer], prim, S.subject(name))
+    return new_func
 
 
 def _fuse(producer_realize: BlockRealize, consumer_realize: BlockRealize, buffer: Buffer,

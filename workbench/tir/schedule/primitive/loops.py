@@ -11,9 +11,11 @@ from typing import Sequence
 
 from workbench.ir.node import FrozenDict
 from workbench.tir import op
+from workbench.tir.arith import Analyzer
 from workbench.tir.expr import IntImm, PrimExpr, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, substitute
+from workbench.tir.schedule.analysis.dataflow import check_parallelizable
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.primitive import annotations as A
 from workbench.tir.schedule.state import FuncIndex, replace_stmt
@@ -75,7 +77,17 @@ def split(func: PrimFunc, index: FuncIndex, loop_var: Var,
     product = reduce(op.mul, sizes)
     exact = isinstance(product, IntImm) and isinstance(extent, IntImm) and \
         product.value == extent.value
-    if not exact and not disable_predication:
+    if not exact and disable_predication:
+        # Without the predicate the last tile runs past the loop's end: out-of-bounds stores
+        # (TVM documents this as the user's risk; we accept it only when the split is exact).
+        ana = Analyzer()
+        if not (ana.can_prove(op.eq(op.floormod(extent, known), 0)) and
+                ana.can_prove(op.eq(product, extent))):
+            raise ScheduleError(name, _loop_name(loop), f"disable_predication needs factors "
+                                f"that tile the extent {extent} exactly; {list(factors)} "
+                                "would run iterations past its end")
+        exact = True
+    if not exact:
         body = _AddPredicate(op.lt(fused, extent)).visit(body)
     for v, size in reversed(list(zip(new_vars, sizes))):
         body = For(v, op.const(0, dtype), size, ForKind.SERIAL, body)
@@ -177,7 +189,12 @@ _KIND_NAMES = {ForKind.PARALLEL: "parallel", ForKind.VECTORIZED: "vectorize",
                ForKind.UNROLLED: "unroll", ForKind.SERIAL: "serial"}
 
 
-def set_loop_kind(func: PrimFunc, index: FuncIndex, loop_var: Var, kind: str) -> PrimFunc:
+def set_loop_kind(func: PrimFunc, index: FuncIndex, loop_var: Var, kind: str,
+                  check_dataflow: bool = True) -> PrimFunc:
+    """Make the loop parallel / vectorized / unrolled / serial. Parallel and vectorized loops
+    must feed only data-parallel iteration variables, and (unless ``check_dataflow`` is off:
+    a schedule with ``enable_check=False``) have independent iterations
+    (``analysis.dataflow.check_parallelizable``)."""
     info = index.loops[loop_var]
     loop = info.loop
     name = _KIND_NAMES[kind]
@@ -187,6 +204,8 @@ def set_loop_kind(func: PrimFunc, index: FuncIndex, loop_var: Var, kind: str) ->
                             "(use rfactor first)")
     if kind == ForKind.VECTORIZED and not isinstance(loop.extent, IntImm):
         raise ScheduleError(name, _loop_name(loop), "a vectorized loop needs a constant extent")
+    if kind in (ForKind.PARALLEL, ForKind.VECTORIZED) and check_dataflow:
+        check_parallelizable(index, loop, name, _loop_name(loop))
     if kind == ForKind.PARALLEL:
         for anc in info.ancestors:
             if isinstance(anc, For) and anc.kind == ForKind.PARALLEL:

@@ -16,6 +16,7 @@ from workbench.tir.buffer import Buffer, BufferRegion, Range
 from workbench.tir.expr import And, BufferLoad, IntImm, PrimExpr, Var, is_const_int
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, IRVisitor, Substitute, collect_vars
+from workbench.tir.schedule.analysis.dataflow import check_block_dataflow
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.primitive import annotations as A
 from workbench.tir.schedule.primitive.reducer import match_reducer
@@ -171,6 +172,7 @@ def decompose_reduction(func: PrimFunc, index: FuncIndex, block_name: str,
     new_loop = _ReplaceRealize(realize, realize.replace(block=update)).visit(target)
     ancestors = index.loops[loop_var].ancestors
     func = replace_stmt(func, ancestors, target, SeqStmt((body, new_loop)))
+    check_block_dataflow(func, [init_name, update_name], prim, f"block {block_name!r}")
     return func, init_name, update_name
 
 
@@ -262,6 +264,7 @@ def rfactor(func: PrimFunc, index: FuncIndex, loop_var: Var,
     new_scope = new_scope.replace(alloc_buffers=new_scope.alloc_buffers + (rf_buf,))
     scope_pos = max(i for i, s in enumerate(info.ancestors) if s is scope)
     func = replace_stmt(func, info.ancestors[:scope_pos], scope, new_scope)
+    check_block_dataflow(func, [rf_name, block_name], prim, f"block {block_name!r}")
     return func, rf_name
 
 
