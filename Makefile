@@ -7,7 +7,7 @@ CHROMIUM_STAMP := $(VENV)/.chromium
 # Extras installed into the venv (pyproject.toml): the tests need all of them.
 EXTRAS ?= dev,models,cluster
 
-.PHONY: demo test test-quick test-browser lint lab bench clean extension
+.PHONY: demo test test-quick test-browser lint lab bench clean extension fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,17 @@ test-browser: $(STAMP) $(CHROMIUM_STAMP)
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/
+
+# The randomized search (tests/fuzz/README.md): the schedule fuzzer -- random schedules of every
+# primitive and random tuner samples, each built and compared with numpy in worker processes --
+# then the hypothesis property tests with fresh random examples (CI runs fixed ones).
+FUZZ_SCHEDULES ?= 20000
+FUZZ_JOBS ?= 2
+fuzz: $(STAMP)
+	$(BIN)/python tests/fuzz/sched_fuzz.py --schedules $(FUZZ_SCHEDULES) --jobs $(FUZZ_JOBS)
+	HYPOTHESIS_PROFILE=fuzz nice -n 10 $(BIN)/python -m pytest -q -p no:cacheprovider \
+		tests/tir/schedule/test_sched_property.py tests/tir/arith/test_arith_random_exprs.py \
+		tests/ir/test_ir_random_exprs.py
 
 bench: $(STAMP)
 	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done

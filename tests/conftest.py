@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
-settings.register_profile("ci", derandomize=True, database=None)
-settings.register_profile("fuzz", derandomize=False, database=None, max_examples=1000)
+# Timing must not decide a test either: no deadlines, no "too slow" health check (the machine
+# may be loaded).
+_TIMING = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("ci", derandomize=True, database=None, **_TIMING)
+settings.register_profile("fuzz", derandomize=False, database=None, max_examples=1000,
+                          **_TIMING)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -88,7 +88,7 @@ def _points(bounds, rnd: random.Random, n: int = 12):
                       for _ in range(n)]
 
 
-SETTINGS = settings(max_examples=250, deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=250, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -120,7 +120,7 @@ def test_simplify_keeps_conditions(c, rx, ry, rz, rp, rnd):
         assert bool(evaluate(s, env)) == bool(evaluate(c, env)), (c, s, env)
 
 
-@settings(max_examples=120, deadline=None, derandomize=True,
+@settings(max_examples=120, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(bool_exprs, int_exprs, ranges, ranges, ranges, st.integers(1, 9),
        st.randoms(use_true_random=False))
