@@ -40,7 +40,8 @@ def refused(sch: Schedule, call: Callable[[], object], primitive: str, *words: s
 
 
 def run(mod, *inputs: np.ndarray, out_shape, out_dtype="float32") -> np.ndarray:
-    out = wb.nd.array(np.full(out_shape, np.nan, out_dtype))
+    fill = np.nan if out_dtype.startswith("float") else -7
+    out = wb.nd.array(np.full(out_shape, fill, out_dtype))
     wb.build(mod)["main"](*[wb.nd.array(a) for a in inputs], out)
     return out.numpy()
 
@@ -389,6 +390,43 @@ def test_parallel_refuses_shared_accumulation_and_accepts_tiles():
     j_loop = sch2.get_loops(mm)[2]
     refused(sch2, lambda: sch2.parallel(j_loop), "parallel", "accumulates",
             "same elements")
+
+
+def test_moving_an_accumulation_under_a_parallel_loop_is_rechecked():
+    """parallel(j) was legal when j only fed the matmul's spatial variable; moving the whole
+    reduction under a loop inside j afterwards makes every j iteration accumulate into the same
+    output elements at once. The move re-checks the parallel loops around it."""
+    a, b = te.placeholder((2, 6, 8), name="A"), te.placeholder((2, 4, 8), name="B")
+    mod = wb.IRModule({"main": te.create_prim_func([a, b, topi.nn.batch_matmul(a, b)])})
+    sch = Schedule(mod)
+    mm = sch.get_block("T_batch_matmul_NT")
+    a_local = sch.cache_read(mm, 0, "local")
+    j = sch.get_loops(mm)[2]
+    sch.compute_at(a_local, j)
+    sch.parallel(j)
+    inner = sch.get_loops(a_local)[-1]
+    refused(sch, lambda: sch.reverse_compute_at(mm, inner), "reverse_compute_at",
+            "same elements")
+
+
+def test_compute_inline_into_a_blockized_block_keeps_its_regions_in_its_own_variables():
+    """Inlining a copy into a blockized block recomputed the outer block's reads from its body,
+    in terms of the inner block's variables (free variables: the trace no longer replayed to
+    the same IR). They are relaxed over the inner domains now (argmax, found by the fuzzer)."""
+    x = te.placeholder((5, 6), name="X")
+    mod = wb.IRModule({"main": te.create_prim_func([x, topi.argmax(x, axis=1)])})
+    sch = Schedule(mod)
+    _, k = sch.get_loops(sch.get_block("X_red_temp"))
+    outer = sch.blockize(k)
+    copy = sch.cache_read(outer, 0, "global")
+    sch.compute_inline(copy)
+    reads = sch.get(outer).reads
+    assert [str(r.region[1].min) for r in reads] == ["0"]
+    assert [str(r.region[1].extent) for r in reads] == ["6"]
+    verify_trace_roundtrip(sch, mod)
+    data = rand(5, 6)
+    got = run(sch.mod, data, out_shape=(5,), out_dtype="int32")
+    np.testing.assert_array_equal(got, data.argmax(axis=1))
 
 
 # ---- refusals leave nothing behind -------------------------------------------------------------

@@ -41,7 +41,7 @@ from workbench.tir.functor import collect_vars, substitute
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.state import BlockInfo, FuncIndex
 from workbench.tir.schedule.utils import realizes_under, uses_var
-from workbench.tir.stmt import Block, For, IterType
+from workbench.tir.stmt import Block, For, ForKind, IterType
 
 
 def scope_children(index: FuncIndex, scope: Block) -> list[str]:
@@ -235,6 +235,17 @@ def check_block_dataflow(func: PrimFunc, names: Iterable[str], prim: str, subjec
                 by_scope.setdefault(s, []).append(n)
     for s, focus in by_scope.items():
         check_scope_dataflow(func, s, prim, subject, focus, index)
+    # A block moved or made under a parallel / vectorized loop must not make its iterations
+    # race (the loop was checked when it became parallel, without this block).
+    checked: set[int] = set()
+    for n in names:
+        if n not in index.blocks:
+            continue
+        for anc in index.blocks[n].ancestors:
+            if isinstance(anc, For) and anc.kind in (ForKind.PARALLEL, ForKind.VECTORIZED) \
+                    and id(anc) not in checked:
+                checked.add(id(anc))
+                check_parallelizable(index, anc, prim, subject, compact_dataflow=False)
 
 
 __all__ = ["check_scope_dataflow", "check_block_dataflow", "scope_children",
@@ -243,13 +254,15 @@ __all__ = ["check_scope_dataflow", "check_block_dataflow", "scope_children",
 
 # ---- parallel / vectorize ------------------------------------------------------------------------
 
-def check_parallelizable(index: FuncIndex, loop: For, prim: str, subject: str) -> None:
+def check_parallelizable(index: FuncIndex, loop: For, prim: str, subject: str,
+                         compact_dataflow: bool = True) -> None:
     """The iterations of ``loop`` can run at once (parallel, vectorize): TVM's compact-dataflow
     condition -- every block directly under the loop is a complete block or a reduction block
-    with its init (a decomposed reduction's update block is neither) -- and, for soundness, a
-    block that accumulates (a reduction, or one that reads what it writes) must not write the
-    same elements in two iterations of the loop unless the buffer is private to the loop
-    (every access to it is inside the loop, so it is allocated per iteration)."""
+    with its init (a decomposed reduction's update block is neither); skipped when
+    ``compact_dataflow`` is False -- and, for soundness, a block that accumulates (a
+    reduction, or one that reads what it writes) must not write the same elements in two
+    iterations of the loop unless the buffer is private to the loop (every access to it is
+    inside the loop, so it is allocated per iteration)."""
     def fail(reason: str) -> NoReturn:
         raise ScheduleError(prim, subject, reason)
 
@@ -261,7 +274,7 @@ def check_parallelizable(index: FuncIndex, loop: For, prim: str, subject: str) -
         info = index.blocks[name]
         reduce_vars = [iv for iv in block.iter_vars if iv.iter_type != IterType.DATA_PAR]
         rw = {r.buffer for r in block.reads} & {w.buffer for w in block.writes}
-        if reduce_vars:
+        if reduce_vars and compact_dataflow:
             if block.init is None:
                 fail(f"block {name!r} under it has reduction variables but no init (a "
                      "decomposed reduction's update), so its iterations are not independent; "
@@ -269,7 +282,7 @@ def check_parallelizable(index: FuncIndex, loop: For, prim: str, subject: str) -
             if any(iv.iter_type != IterType.COMM_REDUCE for iv in reduce_vars):
                 fail(f"block {name!r} under it has iteration variables that are neither "
                      "data-parallel nor reduction")
-        elif rw:
+        elif rw and compact_dataflow and not reduce_vars:
             fail(f"block {name!r} under it reads and writes {sorted(b.name for b in rw)}, so "
                  "it is neither a complete block nor a reduction block")
         if not (reduce_vars or rw):

@@ -13,8 +13,8 @@ from typing import Callable, NoReturn
 
 from workbench.te.regions import block_regions
 from workbench.tir import op
-from workbench.tir.arith import Analyzer
-from workbench.tir.buffer import Buffer, Range
+from workbench.tir.arith import Analyzer, IntervalSet
+from workbench.tir.buffer import Buffer, BufferRegion, Range
 from workbench.tir.expr import BufferLoad, IntImm, PrimExpr, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, IRVisitor, collect_vars, substitute
@@ -24,7 +24,7 @@ from workbench.tir.schedule.primitive import annotations as A
 from workbench.tir.schedule.primitive import block_scope as S
 from workbench.tir.schedule.state import FuncIndex
 from workbench.tir.schedule.utils import blocks_under
-from workbench.tir.stmt import Block, BlockRealize, BufferStore, IfThenElse
+from workbench.tir.stmt import Block, BlockRealize, BufferStore, For, IfThenElse
 
 _INLINE_FORM = "its body must be a single store 'B[v0, v1, ...] = f(v0, v1, ...)' whose " \
                "indices are distinct iteration variables of the block, not reading B"
@@ -98,10 +98,61 @@ class _Rewrite(IRMutator):
                                                    if b is not self.buffer))
         touched = any(r.buffer is self.buffer for r in block.reads + block.writes)
         if touched:
-            reads, writes = block_regions(new.body, new.init, new.iter_vars)
+            reads, writes = _block_regions(new)
             new = A.carry_dim_align(block, new.replace(reads=reads, writes=writes),
                                     self.allocated.__contains__)
         return new
+
+
+def _block_regions(block: Block) -> tuple[tuple[BufferRegion, ...], tuple[BufferRegion, ...]]:
+    """The block's reads and writes recomputed from its body. For a block holding other blocks
+    (blockize) the accesses inside them use their iteration variables and the loops inside the
+    block: those are relaxed over their domains, so the regions use only the block's own
+    variables (as TVM's GetBlockReadWriteRegion does)."""
+    reads, writes = block_regions(block.body, block.init, block.iter_vars)
+    foreign: dict[Var, Range] = {}
+    for inner in blocks_under(block.body):
+        foreign.update((iv.var, iv.dom) for iv in inner.iter_vars)
+    for loop in _loops_under(block.body):
+        foreign[loop.loop_var] = Range(loop.min, loop.extent)
+    if block.init is not None:
+        for inner in blocks_under(block.init):
+            foreign.update((iv.var, iv.dom) for iv in inner.iter_vars)
+        for loop in _loops_under(block.init):
+            foreign[loop.loop_var] = Range(loop.min, loop.extent)
+    if not foreign:
+        return reads, writes
+    an = Analyzer()
+    dom = {v: IntervalSet.from_range(r) for v, r in foreign.items()}
+
+    def relax(region: BufferRegion) -> BufferRegion:
+        out = []
+        for r, dim in zip(region.region, region.buffer.shape):
+            if not (collect_vars(r.min) | collect_vars(r.extent)) & set(foreign):
+                out.append(r)
+                continue
+            lo = an.int_set(r.min, dom)
+            hi = an.int_set(op.sub(op.add(r.min, r.extent), 1), dom)
+            if not (lo.has_lower_bound() and hi.has_upper_bound()):
+                out.append(Range(op.const(0, dim.dtype), dim))
+                continue
+            start = an.simplify(lo.min_value)
+            out.append(Range(start, an.simplify(op.add(op.sub(hi.max_value, start), 1))))
+        return BufferRegion(region.buffer, tuple(out))
+
+    return tuple(relax(r) for r in reads), tuple(relax(w) for w in writes)
+
+
+def _loops_under(stmt: object) -> list[For]:
+    found: list[For] = []
+
+    class _V(IRVisitor):
+        def visit_For(self, loop: For) -> None:
+            found.append(loop)
+            self.generic_visit(loop)
+
+    _V().visit(stmt)
+    return found
 
 
 # ---- compute_inline -------------------------------------------------------------------------
