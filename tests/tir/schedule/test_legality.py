@@ -429,6 +429,24 @@ def test_compute_inline_into_a_blockized_block_keeps_its_regions_in_its_own_vari
     np.testing.assert_array_equal(got, data.argmax(axis=1))
 
 
+def test_cache_write_refuses_an_accumulator_initialised_outside_its_scope():
+    """After blockize of a reduction its init lives in the outer block; cache_write of the
+    inner block redirected the accumulation to a cache that nothing initialised (matmul,
+    found by the fuzzer; TVM does the same)."""
+    mod = _matmul()
+    sch = Schedule(mod)
+    i = sch.get_loops(sch.get_block("T_matmul_NN"))[0]
+    sch.blockize(i)
+    inner = sch.get_block("T_matmul_NN")
+    refused(sch, lambda: sch.cache_write(inner, 0, "local"), "cache_write",
+            "initialised by the init", "'T_matmul_NN_o'")
+    sch.cache_write(sch.get_block("T_matmul_NN_o"), 0, "local")     # the outer block is fine
+    verify_trace_roundtrip(sch, mod)
+    x, y = rand(8, 8), rand(8, 8, seed=1)
+    np.testing.assert_allclose(run(sch.mod, x, y, out_shape=(8, 8)), x @ y, rtol=1e-4,
+                               atol=1e-4)
+
+
 # ---- refusals leave nothing behind -------------------------------------------------------------
 
 def test_refusals_name_the_primitive_the_target_and_the_rule():

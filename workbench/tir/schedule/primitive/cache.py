@@ -276,6 +276,30 @@ class _CacheRewriter(IRMutator):
         return new
 
 
+def _check_not_initialised_outside(prim: str, subject: str, info: BlockInfo, buf: Buffer
+                                   ) -> None:
+    """Refuse a buffer that the init of an enclosing block writes (the inner block of a
+    blockized reduction accumulates into it): a cache inside the scope would never see that
+    initialisation (TVM does not check this and leaves the cache uninitialised)."""
+    for anc in info.ancestors:
+        if isinstance(anc, Block) and anc.init is not None and _stores_to(anc.init, buf):
+            raise ScheduleError(prim, subject, f"buffer {buf.name!r} is initialised by the init "
+                                f"of the enclosing block {anc.name_hint!r}; a cache inside it "
+                                "would miss that initialisation")
+
+
+def _stores_to(stmt: Stmt, buf: Buffer) -> bool:
+    found: list[bool] = []
+
+    class _V(IRVisitor):
+        def visit_BufferStore(self, store: BufferStore) -> None:
+            if store.buffer is buf:
+                found.append(True)
+
+    _V().visit(stmt)
+    return bool(found)
+
+
 def _consumer_set(prim: str, index: FuncIndex, scope: Block, names: Sequence[str],
                   buf: Buffer) -> set[str]:
     """The named consumer blocks (which must lie in ``scope`` and read ``buf``) and every
@@ -314,6 +338,7 @@ def cache_read(func: PrimFunc, index: FuncIndex, block_name: str, read_buffer_in
     if not info.ancestors:
         raise ScheduleError(prim, subject, "the root block has no scope to cache in")
     scope, scope_anc = scope_path(info)
+    _check_not_initialised_outside(prim, subject, info, buf)
     siblings = [r.block for r in realizes_under(scope.body)]
     writers = [b for b in siblings if _writes(b, buf)]
     if len(writers) > 1:
@@ -364,6 +389,7 @@ def cache_write(func: PrimFunc, index: FuncIndex, block_name: str, write_buffer_
     if not info.ancestors:
         raise ScheduleError(prim, subject, "the root block has no scope to cache in")
     scope, scope_anc = scope_path(info)
+    _check_not_initialised_outside(prim, subject, info, buf)
     writer = info.block
     siblings = [r.block for r in realizes_under(scope.body)]
     others = [b.name_hint for b in siblings if b is not writer and _writes(b, buf)]
