@@ -101,8 +101,9 @@ def _random_case(seed: int) -> dict[str, Any]:
             sess.step()
     except FuzzFailure as e:
         out.update(outcome="error", detail=f"primitive: {e}", moves=sess.moves,
-                   trace=str(sch.trace), traceback=traceback.format_exc(limit=12))
+                   trace=str(sess.sch.trace), traceback=traceback.format_exc(limit=12))
         return _counts(out, sess)
+    sch = sess.sch                               # a "copy" move may have replaced it
     _counts(out, sess)
     try:
         verify_trace_roundtrip(sch, mod)

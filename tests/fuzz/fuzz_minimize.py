@@ -108,7 +108,7 @@ def minimize(spec: str, timeout: int = 60) -> int:
     signal.signal(signal.SIGALRM, _alarm)
     for _ in range(rng.randint(1, 12)):
         sess.step()
-    insts, decisions_json = sch.trace.as_json()
+    insts, decisions_json = sess.sch.trace.as_json()
     decisions = {int(i): _literal_from_json(d) for i, d in decisions_json}
     keep = list(range(len(insts)))
     target = _outcome(mod, workload, insts, decisions, keep, timeout)

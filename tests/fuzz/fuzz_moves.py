@@ -408,8 +408,12 @@ def mv_transform_layout(s: Session) -> None:
     param = [p for p, b in enumerate(func.params)
              if func.buffer_map.get(b) is regions[k].buffer]
     before = s.sch.mod[s.sch.func_working_on]
-    s.call(f"transform_layout({_name(s, block)}, ({kind!r}, {k}), {desc})",
-           lambda: s.sch.transform_layout(block, (kind, k), imap))
+    assume = s.rng.random() < 0.1
+    pad = 0.0 if s.rng.random() < 0.05 else None
+    s.call(f"transform_layout({_name(s, block)}, ({kind!r}, {k}), {desc}, pad={pad}, "
+           f"assume_injective={assume})",
+           lambda: s.sch.transform_layout(block, (kind, k), imap, pad_value=pad,
+                                          assume_injective_transform=assume))
     if param and s.sch.mod[s.sch.func_working_on] is not before:
         from workbench.tir.schedule import IndexMap
         s.param_maps.setdefault(param[0], []).append(IndexMap.from_func(imap, len(shape)))
@@ -486,6 +490,13 @@ def mv_lookups(s: Session) -> None:
     s.call(f"{kind}({_name(s, target)})", lambda: getattr(s.sch, kind)(target))
 
 
+def mv_copy(s: Session) -> None:
+    """Go on with a copy of the schedule (``Schedule.copy``): the copy must carry the IR, the
+    trace and the handles."""
+    s.sch = s.sch.copy()
+    s.moves.append("copy()")
+
+
 def mv_misuse(s: Session) -> None:
     """A handle of the wrong kind where another is expected (TypeError), or a name that is no
     block (ScheduleError)."""
@@ -528,6 +539,7 @@ MOVES_W: list[tuple[str, Callable[[Session], None], float]] = [
     ("blockize", mv_blockize, 3),
     ("lookups", mv_lookups, 2),
     ("misuse", mv_misuse, 1),
+    ("copy", mv_copy, 0.5),
 ]
 MOVES = [(n, f) for n, f, _ in MOVES_W]
 WEIGHTS = [w for _, _, w in MOVES_W]

@@ -81,9 +81,13 @@ def _check_map(prim: str, buf: Buffer, imap: IndexMap, new_shape: list[PrimExpr]
     if points is None:
         return
     size = int(np.prod(shape)) if shape else 1
-    if not assume_injective and _distinct_rows(points) != size:
+    # Checked even with assume_injective_transform: on a constant shape the claim is cheap to
+    # verify, and a false one would make two elements share a place (wrong results). The flag
+    # still covers the maps we cannot evaluate (symbolic shapes).
+    if _distinct_rows(points) != size:
+        what = " (assume_injective_transform does not make it so)" if assume_injective else ""
         raise ScheduleError(prim, subject, f"the index map {imap.as_python()} is not injective "
-                            f"on the shape {shape}: two elements would share a place")
+                            f"on the shape {shape}: two elements would share a place{what}")
     if int(np.prod(new)) > size:
         why = ("transform_layout does not support pad_value yet" if pad_value is not None else
                "pass a map that tiles the shape exactly")
