@@ -249,6 +249,33 @@ def _batch_matmul_under_copy():
     return mod, sch, mm
 
 
+def test_reverse_compute_at_may_split_a_reduction_only_in_ascending_pieces():
+    """Moving a reduction under the loop that produces its data splits it over that loop: fine
+    when the iterations hand it consecutive pieces in ascending order (the init runs at the
+    first); refused when the pieces come from several loops (a split loop), where we cannot
+    prove each term is added once, after the init."""
+    mod = _layer_norm()
+    sch = Schedule(mod)
+    red = sch.get_block("T_layer_norm_red_temp")
+    copy = sch.cache_read(red, 0, "global")
+    _, inner = sch.get_loops(copy)
+    sch.reverse_compute_at(red, inner)                 # k == inner: one term per iteration
+    verify_trace_roundtrip(sch, mod)
+    x, g, b = rand(4, 6), rand(6, seed=1), rand(6, seed=2)
+    mean, var = x.mean(1, keepdims=True), x.var(1, keepdims=True)
+    want = (x - mean) / np.sqrt(var + 1e-5) * g + b
+    np.testing.assert_allclose(run(sch.mod, x, g, b, out_shape=(4, 6)), want, rtol=1e-4,
+                               atol=1e-4)
+
+    sch = Schedule(mod)
+    red = sch.get_block("T_layer_norm_red_temp")
+    copy = sch.cache_read(red, 0, "global")
+    _, inner = sch.get_loops(copy)
+    _, k1 = sch.split(inner, [2, 3])
+    refused(sch, lambda: sch.reverse_compute_at(red, k1), "reverse_compute_at",
+            "split over the iterations of several loops")
+
+
 def test_decompose_reduction_refuses_a_loop_that_repeats_the_reduction():
     """Found by the property test on batch_matmul: after reverse_compute_at the reduction sits
     under loops of the old nest that bind none of its variables, so it runs several times, each

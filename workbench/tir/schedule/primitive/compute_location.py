@@ -33,7 +33,7 @@ from workbench.tir.schedule.analysis.dataflow import check_block_dataflow
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.primitive import block_scope as S
 from workbench.tir.schedule.state import FuncIndex, replace_stmt
-from workbench.tir.schedule.utils import realizes_under
+from workbench.tir.schedule.utils import realizes_under, uses_var
 from workbench.tir.stmt import Block, BlockRealize, For, ForKind, IterType, SeqStmt, Stmt
 
 NDSet = list[IntervalSet]
@@ -348,6 +348,7 @@ def compute_at(func: PrimFunc, index: FuncIndex, name: str, loop_var: Var,
     _relaxed_regions(an, index, producers if reverse else consumers, loop,
                      (lambda b: b.writes) if reverse else (lambda b: b.reads), required)
     doms = _block_var_domains(an, block, provided, required, fail)
+    _check_reduction_split(block, doms, outer, fail)
     nest = _new_loop_nest(an, info.realize, doms, preserve_unit_loops)
 
     removed = S.remove_leaf_block(func, index, name, prim)
@@ -361,6 +362,50 @@ def compute_at(func: PrimFunc, index: FuncIndex, name: str, loop_var: Var,
     if check_dataflow:
         check_block_dataflow(new_func, [name], prim, where)
     return func if check_only else new_func
+
+
+def _check_reduction_split(block: Block, doms: list[_VarDom], outer: list[For],
+                           fail: Callable[[str], NoReturn]) -> None:
+    """A reduction variable whose new domain depends on the loops above the insertion point
+    (reverse_compute_at under the loop that produces the reduced data) splits the reduction
+    over their iterations. The init runs where the variable is at its minimum and the partial
+    reductions accumulate, so the iterations must cover the variable's domain exactly once, in
+    ascending order: one loop ``t`` with ``lo(t + 1) == hi(t) + 1``, starting at the domain's
+    minimum and ending at its maximum. Anything else (an overlap recomputes a term twice, a
+    reversed order re-initialises after accumulating) is refused; TVM does not check this."""
+    for iv, info in zip(block.iter_vars, doms):
+        if iv.iter_type == IterType.DATA_PAR or info.dom is None:
+            continue
+        lo, hi = info.dom.min_value, info.dom.max_value
+        if _inf(lo) or _inf(hi):
+            continue
+        deps = [lp for lp in outer if uses_var(lo, lp.loop_var) or uses_var(hi, lp.loop_var)]
+        if not deps:
+            continue                       # the whole reduction in every iteration
+        what = f"the reduction variable {iv.var.name!r} would be split over the iterations of "
+        if len(deps) > 1:
+            fail(what + f"several loops {[lp.loop_var.name for lp in deps]}; the partial "
+                 "reductions would not provably run once each, in order")
+        t = deps[0]
+        if isinstance(t.extent, IntImm) and t.extent.value == 1:
+            continue
+        an = Analyzer()
+        for lp in outer:
+            if lp is not t:
+                an.bind(lp.loop_var, Range(lp.min, lp.extent))
+        an.bind(t.loop_var, Range(t.min, op.sub(t.extent, 1)))
+        v = t.loop_var
+        first, last = t.min, an.simplify(op.sub(op.add(t.min, t.extent), 1))
+        step = substitute(lo, {v: op.add(v, 1)})
+        dom_lo = iv.dom.min
+        dom_hi = op.sub(op.add(iv.dom.min, iv.dom.extent), 1)
+        ok = (an.can_prove(op.eq(step, op.add(hi, 1))) and
+              an.can_prove(op.le(substitute(lo, {v: first}), dom_lo)) and
+              an.can_prove(op.ge(substitute(hi, {v: last}), dom_hi)))
+        if not ok:
+            fail(what + f"loop {v.name!r} ([{lo}, {hi}] per iteration), but not as consecutive "
+                 "pieces in ascending order that cover its domain once: the partial reductions "
+                 "would double-count, miss terms or re-initialise after accumulating")
 
 
 def can_compute_at(func: PrimFunc, index: FuncIndex, name: str, loop_var: Var,
