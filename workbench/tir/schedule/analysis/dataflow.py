@@ -1,9 +1,14 @@
 """Dataflow soundness of a block scope: every read sees complete, final values.
 
-The primitives that move or restructure blocks (compute_at, reverse_compute_at, cache_read,
-cache_write, the inliners, decompose_reduction, rfactor, blockize) check their *result* with
-:func:`check_scope_dataflow` before the schedule takes it, so a move that would make a block
-read data before it is written is refused instead of computing wrong numbers.
+The primitives whose result depends on placement decisions -- reverse_compute_at (the union
+of domains over several producers, partial reductions), cache_read / cache_write (where the
+copy goes), reverse_compute_inline (the producer now writes the consumer's output), rfactor
+and blockize -- check their *result* with :func:`check_block_dataflow` before the schedule
+takes it, so a move that would make a block read data before it is written is refused instead
+of computing wrong numbers. compute_at, compute_inline and decompose_reduction guarantee the
+rules by construction on a valid input (the consumers' regions are solved for, or the values
+substituted, at the same place); they only re-check the parallel loops around a moved block.
+The fuzzer (tests/fuzz) tests both claims by building every accepted schedule.
 
 For every consumer ``C`` in the scope and every buffer ``b`` it reads that blocks of the scope
 write (its *producers* ``P``), three rules (TVM's region-cover property, plus the two cases
@@ -223,17 +228,21 @@ def scope_of_block(index: FuncIndex, name: str) -> str | None:
     return None if scope is None else scope.name_hint
 
 
-def check_block_dataflow(func: PrimFunc, names: Iterable[str], prim: str, subject: str) -> None:
+def check_block_dataflow(func: PrimFunc, names: Iterable[str], prim: str, subject: str,
+                         scopes: bool = True) -> None:
     """:func:`check_scope_dataflow` for the scopes of the named blocks, focused on them
-    (names that no longer exist are skipped)."""
+    (names that no longer exist are skipped), then the parallel / vectorized loops around them
+    (:func:`check_parallelizable` without TVM's compact-dataflow part). ``scopes=False`` skips
+    the first part, for primitives whose construction already guarantees it (compute_at)."""
     index = FuncIndex(func)
+    names = list(names)
     by_scope: dict[str, list[str]] = {}
     for n in names:
         if n in index.blocks:
             s = scope_of_block(index, n)
             if s is not None:
                 by_scope.setdefault(s, []).append(n)
-    for s, focus in by_scope.items():
+    for s, focus in by_scope.items() if scopes else ():
         check_scope_dataflow(func, s, prim, subject, focus, index)
     # A block moved or made under a parallel / vectorized loop must not make its iterations
     # race (the loop was checked when it became parallel, without this block).

@@ -227,10 +227,9 @@ def compute_inline(func: PrimFunc, index: FuncIndex, name: str) -> PrimFunc:
     value, idx_vars = pattern
     new_func = removed.with_body(_Inliner(buffer, scope.name_hint, func, value,
                                           idx_vars).visit(removed.body))
-    # The consumers now read the inlined block's inputs where they are (complete there?).
-    readers = [n for n in S.scope_children(index, name)
-               if any(r.buffer is buffer for r in index.blocks[n].block.reads)]
-    check_block_dataflow(new_func, readers, prim, S.subject(name))
+    # No dataflow check: each consumer now computes the inlined value from the same inputs
+    # at its own place, where the inlined block's reads were already complete (it ran there
+    # or earlier).
     return new_func
 
 

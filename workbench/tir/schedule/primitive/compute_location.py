@@ -349,6 +349,12 @@ def compute_at(func: PrimFunc, index: FuncIndex, name: str, loop_var: Var,
                      (lambda b: b.writes) if reverse else (lambda b: b.reads), required)
     doms = _block_var_domains(an, block, provided, required, fail)
     _check_reduction_split(block, doms, outer, fail)
+    if check_only and not reverse and \
+            not any(lp.kind in (ForKind.PARALLEL, ForKind.VECTORIZED) for lp in outer):
+        # Nothing left to check on the built function (see below): skip building it, which
+        # is most of the cost when sample_compute_location tries every candidate loop.
+        S.removal_point(index, name, prim)
+        return func
     nest = _new_loop_nest(an, info.realize, doms, preserve_unit_loops)
 
     removed = S.remove_leaf_block(func, index, name, prim)
@@ -360,7 +366,10 @@ def compute_at(func: PrimFunc, index: FuncIndex, name: str, loop_var: Var,
     new_func = replace_stmt(removed, linfo2.ancestors, linfo2.loop, new_loop)
     # The moved block must still read only complete, final data, and its consumers too.
     if check_dataflow:
-        check_block_dataflow(new_func, [name], prim, where)
+        # compute_at solves the domain from the consumers' reads at the new place, so only
+        # reverse_compute_at (domains from several producers, reductions split or read
+        # partially) needs the scope check; both re-check the parallel loops around the block.
+        check_block_dataflow(new_func, [name], prim, where, scopes=reverse)
     return func if check_only else new_func
 
 

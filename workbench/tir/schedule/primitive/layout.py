@@ -77,13 +77,19 @@ def _check_map(prim: str, buf: Buffer, imap: IndexMap, new_shape: list[PrimExpr]
     new = _const_shape(tuple(new_shape))
     if shape is None or new is None:
         return  # symbolic shapes: trust the map, as TVM does with assume_injective_transform
+    size = int(np.prod(shape)) if shape else 1
+    try:
+        imap.inverse(shape)        # splits, fusions and permutations: a bijection, cheaply
+        if int(np.prod(new)) == size:
+            return
+    except ValueError:
+        pass
     points = imap.image_points(shape)
     if points is None:
         return
-    size = int(np.prod(shape)) if shape else 1
-    # Checked even with assume_injective_transform: on a constant shape the claim is cheap to
-    # verify, and a false one would make two elements share a place (wrong results). The flag
-    # still covers the maps we cannot evaluate (symbolic shapes).
+    # Checked even with assume_injective_transform: on a constant shape the claim can be
+    # verified, and a false one would make two elements share a place (wrong results). The
+    # flag still covers the maps we cannot evaluate (symbolic shapes, huge domains).
     if _distinct_rows(points) != size:
         what = " (assume_injective_transform does not make it so)" if assume_injective else ""
         raise ScheduleError(prim, subject, f"the index map {imap.as_python()} is not injective "
