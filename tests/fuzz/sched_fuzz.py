@@ -166,6 +166,7 @@ def _print_failure(r: dict[str, Any], file: Any = sys.stdout) -> None:
           f"{r.get('detail', '')[:600]}", file=file)
     for m in r.get("moves", [])[-14:]:
         print(f"    {m[:300]}", file=file)
+    file.flush()
 
 
 def _one_case(spec: str) -> int:
