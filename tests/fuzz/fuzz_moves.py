@@ -122,6 +122,9 @@ class Session:
             out = thunk()
         except ScheduleError as e:
             self._check_unchanged(desc, func, n_trace)
+            if not (e.primitive and e.subject and e.reason):
+                raise FuzzFailure(desc, f"a refusal must name the primitive, the block or "
+                                  f"loop, and the rule: {e!r}") from e
             self.refused += 1
             self.moves[-1] += f"  -> refused: {e.reason[:160]}"
             return None
