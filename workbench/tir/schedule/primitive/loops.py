@@ -114,6 +114,14 @@ def fuse(func: PrimFunc, index: FuncIndex, loop_vars: Sequence[Var],
     for lp in loops:
         if not isinstance(lp.min, IntImm) or lp.min.value != 0:
             raise ScheduleError(name, _loop_name(lp), "loops must start at 0")
+    for k, lp in enumerate(loops[1:], 1):
+        # TVM's DependentLoopError: a fused index is divided by each inner extent, which must
+        # not change with the outer loops.
+        outer = [o for o in loops[:k] if uses_var(lp.extent, o.loop_var)]
+        if outer:
+            raise ScheduleError(name, _loop_name(lp), f"its extent {lp.extent} depends on the "
+                                f"outer loop {outer[0].loop_var.name!r}; only loops with "
+                                "independent extents can be fused")
     dtype = loops[0].loop_var.dtype
     fused = Var("_".join(lp.loop_var.name for lp in loops) + "_fused", dtype)
     vmap: dict[Var, PrimExpr] = {}
