@@ -379,27 +379,16 @@ def test_alignment_follows_its_buffer_through_cache_write_and_transform_layout()
 def test_fuse_refuses_an_inner_extent_that_depends_on_the_outer_loop():
     """TVM's DependentLoopError: fusing divides the fused index by each inner extent."""
     from workbench.tir import op
-    from workbench.tir.functor import IRMutator
-    from workbench.tir.stmt import For
+    from workbench.tir.schedule.state import FuncIndex, replace_stmt
 
     a = te.placeholder((4, 4), name="A")
     b = te.compute((4, 4), lambda i, j: a[i, j] * 2.0, name="B")
     func = te.create_prim_func([a, b])
-
-    class _Triangle(IRMutator):          # for j in range(i + 1): a lower triangle
-        def visit_For(self, loop: For):
-            if loop.loop_var.name == "i":
-                self.outer = loop.loop_var
-            loop = self.generic_visit(loop)
-            if loop.loop_var.name == "j":
-                return loop.replace(extent=op.add(self.outer, 1))
-            return loop
-
-        def visit_BlockRealize(self, realize):
-            return realize
-
-    mod = wb.IRModule({"main": func.with_body(_Triangle().visit(func.body))})
-    sch = Schedule(mod)
+    info = FuncIndex(func).blocks["B"]
+    i_loop, j_loop = info.loops                 # for j in range(i + 1): a lower triangle
+    func = replace_stmt(func, info.ancestors[:-1], j_loop,
+                        j_loop.replace(extent=op.add(i_loop.loop_var, 1)))
+    sch = Schedule(wb.IRModule({"main": func}))
     i, j = sch.get_loops(sch.get_block("B"))
     refused(sch, lambda: sch.fuse(i, j), "fuse", "depends on the outer loop 'i'")
 
