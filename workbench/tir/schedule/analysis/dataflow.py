@@ -40,10 +40,10 @@ from workbench.tir import op
 from workbench.tir.arith import NEG_INF, POS_INF, Analyzer, IntervalSet
 from workbench.tir.buffer import Buffer, BufferRegion, Range
 from workbench.tir.expr import IntImm, PrimExpr, Var
-from workbench.tir.schedule.index_map import numeric_eval
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import collect_vars, substitute
 from workbench.tir.schedule.error import ScheduleError
+from workbench.tir.schedule.index_map import numeric_eval
 from workbench.tir.schedule.state import BlockInfo, FuncIndex
 from workbench.tir.schedule.utils import realizes_under, uses_var
 from workbench.tir.stmt import Block, For, ForKind, IterType
