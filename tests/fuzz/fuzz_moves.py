@@ -30,7 +30,7 @@ ANNOTATION_KEYS = ["test.hint", "pragma_auto_unroll_max_step", "pragma_unroll_ex
                    "meta_schedule.parallel", "meta_schedule.vectorize",
                    "meta_schedule.unroll_explicit", "meta_schedule.auto_tensorize",
                    "buffer_dim_align"]
-SCOPES = ["local", "global", "local", "shared"]        # "shared" is refused on CPU
+SCOPES = ["local", "global", "local", "global", "local", "shared"]  # "shared": refused on CPU
 
 
 class FuzzFailure(Exception):
@@ -311,8 +311,17 @@ def mv_compute_at(s: Session) -> None:
 
 
 def mv_inline(s: Session) -> None:
-    block = s.block_rv()
     prim = s.rng.choice(["compute_inline", "reverse_compute_inline"])
+    block = s.block_rv()
+    if s.rng.random() < 0.6:
+        # lean towards blocks the rules could accept: no init; for reverse_compute_inline one
+        # producer
+        idx = s.index()
+        names = [n for n in s.block_names() if idx.blocks[n].block.init is None]
+        if prim == "reverse_compute_inline":
+            names = [n for n in names if len(s.sch.get_producers(s.sch.get_block(n))) == 1]
+        if names:
+            block = s.sch.get_block(s.rng.choice(names))
     s.call(f"{prim}({_name(s, block)})", lambda: getattr(s.sch, prim)(block))
 
 
@@ -329,7 +338,7 @@ def mv_cache(s: Session) -> None:
     node = s.block_node(block)
     write = s.rng.random() < 0.5
     n = len(node.writes if write else node.reads) if node is not None else 1
-    idx = s.rng.randint(0, n) if s.rng.random() < 0.95 else -1      # n: one past the end
+    idx = _index(s, n)
     scope = s.rng.choice(SCOPES)
     consumers = _consumer_blocks(s, block)
     prim = "cache_write" if write else "cache_read"
@@ -344,9 +353,18 @@ def mv_cache(s: Session) -> None:
                    lambda: getattr(s.sch, mv)(new, loop))
 
 
+def _index(s: Session, n: int) -> int:
+    """A buffer index: mostly in ``[0, n)``, sometimes one past the end or negative."""
+    r = s.rng.random()
+    if r < 0.85 and n > 0:
+        return s.rng.randrange(n)
+    return n if r < 0.97 else -1
+
+
 def mv_set_scope(s: Session) -> None:
     block = s.block_rv()
-    idx = s.rng.randint(0, 1)
+    node = s.block_node(block)
+    idx = _index(s, len(node.writes) if node is not None else 1)
     scope = s.rng.choice(SCOPES)
     s.call(f"set_scope({_name(s, block)}, {idx}, {scope!r})",
            lambda: s.sch.set_scope(block, idx, scope))
@@ -356,7 +374,7 @@ def mv_storage_align(s: Session) -> None:
     block = s.block_rv()
     node = s.block_node(block)
     ndim = len(node.writes[0].buffer.shape) if node is not None and node.writes else 2
-    idx = s.rng.choice([0, 0, 0, 1])
+    idx = _index(s, len(node.writes) if node is not None else 1)
     axis = s.rng.randint(-ndim - 1, ndim)
     factor = s.rng.choice([0, 1, 2, 4, 8, 16])
     offset = s.rng.choice([0, 0, 1, 3, -1])
