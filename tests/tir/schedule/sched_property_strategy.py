@@ -305,8 +305,8 @@ def _do_compute_at(sch, view, draw, name):
 def _rca_loops(view, name) -> list[For]:
     """Loops containing every producer of ``name`` but not ``name`` itself, where every
     producer is complete at the end of an iteration: neither the loop nor one above it feeds a
-    producer's reduction variable (else the block would read partial results; the primitive
-    does not check this, see the report in test_sched_property.py)."""
+    producer's reduction variable (else the block would read partial results, which the
+    primitive refuses)."""
     producers = view.producers(name)
     if not producers:
         return []

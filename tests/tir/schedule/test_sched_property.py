@@ -12,10 +12,11 @@ A failure prints the workload, every move and the trace (``note``), which is the
 Findings so far (see also ``TOLERATED`` in the strategy):
 - compute_at / reverse_compute_at cannot solve a dimension indexed by a sum of block variables
   (a convolution's ``yy + ry``), even when the whole dimension is required: refused.
-- reverse_compute_at accepts a loop that feeds a producer's reduction variable, so the moved
-  consumer reads partial sums (e.g. layer_norm: cache_read X, reverse_compute_at the reduction
-  under the copy's inner loop, then the normalisation under the same loop). The strategy avoids
-  such loops; the primitive does not refuse them.
+- reverse_compute_at accepted a loop that feeds a producer's reduction variable, so the moved
+  consumer read partial sums (e.g. layer_norm: cache_read X, reverse_compute_at the reduction
+  under the copy's inner loop, then the normalisation under the same loop). It is refused now
+  (analysis/dataflow.py; test_legality.py), as is decompose_reduction under a loop that
+  repeats the reduction (batch_matmul, found by this test).
 - plan_buffers allocated a reduction's write cache inside the reduction loop when all accesses
   were under it (regression test below; fixed in plan_buffers by its owner meanwhile).
 - rfactor dropped the block predicate in the write-back block (out-of-bounds writes after a
