@@ -491,6 +491,44 @@ def test_cache_write_refuses_an_accumulator_initialised_outside_its_scope():
                                atol=1e-4)
 
 
+def test_cache_write_refuses_an_update_that_accumulates_onto_the_buffer():
+    """A decomposed reduction's update, blockized so the init is outside its scope: a write
+    cache of it started from garbage instead of the init's zeros (matmul, found by the
+    fuzzer)."""
+    sch = Schedule(_matmul())
+    mm = sch.get_block("T_matmul_NN")
+    _, j, _ = sch.get_loops(mm)
+    sch.decompose_reduction(mm, j)
+    _, j2, _ = sch.get_loops(mm)
+    sch.blockize(j2)
+    refused(sch, lambda: sch.cache_write(mm, 0, "global"), "cache_write",
+            "accumulates into it")
+
+
+def test_cache_read_of_an_input_inside_a_block_stays_inside_the_buffer():
+    """Inside a blockized padding stage, the outer block's read region of X reaches one past
+    each edge (the accesses there are guarded); cache_read copied that region, reading and
+    writing out of bounds (conv2d, found by the fuzzer). The copy is clamped to the buffer."""
+    x, w = te.placeholder((1, 3, 7, 6), name="X"), te.placeholder((4, 3, 3, 3), name="W")
+    mod = wb.IRModule({"main": te.create_prim_func([x, w, topi.nn.conv2d_nchw(x, w, 2, 1, 1)])})
+    sch = Schedule(mod)
+    pad = sch.get_block("pad_temp")
+    sch.blockize(sch.get_loops(pad)[3], preserve_unit_iters=False)
+    copy = sch.cache_read(pad, 0, "local")
+    region = sch.get(copy).reads[0].region
+    assert all(str(r.min) != "-1" for r in region), region
+    verify_trace_roundtrip(sch, mod)
+    data, weight = rand(1, 3, 7, 6), rand(4, 3, 3, 3, seed=1)
+    padded = np.pad(data, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros((1, 4, 4, 3))
+    for ry in range(3):
+        for rx in range(3):
+            want += np.einsum("nchw,oc->nohw", padded[:, :, ry:ry + 8:2, rx:rx + 6:2],
+                              weight[:, :, ry, rx])
+    np.testing.assert_allclose(run(sch.mod, data, weight, out_shape=(1, 4, 4, 3)), want,
+                               rtol=1e-4, atol=1e-4)
+
+
 # ---- refusals leave nothing behind -------------------------------------------------------------
 
 def test_refusals_name_the_primitive_the_target_and_the_rule():

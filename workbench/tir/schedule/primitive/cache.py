@@ -22,7 +22,7 @@ from workbench.ir.node import FrozenDict
 from workbench.tir import op
 from workbench.tir.arith import Analyzer
 from workbench.tir.buffer import Buffer, BufferRegion, Range
-from workbench.tir.expr import BufferLoad, Var
+from workbench.tir.expr import BufferLoad, PrimExpr, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, IRVisitor, substitute
 from workbench.tir.schedule.analysis.dataflow import check_block_dataflow
@@ -213,12 +213,28 @@ def _relaxed_region(info: BlockInfo, region: BufferRegion, loc: Stmt) -> list[Ra
         hi = ana.simplify(hi_set.max_value)
         # Relaxing ignores the block's predicate: a non-dividing split makes the loops cover
         # more than the buffer (3 x 3 iterations over 8 rows); the copy must stay inside it.
-        if not ana.can_prove(op.ge(lo, 0)):
-            lo = ana.simplify(op.max(lo, op.const(0, lo.dtype)))
-        if not ana.can_prove(op.lt(hi, dim)):
-            hi = ana.simplify(op.min(hi, op.sub(dim, 1)))
-        out.append(Range(lo, ana.simplify(op.add(op.sub(hi, lo), 1))))
+        out.append(_clamped(ana, lo, hi, dim))
     return out
+
+
+def _clamped(ana: Analyzer, lo: PrimExpr, hi: PrimExpr, dim: PrimExpr) -> Range:
+    """``[lo, hi]`` intersected with ``[0, dim)``, as a Range."""
+    if not ana.can_prove(op.ge(lo, 0)):
+        lo = ana.simplify(op.max(lo, op.const(0, lo.dtype)))
+    if not ana.can_prove(op.lt(hi, dim)):
+        hi = ana.simplify(op.min(hi, op.sub(dim, 1)))
+    return Range(lo, ana.simplify(op.add(op.sub(hi, lo), 1)))
+
+
+def _clamp_region(scope: Block, region: Sequence[Range], buf: Buffer) -> list[Range]:
+    """A region of ``buf`` over ``scope``'s iteration variables, clamped to the buffer: a
+    block's declared read region may reach outside it where the accesses are guarded (a
+    padding stage reads ``X[i - 1]`` under ``if i >= 1``), and a copy of it must not."""
+    ana = Analyzer()
+    for iv in scope.iter_vars:
+        ana.bind(iv.var, iv.dom)
+    return [_clamped(ana, r.min, op.sub(op.add(r.min, r.extent), 1), dim)
+            for r, dim in zip(region, buf.shape)]
 
 
 def _copy_stage(name: str, region: list[Range], src: Buffer, dst: Buffer,
@@ -357,7 +373,7 @@ def cache_read(func: PrimFunc, index: FuncIndex, block_name: str, read_buffer_in
     else:
         loc, pos = scope, 0
         sregion = next((r for r in scope.reads if r.buffer is buf), None)
-        region = list((sregion or BufferRegion.full(buf)).region)
+        region = _clamp_region(scope, (sregion or BufferRegion.full(buf)).region, buf)
     name = unique_name(f"{buf.name}_{storage_scope}", set(index.blocks) | buffer_names(func))
     cache = with_scope(buf, storage_scope, name)
     stage, _ = _copy_stage(name, region, buf, cache)
@@ -396,6 +412,13 @@ def cache_write(func: PrimFunc, index: FuncIndex, block_name: str, write_buffer_
     if others:
         raise ScheduleError(prim, subject, f"buffer {buf.name!r} is also written by {others}; "
                             "cache_write needs the block to be its only writer in the scope")
+    if _reads(writer, buf):
+        # A decomposed reduction's update (or any block reading what it writes): the cache
+        # would start from garbage, not from the buffer's current contents (TVM refuses it
+        # in the root scope only because the init block is a second writer there).
+        raise ScheduleError(prim, subject, f"the block reads {buf.name!r} as well as writing "
+                            "it (an update that accumulates into it); a write cache would not "
+                            "hold the values it accumulates onto")
     consumers = _consumer_set(prim, index, scope, consumer_blocks, buf)
     related = [b for b in siblings if b is not writer and _reads(b, buf)
                and b.name_hint not in consumers]
