@@ -375,9 +375,12 @@ def mv_storage_align(s: Session) -> None:
     node = s.block_node(block)
     ndim = len(node.writes[0].buffer.shape) if node is not None and node.writes else 2
     idx = _index(s, len(node.writes) if node is not None else 1)
-    axis = s.rng.randint(-ndim - 1, ndim)
-    factor = s.rng.choice([0, 1, 2, 4, 8, 16])
-    offset = s.rng.choice([0, 0, 1, 3, -1])
+    if s.rng.random() < 0.8:                          # plausible: an axis and factor that exist
+        axis = s.rng.randrange(-ndim, ndim)
+        factor, offset = s.rng.choice([2, 4, 8, 16]), s.rng.choice([0, 1, 3])
+    else:
+        axis = s.rng.choice([-ndim - 1, ndim])
+        factor, offset = s.rng.choice([0, -4, 4]), s.rng.choice([-1, 0])
     s.call(f"storage_align({_name(s, block)}, {idx}, axis={axis}, {factor}, {offset})",
            lambda: s.sch.storage_align(block, idx, axis, factor, offset))
 
