@@ -257,10 +257,6 @@ def check_block_dataflow(func: PrimFunc, names: Iterable[str], prim: str, subjec
                 check_parallelizable(index, anc, prim, subject, compact_dataflow=False)
 
 
-__all__ = ["check_scope_dataflow", "check_block_dataflow", "scope_children",
-           "check_parallelizable"]
-
-
 # ---- parallel / vectorize ------------------------------------------------------------------------
 
 def check_parallelizable(index: FuncIndex, loop: For, prim: str, subject: str,
@@ -387,3 +383,7 @@ def _disjoint_numeric(boxes: list[IntervalSet], t: Var, loop: For, outer: list[F
         return False
     overlap[:, np.arange(n_t), np.arange(n_t)] = False
     return not overlap.any()
+
+
+__all__ = ["check_scope_dataflow", "check_block_dataflow", "scope_children",
+           "check_parallelizable"]
