@@ -135,8 +135,7 @@ def test_llvm_abort_in_a_worker_is_an_error_naming_signal_stage_and_ir(tmp_path)
         with wb.options.override(cache_dir=str(tmp_path)):
             mods = [matmul(8), matmul(16).with_attr("test_llvm_abort", True), matmul(24)]
             results = b.build([BuilderInput(m, "llvm") for m in mods])
-            pool = b._pool._pool
-            worker_pids = {p.pid for p in b._pool._procs.values()}
+            worker_pids = set(b.worker_pids)
             msg = results[1].error_msg
             assert msg.startswith("LocalBuilder: An exception occurred"), msg
             assert "LLVMCrashError" in msg and "SIGABRT" in msg and "stage 'codegen'" in msg
@@ -146,8 +145,7 @@ def test_llvm_abort_in_a_worker_is_an_error_naming_signal_stage_and_ir(tmp_path)
             assert results[0].error_msg is None and results[2].error_msg is None
             _check_matmul_artifact(results[2].artifact_path, 24)
             assert b.build([BuilderInput(matmul(8), "llvm")])[0].error_msg is None
-            assert b._pool._pool is pool    # no pool restart: the worker never died
-            assert {p.pid for p in b._pool._procs.values()} == worker_pids
+            assert set(b.worker_pids) == worker_pids  # the worker never died
     finally:
         b.shutdown()
 
