@@ -225,3 +225,18 @@ def test_a_pool_carries_on_with_the_workers_that_started(monkeypatch):
     finally:
         pool.shutdown()
     assert pool.pids == []
+
+
+def test_workers_get_the_parents_sys_path_even_with_paths_on_it(monkeypatch, tmp_path):
+    (tmp_path / "only_here_helper.py").write_text("def where():\n    return __file__\n")
+    # A Path on sys.path (a notebook's sys.path.append(Path(...))) must not stop a launch.
+    monkeypatch.setattr(sys, "path", [str(tmp_path), tmp_path / "elsewhere", *sys.path])
+    import importlib
+    helper = importlib.import_module("only_here_helper")
+    pool = WorkerPool(1)
+    try:
+        out = pool.call(helper.where, (), 60)  # pickled by reference: imported in the worker
+    finally:
+        pool.shutdown()
+        sys.modules.pop("only_here_helper", None)
+    assert out.kind == "ok" and out.value == str(tmp_path / "only_here_helper.py"), out

@@ -94,7 +94,9 @@ def launch_python(*, call: str | None = None, module: str | None = None,
         "parent_pid": os.getpid(), "lifeline_fd": lifeline_read,
         "pdeathsig": (exit_signal or signal.SIGKILL) if main_thread else 0,
         "exit_signal": int(exit_signal), "exit_grace": float(exit_grace),
-        "ignore_sigint": bool(ignore_sigint), "sys_path": list(sys.path),
+        "ignore_sigint": bool(ignore_sigint),
+        # (a notebook may have put a Path or something stranger on sys.path)
+        "sys_path": [os.fspath(p) for p in sys.path if isinstance(p, (str, os.PathLike))],
         "call": call, "module": module, "args": [str(a) for a in args], "name": name,
     }
     command = [sys.executable, *_interpreter_flags(), "-c", _LOADER, _BOOT, json.dumps(config)]

@@ -75,7 +75,8 @@ class WorkerPool:
         self._start_failures = 0
         self._retry_launch_at = 0.0
         self._round_started: float | None = None
-        self.startup_seconds: float | None = None  # of the last round of starts
+        # Seconds from the launch of the last round of workers to its latest ready one.
+        self.startup_seconds: float | None = None
         self.starts = 0  # workers that became ready, over the pool's life
         # Workers die with the pool object, not only at interpreter exit.
         self._finalizer = weakref.finalize(self, _kill_all, self._workers)
@@ -180,10 +181,10 @@ class WorkerPool:
             w.take_ready(message)  # raises WorkerStartError if the initializer failed
             self.starts += 1
             self._start_failures = 0
-            if all(x.state != "starting" for x in self._workers) and \
-                    self._round_started is not None:
+            if self._round_started is not None:
                 self.startup_seconds = time.monotonic() - self._round_started
-                self._round_started = None
+                if all(x.state != "starting" for x in self._workers):
+                    self._round_started = None
             return
         idx, _ = busy.pop(w)
         kind, value = message
