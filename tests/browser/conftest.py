@@ -8,9 +8,15 @@ screenshot is kept when a test fails.
 
 Missing Chromium or Playwright is a failure, not a skip: ``make test`` / ``make test-browser``
 install both (Chromium through apt, Playwright through the ``dev`` extra).
+
+Nothing outlives the test process: the server is started with
+:func:`workbench.workers.launch_python` (its own session, SIGTERM when the test process dies,
+even by ``kill -9``, and at interpreter exit); its kernels end with it (they watch their
+parent), and their tuning workers with them (test_nothing_left_running.py checks the chain).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -113,19 +119,14 @@ def _stop(process: subprocess.Popen) -> None:
     their own, so the process group alone would miss them: collect the descendants first."""
     import psutil
 
+    from workbench.workers import stop_process
+
     try:
         descendants = psutil.Process(process.pid).children(recursive=True)
     except psutil.NoSuchProcess:
         descendants = []
-    try:
-        os.killpg(process.pid, signal.SIGTERM)  # the server shuts its kernels down on TERM
-    except ProcessLookupError:
-        pass
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
+    # SIGTERM to the server's group (the server shuts its kernels down), SIGKILL after 15 s.
+    stop_process(process, grace=15)
     _gone, alive = psutil.wait_procs(descendants, timeout=5)
     for leftover in alive:
         try:
@@ -142,13 +143,23 @@ def _write_lab_settings(directory: Path) -> None:
         {"fetchNews": "false", "checkForUpdates": False}))
 
 
+def start_jupyter_lab(args: list[str], *, env: dict, cwd: Path, log) -> subprocess.Popen:
+    """``jupyter lab <args>`` of this venv, started so that it cannot outlive this process
+    (see the module docstring). SIGINT is left alone: its kernels must stay interruptible."""
+    from workbench.workers import launch_python
+
+    return launch_python(module="jupyterlab", args=args, ignore_sigint=False,
+                         exit_signal=signal.SIGTERM, exit_grace=15, new_session=True,
+                         stop_grace=15, env=env, cwd=str(cwd), stdout=log,
+                         stderr=subprocess.STDOUT)
+
+
 @pytest.fixture(scope="session")
 def jupyter_lab(tmp_path_factory):
     """A headless ``jupyter lab`` of this venv, answering at ``Lab.url``; killed at the end."""
-    jupyter = Path(sys.executable).with_name("jupyter")
-    if not jupyter.exists():
-        pytest.fail(f"no `jupyter` beside {sys.executable}: install the project (`make`)",
-                    pytrace=False)
+    if importlib.util.find_spec("jupyterlab") is None:
+        pytest.fail(f"no jupyterlab in {sys.executable}'s environment: install the project "
+                    "(`make`)", pytrace=False)
     base = tmp_path_factory.mktemp("jupyterlab")
     root, home = base / "notebooks", base / "home"
     root.mkdir()
@@ -167,8 +178,8 @@ def jupyter_lab(tmp_path_factory):
         "JUPYTER_PLATFORM_DIRS": "1",
         "PYTHONUNBUFFERED": "1",
     }
-    command = [
-        str(jupyter), "lab", "--no-browser", "--ServerApp.open_browser=False",
+    lab_args = [
+        "--no-browser", "--ServerApp.open_browser=False",
         "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}",
         "--LabApp.news_url=None",
@@ -179,8 +190,7 @@ def jupyter_lab(tmp_path_factory):
         "--ServerApp.allow_root=True",
     ]
     with open(lab.log, "wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                   cwd=root, start_new_session=True)
+        process = start_jupyter_lab(lab_args, env=env, cwd=root, log=log)
     try:
         _wait_until_answering(process, lab, timeout=90)
         yield lab

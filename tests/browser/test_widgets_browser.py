@@ -5,10 +5,10 @@ reach the kernel and come back, and what the TuningDashboard's Stop button reall
 Stop, as found here (JupyterLab 4.6.6, ipykernel 7.4.0, ipywidgets 8.1.9): JupyterLab sends
 the click on a kernel subshell (setting ``commsOverSubshells``, default "perCommTarget"), but
 ipykernel routes a comm message to the shell that last *sent* on that comm
-(``BaseComm._reply_subshell_for``), and a widget created by a cell last sent from the main
-shell. So the click waits behind the running cell: a tuning run in the cell itself cannot be
-stopped, while a tuning run in a background thread (the cell has returned, the main shell is
-free) stops after the batch being measured. One test pins each behaviour.
+(``BaseComm._reply_subshell_for``), which for a widget created by a cell is the main shell,
+busy while the cell runs. The dashboard's controls opt out of that routing
+(``handle_on_frontend_subshell``), so Stop ends a ``tune_tir`` running in the cell itself after
+the batch being measured; a tuning run in a background thread stops the same way.
 """
 import re
 import time
@@ -153,17 +153,15 @@ def _trials_at_least(summary, budget: int, least: int, timeout_s: float) -> tupl
     raise AssertionError(f"fewer than {least} trials after {timeout_s:.0f} s: {text!r}")
 
 
-def test_stop_in_a_running_cell_waits_for_the_cell_to_end(notebook, jupyter_lab, report_source):
-    """The gap, pinned: Stop clicked while ``tune_tir`` runs in the cell itself is handled only
-    once the cell has ended, so the run uses its whole budget. If this starts failing because
-    the run ended early, Stop now works in the cell: update this test, the note in
-    workbench/widgets/tuning_dashboard.py and docs/internals.md."""
-    budget = 48  # about 8 s here: time to click Stop well before the end
+def test_stop_ends_a_tuning_run_in_the_running_cell(notebook, jupyter_lab, report_source):
+    """``tune_tir(..., dashboard=True)`` typed in a cell: Stop, clicked while the cell runs,
+    ends the run after the batch being measured; the cell returns the Database holding every
+    measured record, and the kernel is free again for the next cell."""
+    budget = 2000  # about 5 minutes of tuning here if Stop did nothing
     url = _notebook(jupyter_lab, "stop_in_cell.ipynb", report_source,
-                    f"dash = TuningDashboard()\ndb = tune({budget}, dash)\n"
-                    "print(f'RUN records={len(db.get_all_tuning_records())} '\n"
-                    "      f'stop_requested={dash.stop_requested}')",
-                    "print(f'AFTER stop_requested={dash.stop_requested}')")
+                    f"db = tune({budget})\n"
+                    "print(f'RUN {type(db).__name__} records={len(db.get_all_tuning_records())}')",
+                    "print('NEXT CELL RAN')")
     notebook.open(url)
     notebook.run_cell(0)
     notebook.run_cell(1)
@@ -171,23 +169,30 @@ def test_stop_in_a_running_cell_waits_for_the_cell_to_end(notebook, jupyter_lab,
     summary = dash.locator(".widget-html-content", has_text="trials").first
     stop = dash.locator("button.widget-button", has_text="Stop")
     seen, line = _trials_at_least(summary, budget, 4, timeout_s=60)
-    assert seen < budget and "running" in line, f"the run ended before Stop was clicked: {line}"
+    assert "running" in line, line
     stop.click()
+    clicked = time.monotonic()
 
-    ran = _wait_for_text(dash, r"RUN records=(\d+) stop_requested=(\w+)", timeout_s=90)
-    assert int(ran.group(1)) == budget, f"the run ended early ({ran.group(0)}): Stop now " \
-        "works while the cell runs; update this test and the notes (see the docstring)"
-    assert ran.group(2) == "False"  # the click had not reached the kernel during the run
+    ran = _wait_for_text(dash, r"RUN (\w+) records=(\d+)", timeout_s=120)
+    elapsed = time.monotonic() - clicked
+    kind, records = ran.group(1), int(ran.group(2))
+    assert kind == "JSONDatabase"
+    assert seen <= records < budget, (seen, records)
+    # The page shows the count a render late; a few batches of slack, against a 2000 budget.
+    assert records <= seen + 24, f"{records} records: tuning went on for a while after Stop"
+    _wait_for_text(summary, rf"{records}/{budget}\s*trials.*finished", timeout_s=20)
+    assert stop.is_disabled()
     notebook.run_cell(2)
-    after = _wait_for_text(notebook.output(2), r"AFTER stop_requested=(\w+)", timeout_s=30)
-    assert after.group(1) == "True"  # it was delivered, once the main shell was free
+    _wait_for_text(notebook.output(2), r"NEXT CELL RAN", timeout_s=30)
+    print(f"Stop clicked in the running cell at {seen} trials; the cell returned "
+          f"{elapsed:.1f} s later with {records} records")
 
 
 def test_stop_ends_a_tuning_running_in_a_background_thread(notebook, jupyter_lab,
                                                            report_source):
-    """The documented way to keep Stop live (notebooks/05): tune in a ``threading.Thread``
-    with a dashboard displayed beforehand. The click reaches the idle main shell at once and
-    the run ends after the batch being measured, keeping every measured record."""
+    """Tuning in a ``threading.Thread`` with a dashboard displayed beforehand (the way that
+    also works with frontends without subshells, notebooks/05): the click reaches the kernel
+    at once and the run ends after the batch being measured, keeping every measured record."""
     budget = 2000  # about 5 minutes of tuning here if Stop did nothing
     url = _notebook(jupyter_lab, "stop_thread.ipynb", report_source,
                     "import threading\n"

@@ -5,6 +5,12 @@ String arguments are resolved as TVM does (reference section 1.1): the builder i
 ``JSONDatabase(work_dir=work_dir)``, the cost model ``XGBModel(num_tuning_cores=num_cores)``,
 the callbacks ``MeasureCallback.create("default")`` and the scheduler ``GradientBased()``,
 where ``num_cores = tasks[0].num_threads``. Objects are used as given.
+
+Worker processes: a builder or runner made here from a string is shut down when the call
+returns. When the call ends by an exception -- a ``KeyboardInterrupt`` above all -- the
+workers of *every* builder and runner it used, and the replay pool's, are stopped too (a
+builder or runner passed in starts new ones when used again), after the task scheduler has
+stored every measured candidate; running the same call again resumes from the database.
 """
 from __future__ import annotations
 
@@ -65,10 +71,13 @@ def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
     if max_trials_per_task is None:
         max_trials_per_task = max_trials_global
     num_cores = tasks[0].num_threads
+    owned = []
     if isinstance(builder, str):
         builder = Builder.create(builder, max_workers=num_cores)
+        owned.append(builder)
     if isinstance(runner, str):
         runner = Runner.create(runner, max_workers=num_cores)
+        owned.append(runner)
     if isinstance(database, str):
         if database == "json":
             database = Database.create("json", work_dir=work_dir,
@@ -82,12 +91,19 @@ def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
     kwargs = {}
     if "work_dir" in inspect.signature(scheduler.tune).parameters:
         kwargs["work_dir"] = work_dir
-    with _dashboard(callbacks, dashboard, max_trials_global, max_trials_per_task) as callbacks:
-        scheduler.tune(list(tasks), [float(w) for w in task_weights], max_trials_global,
-                       max_trials_per_task, num_trials_per_iter, builder, runner, callbacks,
-                       database, cost_model, **kwargs)
-        if post_optimization:
-            _post_optimize(scheduler, callbacks)
+    try:
+        with _dashboard(callbacks, dashboard, max_trials_global,
+                        max_trials_per_task) as callbacks:
+            scheduler.tune(list(tasks), [float(w) for w in task_weights], max_trials_global,
+                           max_trials_per_task, num_trials_per_iter, builder, runner,
+                           callbacks, database, cost_model, **kwargs)
+            if post_optimization:
+                _post_optimize(scheduler, callbacks)
+    except BaseException:
+        _stop_workers([builder, runner], replay_pool=True)
+        raise
+    finally:
+        _stop_workers(owned)
     return database
 
 
@@ -100,6 +116,21 @@ def _post_optimize(scheduler: TaskScheduler, callbacks: list[MeasureCallback]) -
         return any(getattr(cb, "stop_requested", False) for cb in callbacks)
 
     post_optimize(scheduler, should_stop=stop)
+
+
+def _stop_workers(components: Sequence[Any], replay_pool: bool = False) -> None:
+    """Shut down the worker processes of ``components`` (those that have any), and those of
+    the replay pool. Never raises: it runs while another exception is on its way."""
+    for component in components:
+        stop = getattr(component, "shutdown", None)
+        if callable(stop):
+            try:
+                stop()
+            except Exception as err:  # noqa: BLE001
+                logger.warning("Could not stop the workers of %r: %s", component, err)
+    if replay_pool:
+        from workbench.meta_schedule.search_strategy.replay_pool import shutdown_replay_pool
+        shutdown_replay_pool()
 
 
 def _dashboard(callbacks: list[MeasureCallback], dashboard: Any, max_trials_global: int,

@@ -30,12 +30,19 @@ flag. The next ``apply`` -- which runs after ``AddToDatabase`` has stored the ba
 TVM's public ``task_scheduler.terminate_task(i)`` for every task still alive, so the loop
 ends after the current batch and everything measured stays in the database. A task with a
 batch still in flight is left alone until that batch is joined (its own ``apply`` then
-terminates it), so no measured result is dropped. In a notebook the click reaches the kernel
-only when the main shell is free: JupyterLab 4.6 sends widget comms on a subshell, but
-ipykernel 7.4 hands a comm message to the shell that last sent on that comm -- the main shell
-for a widget a cell created -- so a tuning run in the cell itself cannot be stopped (the
-click is handled after the cell). Run the tuning in a ``threading.Thread`` with a dashboard
-displayed beforehand to keep Stop live (tests/browser/test_widgets_browser.py checks both).
+terminates it), so no measured result is dropped.
+
+In a notebook the click must reach the kernel while the cell that runs ``tune_tir`` keeps the
+main shell busy. JupyterLab (4.4+) sends widget messages on a kernel *subshell* (one per comm
+target), but ipykernel (7.x) hands a comm message to the shell that last sent on that comm --
+the busy main shell, for a widget a cell created -- so the click would wait for the cell to
+end. The dashboard's own controls (Stop, the y-axis toggle) therefore opt out of that
+routing (:func:`handle_on_frontend_subshell`): their messages are handled on the subshell the
+frontend chose, at once, while ``tune_tir`` runs in the cell. With a frontend or kernel
+without subshells (classic Notebook < 7, ipykernel 6) the click still waits for the cell;
+tuning in a ``threading.Thread`` works everywhere, and a kernel interrupt stops a run too
+(every measured record is kept). tests/browser/test_widgets_browser.py checks Stop in the
+running cell and in a thread.
 """
 from __future__ import annotations
 
@@ -65,7 +72,8 @@ except ImportError:  # pragma: no cover - only while meta_schedule is incomplete
     def derived_object(cls):  # type: ignore[no-redef]
         return cls
 
-__all__ = ["TuningDashboard", "attach_dashboard", "DashboardAttachment", "in_notebook"]
+__all__ = ["TuningDashboard", "attach_dashboard", "DashboardAttachment", "in_notebook",
+           "handle_on_frontend_subshell"]
 
 _PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2",
             "#ff9da6", "#9d755d", "#bab0ac")
@@ -83,6 +91,25 @@ def in_notebook() -> bool:
         return False
     shell = get_ipython()
     return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def handle_on_frontend_subshell(widget: widgets.Widget) -> bool:
+    """Have the kernel handle ``widget``'s messages from the frontend on the subshell the
+    frontend sent them on, instead of on the shell that last sent on the widget's comm (the
+    main shell, busy while a cell runs; see the module docstring). The widget's handlers then
+    run on that subshell's thread, concurrently with the cell: they must be thread-safe (the
+    dashboard's only set an event and request a render). Returns whether the kernel has such
+    routing to change (ipykernel 7.x); elsewhere nothing changes."""
+    comm = getattr(widget, "comm", None)
+    if comm is None or not hasattr(comm, "_reply_subshell_for"):
+        return False
+    comm._reply_subshell_for = _frontend_subshell
+    return True
+
+
+def _frontend_subshell(data: Any, default: str | None) -> str | None:
+    # ipykernel's hook: ``default`` is the subshell id in the incoming message's header.
+    return default
 
 
 def _colour(task_id: int) -> str:
@@ -265,6 +292,8 @@ class TuningDashboard(PyMeasureCallback):
                                             layout=half)])
         header = widgets.HBox([self.progress_bar, self.summary_html, self.stop_button])
         self.widget = widgets.VBox([header, self.table_html, charts])
+        for control in (self.stop_button, self.metric_toggle):
+            handle_on_frontend_subshell(control)
 
     def _ensure_traces(self, snap: ProgressSnapshot) -> None:
         # Traces are added as tasks appear (add_traces cannot run inside batch_update).

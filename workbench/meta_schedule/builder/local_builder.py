@@ -1,16 +1,19 @@
 """LocalBuilder: compile candidates in worker processes with a per-job time limit.
 
 Each job runs ``f_build(mod, target, params)`` then ``f_export(built) -> path`` in a worker of
-a persistent ``spawn``ed process pool (see :mod:`workbench.meta_schedule._workers`); the pool
-survives between ``build`` calls (TVM makes a fresh pool per call, which here would cost a
-second of start-up per batch). Results, as in TVM:
+a persistent :class:`workbench.workers.WorkerPool` (fresh interpreters that never run the
+user's ``__main__``); the pool survives between ``build`` calls (TVM makes a fresh pool per
+call, which here would cost a second of start-up per batch). Results, as in TVM:
 
 - success: ``BuilderResult(artifact_path, None)``; the artifact is a file in a fresh temp dir
   (``RemoveBuildArtifact`` deletes the dir);
-- a job past ``timeout_sec``: ``"LocalBuilder: Timeout, killed after N seconds"`` (the pool is
-  killed and recreated, the other jobs re-run);
+- a job past ``timeout_sec``: ``"LocalBuilder: Timeout, killed after N seconds"`` (only its
+  worker is killed and replaced);
 - an exception: ``"LocalBuilder: An exception occurred\\n<traceback>"``;
 - a worker that dies: ``"LocalBuilder: The worker process crashed: <signal>"``.
+
+If no worker process can start at all, one warning says why and the builder compiles in the
+tuning process from then on (no time limit, no crash isolation).
 
 The default build strips the weight layout-rewrite blocks ``RewriteLayout`` added (TVM's
 ``RemoveWeightLayoutRewriteBlock``: the kernel takes pre-packed weights, and a packing
@@ -24,14 +27,15 @@ the default export then calls
 """
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from typing import Any, Callable, Sequence
 
 from workbench.ir.module import IRModule
-from workbench.meta_schedule._workers import Chain, TimedProcessPool
 from workbench.meta_schedule.builder.builder import BuilderInput, BuilderResult, PyBuilder
 from workbench.target import Target
+from workbench.workers import Chain, WorkerPool
 
 __all__ = ["LocalBuilder", "default_build", "default_export"]
 
@@ -125,7 +129,11 @@ class LocalBuilder(PyBuilder):
         self.f_build = f_build
         self.f_export = f_export
         self.initializer = initializer
-        self._pool = TimedProcessPool(max_workers, Chain(_warm_up, initializer))
+        self._pool = WorkerPool(max_workers, Chain(_warm_up, initializer), name="wb-build",
+                                label="LocalBuilder",
+                                fallback="building in this process from now on (no time "
+                                         "limit, no crash isolation)",
+                                logger=logging.getLogger("workbench.meta_schedule"))
 
     def build(self, build_inputs: Sequence[BuilderInput]) -> list[BuilderResult]:
         jobs = [(bi.mod, bi.target, bi.params, self.f_build, self.f_export)
@@ -150,6 +158,11 @@ class LocalBuilder(PyBuilder):
     def worker_startup_seconds(self) -> float | None:
         """How long the last pool start took (None before the first build)."""
         return self._pool.startup_seconds
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the live build workers."""
+        return self._pool.pids
 
     def shutdown(self) -> None:
         """Stop the worker processes now (they also stop when the builder is collected)."""

@@ -15,6 +15,8 @@ class AddToDatabase(MeasureCallback):
     postprocessing), its ``run_secs`` or ``[1e10]`` when the build or run failed (a wrong
     result included), the task's target and the candidate's ``args_info``."""
 
+    stores_records = True
+
     def apply(self, task_scheduler: Any, task_id: int, measure_candidates: Sequence[Any],
               builder_results: Sequence[Any], runner_results: Sequence[Any]) -> None:
         database = getattr(task_scheduler, "database_", None)

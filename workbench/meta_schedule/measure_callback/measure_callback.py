@@ -14,7 +14,21 @@ __all__ = ["MeasureCallback", "PyMeasureCallback"]
 
 
 class MeasureCallback:
-    """The abstract callback."""
+    """The abstract callback.
+
+    ``stores_records`` (Workbench): a callback that saves the batch somewhere lasting (the
+    database) sets it True; the task scheduler then holds interrupts back from the start of
+    a batch's commit until the last such callback has returned, so an interrupted run keeps
+    whole batches. Callbacks after it (the cost model update, a dashboard) stay
+    interruptible.
+
+    ``needed_when_stopping`` (Workbench): when an interrupt or an error ends the run, the
+    scheduler still joins the batches already measured, so they are stored; it then skips the
+    callbacks with this False (``UpdateCostModel``: training a model nobody will use would
+    only delay the stop)."""
+
+    stores_records: bool = False
+    needed_when_stopping: bool = True
 
     def apply(self, task_scheduler: Any, task_id: int, measure_candidates: Sequence[Any],
               builder_results: Sequence[Any], runner_results: Sequence[Any]) -> None:

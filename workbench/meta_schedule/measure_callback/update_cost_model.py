@@ -14,6 +14,8 @@ class UpdateCostModel(MeasureCallback):
     failures are left out, and so are runs that "succeeded" in zero total time; failed runs
     are kept (the model learns they are slow)."""
 
+    needed_when_stopping = False  # the model is of no use once the run is ending
+
     def apply(self, task_scheduler: Any, task_id: int, measure_candidates: Sequence[Any],
               builder_results: Sequence[Any], runner_results: Sequence[Any]) -> None:
         cost_model = getattr(task_scheduler, "cost_model_", None)

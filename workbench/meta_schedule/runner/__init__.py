@@ -3,8 +3,10 @@ from workbench.meta_schedule.runner.config import EvaluatorConfig
 from workbench.meta_schedule.runner.local_runner import LocalRunner
 from workbench.meta_schedule.runner.reference import make_reference
 from workbench.meta_schedule.runner.runner import (
-    LocalRunnerFuture, PyRunner, Runner, RunnerFuture, RunnerInput, RunnerResult,
+    LocalRunnerFuture, MeasurementInterrupted, PyRunner, Runner, RunnerFuture, RunnerInput,
+    RunnerResult,
 )
 
-__all__ = ["EvaluatorConfig", "LocalRunner", "LocalRunnerFuture", "PyRunner", "Runner",
-           "RunnerFuture", "RunnerInput", "RunnerResult", "make_reference"]
+__all__ = ["EvaluatorConfig", "LocalRunner", "LocalRunnerFuture", "MeasurementInterrupted",
+           "PyRunner", "Runner", "RunnerFuture", "RunnerInput", "RunnerResult",
+           "make_reference"]

@@ -12,28 +12,35 @@ For each input, in order (TVM's LocalRunner, run serially; the returned futures 
    the entry function (``time_evaluator``: one warm-up, ``repeat`` measurements of ``number``
    calls grown to ``min_repeat_ms``) and returns seconds, ``f_cleanup()`` runs last.
 
-The worker is a separate process, so a kernel that crashes it (a segfault) gives
-``"LocalRunner: The worker process crashed: ...signal SIGSEGV..."`` and one that hangs gives
-``"LocalRunner: Timeout, killed after N seconds"``; an exception gives
-``"LocalRunner: An exception occurred\\n<traceback>"``. The worker is replaced and the next
-candidate is measured. The timeout covers one candidate's load, check and measurement, not the
-worker's start-up.
+The worker is a separate process (a :class:`workbench.workers.WorkerPool` of one), so a
+kernel that crashes it (a segfault) gives ``"LocalRunner: The worker process crashed:
+...signal SIGSEGV..."`` and one that hangs gives ``"LocalRunner: Timeout, killed after N
+seconds"``; an exception gives ``"LocalRunner: An exception occurred\\n<traceback>"``. The
+worker is replaced and the next candidate is measured. The timeout covers one candidate's
+load, check and measurement, not the worker's start-up. If no worker process can start at
+all, one warning says why and candidates are measured in the tuning process from then on.
+
+Interrupted (``KeyboardInterrupt``) in the middle of a batch, ``run`` raises
+:class:`MeasurementInterrupted` (a ``KeyboardInterrupt``) carrying the futures of the
+candidates measured so far, so the task scheduler can store them before the interrupt ends
+the tuning run.
 """
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Callable, Sequence
 
-from workbench.meta_schedule._workers import Chain, IsolatedWorker
 from workbench.meta_schedule.runner.config import EvaluatorConfig
 from workbench.meta_schedule.runner.runner import (
-    LocalRunnerFuture, PyRunner, RunnerFuture, RunnerInput,
+    LocalRunnerFuture, MeasurementInterrupted, PyRunner, RunnerFuture, RunnerInput,
 )
 from workbench.meta_schedule.runner.utils import (
     default_alloc_argument, default_cleanup, default_run_evaluator,
 )
+from workbench.workers import Chain, WorkerPool
 
-__all__ = ["LocalRunner", "LocalRunnerFuture"]
+__all__ = ["LocalRunner", "LocalRunnerFuture", "MeasurementInterrupted"]
 
 T_ALLOC_ARGUMENT = Callable[[Any, list, int], list]
 T_RUN_EVALUATOR = Callable[[Any, Any, EvaluatorConfig, list], list]
@@ -109,25 +116,29 @@ class LocalRunner(PyRunner):
         self.f_run_evaluator = f_run_evaluator
         self.f_cleanup = f_cleanup
         self.initializer = initializer
-        self._worker = IsolatedWorker(Chain(_warm_up, initializer))
+        self._pool = WorkerPool(1, Chain(_warm_up, initializer), name="wb-run",
+                                label="LocalRunner",
+                                fallback="measuring in this process from now on (no time "
+                                         "limit; a crashing kernel would end this process)",
+                                logger=logging.getLogger("workbench.meta_schedule"))
 
     def run(self, runner_inputs: Sequence[RunnerInput]) -> list[RunnerFuture]:
         futures: list[RunnerFuture] = []
-        for i, ri in enumerate(runner_inputs):
-            if i and self.cooldown_sec > 0:
-                time.sleep(self.cooldown_sec)
-            futures.append(self._run_one(ri))
+        try:
+            for i, ri in enumerate(runner_inputs):
+                if i and self.cooldown_sec > 0:
+                    time.sleep(self.cooldown_sec)
+                futures.append(self._run_one(ri))
+        except KeyboardInterrupt as err:
+            raise MeasurementInterrupted(futures) from err
         return futures
 
     def _run_one(self, ri: RunnerInput) -> LocalRunnerFuture:
         args_json = [a.as_json() for a in ri.args_info]
-        try:
-            out = self._worker.call(_run_job, (
-                ri.artifact_path, ri.device_type, args_json, self.evaluator_config,
-                self.alloc_repeat, self.f_alloc_argument, self.f_run_evaluator, self.f_cleanup,
-                ri.reference), self.timeout_sec)
-        except RuntimeError as err:  # the worker could not even start
-            return LocalRunnerFuture(None, f"LocalRunner: An exception occurred\n{err}")
+        out = self._pool.call(_run_job, (
+            ri.artifact_path, ri.device_type, args_json, self.evaluator_config,
+            self.alloc_repeat, self.f_alloc_argument, self.f_run_evaluator, self.f_cleanup,
+            ri.reference), self.timeout_sec)
         if out.kind == "ok":
             if "wrong" in out.value:
                 return LocalRunnerFuture(None, WRONG_RESULT_PREFIX + out.value["wrong"])
@@ -143,15 +154,17 @@ class LocalRunner(PyRunner):
     @property
     def worker_startup_seconds(self) -> float | None:
         """How long the last worker start took (None before the first run)."""
-        return self._worker.startup_seconds
+        return self._pool.startup_seconds
 
     @property
     def worker_pid(self) -> int | None:
-        return self._worker.pid
+        """Process id of the measurement worker (None when none is running)."""
+        pids = self._pool.pids
+        return pids[0] if pids else None
 
     def shutdown(self) -> None:
         """Stop the worker now (it also stops when the runner is collected)."""
-        self._worker.shutdown()
+        self._pool.shutdown()
 
     def __repr__(self) -> str:
         return (f"LocalRunner(timeout_sec={self.timeout_sec}, "

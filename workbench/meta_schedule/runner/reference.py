@@ -99,10 +99,10 @@ def make_reference(mod: IRModule | PrimFunc, target: Target | str,
     """Compute the expected outputs of the unscheduled ``mod`` once; return the ``.npz`` path
     to put in ``RunnerInput.reference``. Cached by (structural hash, target, args): calling it
     again for the same task returns the existing file. ``runner`` (a LocalRunner) lends its
-    worker process; otherwise a temporary worker is started. Raises ``RuntimeError`` if the
+    worker pool; otherwise a temporary worker is started. Raises ``RuntimeError`` if the
     unscheduled function itself fails, crashes or times out."""
     from workbench.codegen import compile_to_object
-    from workbench.meta_schedule._workers import IsolatedWorker
+    from workbench.workers import WorkerPool
 
     if isinstance(mod, PrimFunc):
         mod = IRModule({"main": mod})
@@ -120,10 +120,11 @@ def make_reference(mod: IRModule | PrimFunc, target: Target | str,
     with open(obj_path, "wb") as f:
         f.write(compile_to_object(mod, target).obj)
     outputs = written_arguments(func)
-    worker = getattr(runner, "_worker", None)
+    worker = getattr(runner, "_pool", None)
     own = worker is None
     if own:
-        worker = IsolatedWorker()
+        worker = WorkerPool(1, name="wb-reference", label="make_reference",
+                            fallback="running the unscheduled function in this process")
     try:
         out = worker.call(_compute_reference, (obj_path, args_json, outputs, out_path),
                           timeout_sec)

@@ -15,7 +15,8 @@ from typing import Any, Callable, Sequence
 
 from workbench.meta_schedule.arg_info import ArgInfo
 
-__all__ = ["RunnerInput", "RunnerResult", "RunnerFuture", "Runner", "PyRunner"]
+__all__ = ["RunnerInput", "RunnerResult", "RunnerFuture", "Runner", "PyRunner",
+           "MeasurementInterrupted"]
 
 
 class RunnerInput:
@@ -69,6 +70,18 @@ class LocalRunnerFuture(RunnerFuture):
     def __init__(self, res: Sequence[float] | None, error_message: str | None = None) -> None:
         self._result = RunnerResult(res, error_message)
         super().__init__(lambda: True, lambda: self._result)
+
+
+class MeasurementInterrupted(KeyboardInterrupt):
+    """Raised by a runner's ``run`` interrupted by the user (Ctrl-C, a Jupyter interrupt) in
+    the middle of a batch: ``futures`` are the finished measurements of its first
+    ``len(futures)`` inputs, in order, which the task scheduler stores before the interrupt
+    ends the tuning run (Workbench; TVM loses them). It is a ``KeyboardInterrupt``, so code
+    that does not know it sees the interrupt it is."""
+
+    def __init__(self, futures: Sequence[RunnerFuture]) -> None:
+        super().__init__(f"interrupted after {len(futures)} measurement(s)")
+        self.futures = list(futures)
 
 
 class Runner:

@@ -96,7 +96,8 @@ class TraceApplier:
     def shipping_form(self) -> tuple[str, bytes]:
         """``(key, pickle of (mod, postprocs))`` that workers rebuild this applier from."""
         if self._shipping is None:
-            data = pickle.dumps((self.mod, self.postprocs), protocol=pickle.HIGHEST_PROTOCOL)
+            from workbench.workers import dumps  # notebook-defined postprocs travel by value
+            data = dumps((self.mod, self.postprocs))
             self._shipping = (hashlib.sha1(data).hexdigest(), data)
         return self._shipping
 

@@ -2,7 +2,7 @@
 
 TVM replays and postprocesses candidate traces on ``num_threads`` threads. Our schedule
 primitives are Python, so threads would share one GIL; instead a batch of replays is cut into
-chunks that a pool of ``spawn``ed processes runs. A worker returns each finished schedule as
+chunks that a :class:`workbench.workers.WorkerPool` of fresh interpreters runs. A worker returns each finished schedule as
 one pickle of ``(mod, trace, handle table)``: handles keep their identity inside one pickle, so
 the rebuilt :class:`~workbench.tir.schedule.Schedule` is a full schedule (its handles resolve,
 its trace replays), the same object an in-process replay would have produced.
@@ -11,19 +11,19 @@ Replays are deterministic given the trace and seed, and seeds are drawn by the c
 the batch is cut, so results do not depend on the number of workers or on their timing.
 
 Nothing here may take the session down: if a worker dies or a chunk cannot be shipped, that
-chunk is replayed in-process, the broken pool is dropped, and the next batch starts a new one.
+chunk is replayed in-process (the pool replaces the dead worker); if no worker can start at
+all, one warning says why and replays stay in-process. Each such condition is logged once per
+pool, not once per batch.
 """
 from __future__ import annotations
 
 import atexit
-import concurrent.futures as cf
 import logging
-import multiprocessing as mp
 import pickle
 import threading
 from typing import TYPE_CHECKING, Sequence
 
-from workbench import options
+from workbench.workers import WorkerPool, WorkerStartError
 
 if TYPE_CHECKING:  # pragma: no cover
     from workbench.meta_schedule.search_strategy.base import TraceApplier
@@ -83,29 +83,26 @@ class ReplayPool:
         if num_workers < 1:
             raise ValueError(f"ReplayPool: num_workers must be >= 1, got {num_workers}")
         self.num_workers = num_workers
-        self._executor: cf.ProcessPoolExecutor | None = None
+        self._workers = WorkerPool(num_workers, name="wb-replay")
         self._lock = threading.Lock()
         self._unshippable: set[str] = set()   # workload keys workers failed to take
+        self.disabled: str | None = None      # why replays stay in-process, if they do
+        self._warned: set[str] = set()
 
-    def _pool(self) -> cf.ProcessPoolExecutor:
-        if self._executor is None:
-            from workbench.meta_schedule._workers import exit_with_parent
-            ctx = mp.get_context(options.get("ms_worker_start_method"))
-            self._executor = cf.ProcessPoolExecutor(max_workers=self.num_workers,
-                                                    mp_context=ctx,
-                                                    initializer=exit_with_parent)
-        return self._executor
-
-    def _drop(self) -> None:
-        if self._executor is not None:
-            # waiting is quick (no work is queued once futures are cancelled) and leaves no
-            # half-closed executor for interpreter shutdown to trip over
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the live replay workers (none before the first heavy batch)."""
+        return self._workers.pids
 
     def shutdown(self) -> None:
         with self._lock:
-            self._drop()
+            self._workers.shutdown()
+
+    def _warn_once(self, what: str, message: str, *args: object) -> None:
+        # A condition the pool handles itself is worth one line per pool, not one per batch.
+        if what not in self._warned:
+            self._warned.add(what)
+            _LOG.warning(message, *args)
 
     def replay(self, applier: "TraceApplier", jobs: Sequence[ReplayJob]) -> list["Schedule | None"]:
         """``applier.apply`` on every job, in worker processes; failures are counted in
@@ -113,51 +110,48 @@ class ReplayPool:
         jobs = list(jobs)
         if not jobs:
             return []
-        n_chunks = max(1, min(len(jobs), self.num_workers * _CHUNKS_PER_WORKER))
-        size = -(-len(jobs) // n_chunks)
-        chunks = [jobs[i:i + size] for i in range(0, len(jobs), size)]
-        results: list["Schedule | None"] = []
 
         def here(part: list[ReplayJob]) -> list["Schedule | None"]:
             return [applier.apply(t, s, keep_decisions=k) for t, s, k in part]
 
         with self._lock:
+            if self.disabled is not None:
+                return here(jobs)
             try:
                 key, setup = applier.shipping_form()
-            except Exception as e:  # noqa: BLE001 - e.g. a postproc holding a lambda
-                _LOG.warning("The workload cannot be sent to replay workers (%s: %s); "
-                             "replaying in-process", type(e).__name__, e)
+            except Exception as e:  # noqa: BLE001 - e.g. a postproc holding a lock
+                self._warn_once("unshippable", "The workload cannot be sent to replay workers "
+                                "(%s: %s); replaying it in this process", type(e).__name__, e)
                 return here(jobs)
             if key in self._unshippable:
                 return here(jobs)
+            n_chunks = max(1, min(len(jobs), self.num_workers * _CHUNKS_PER_WORKER))
+            size = -(-len(jobs) // n_chunks)
+            chunks = [jobs[i:i + size] for i in range(0, len(jobs), size)]
             try:
-                pool = self._pool()
-                futures = [pool.submit(_worker_replay, key, setup, c) for c in chunks]
-            except Exception as e:  # noqa: BLE001 - pool start failure: replay here instead
-                _LOG.warning("Replay pool unavailable (%s); replaying in-process", e)
-                self._drop()
+                outcomes = self._workers.run(_worker_replay, [(key, setup, c) for c in chunks],
+                                             timeout=None)
+            except WorkerStartError as e:
+                self.disabled = e.reason
+                _LOG.warning("Replay worker processes cannot start (%s); replaying in this "
+                             "process from now on", e.reason)
                 return here(jobs)
-            broken = False
-            for chunk, fut in zip(chunks, futures):
-                try:
-                    if broken:
-                        raise RuntimeError("the replay pool broke on an earlier chunk")
-                    part = fut.result()
-                except Exception as e:  # noqa: BLE001 - a dead worker or an unpicklable job
-                    if not broken:
-                        _LOG.warning("A replay worker failed (%s: %s); replaying its chunk "
-                                     "in-process", type(e).__name__, e)
-                    if isinstance(e, cf.process.BrokenProcessPool):
-                        broken = True
-                    elif not broken:
-                        # the worker could not take this workload (say, a postproc class
-                        # defined in a notebook does not import there): stop offering it
-                        self._unshippable.add(key)
-                    results.extend(here(chunk))
+            results: list["Schedule | None"] = []
+            for chunk, out in zip(chunks, outcomes):
+                if out.kind == "ok":
+                    results.extend(applier.adopt(item) for item in out.value)
                     continue
-                results.extend(applier.adopt(item) for item in part)
-            if broken:
-                self._drop()
+                if out.kind == "error":
+                    # the worker could not take this workload (say, a postproc class that
+                    # does not import there): stop offering it
+                    self._unshippable.add(key)
+                    last = str(out.value).strip().splitlines()[-1:] or [""]
+                    self._warn_once("error", "A replay worker could not replay a workload "
+                                    "(%s); replaying it in this process", last[0])
+                else:
+                    self._warn_once("crashed", "A replay worker failed (%s); replaying its "
+                                    "chunk in this process", out.value)
+                results.extend(here(chunk))
         return results
 
 

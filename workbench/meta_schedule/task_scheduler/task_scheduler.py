@@ -18,14 +18,25 @@ trial's median latency (1e9 ms on failure) and logs the trial lines and the stat
 Beyond TVM: each task's unscheduled function is run once (``make_reference``) and every
 ``RunnerInput`` carries that reference, so a schedule computing wrong results fails its
 measurement instead of becoming the best record (pass ``check_outputs=False`` to skip).
+
+Interrupts (Ctrl-C, a Jupyter interrupt) end the run without losing measurements: a batch is
+committed whole (SIGINT is held back until the callbacks that store records -- those with
+``stores_records``, i.e. ``AddToDatabase`` -- have returned; the cost model update after them
+stays interruptible), and when a ``KeyboardInterrupt`` (or any exception) escapes
+the loop, every batch already measured but not yet joined -- including the measured part of
+a batch the runner was in the middle of (:class:`~..runner.MeasurementInterrupted`) -- is
+joined first, so its records are in the database before the exception propagates.
 """
 from __future__ import annotations
 
 import abc
+import contextlib
 import logging
 import os
+import signal
 import tempfile
-from typing import TYPE_CHECKING, Any, Sequence
+import threading
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from workbench.meta_schedule.arg_info import ArgInfo
 from workbench.meta_schedule.profiler import Profiler
@@ -44,6 +55,25 @@ __all__ = ["TaskRecord", "TaskScheduler", "PyTaskScheduler"]
 
 FAILED_LATENCY_MS = 1e9
 GLOBAL_LOGGER = "workbench.meta_schedule"
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Hold SIGINT back for the block (main thread only, where Python delivers it): an
+    interrupt during the block is re-delivered to the previous handler right after it (so a
+    ``KeyboardInterrupt`` is raised there, as usual)."""
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
+        yield  # not Python's to hold (a handler installed outside Python)
+        return
+    caught: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            signal.raise_signal(signal.SIGINT)
 
 
 class TaskRecord:
@@ -83,6 +113,7 @@ class TaskScheduler(abc.ABC):
         self.remaining_tasks_ = 0
         self.logger = logging.getLogger(GLOBAL_LOGGER)
         self.check_outputs = True
+        self._stopping = False  # joining what was measured while a run ends by an exception
 
     @abc.abstractmethod
     def next_task_id(self) -> int:
@@ -112,6 +143,19 @@ class TaskScheduler(abc.ABC):
             with Profiler.timeit("InitializeTask"):
                 self._initialize_task(i, ctx, weight, max_trials_per_task,
                                       num_trials_per_iter, ref_dir)
+        try:
+            self._loop(max_trials_global, max_trials_per_task)
+            for task_id, task in enumerate(self.tasks_):
+                if not task.is_terminated:
+                    if task.runner_futures is not None:
+                        self.join_running_task(task_id)
+                    self.terminate_task(task_id)
+                task.ctx.post_tuning()
+        except BaseException as err:
+            self._store_measured(err)
+            raise
+
+    def _loop(self, max_trials_global: int, max_trials_per_task: int) -> None:
         trials = 0
         while trials < max_trials_global:
             task_id = self.next_task_id()
@@ -130,12 +174,28 @@ class TaskScheduler(abc.ABC):
             trials += len(cands)
             self.logger.info("Sending %d sample(s) to builder", len(cands))
             self._send(task_id, cands)
-        for task_id, task in enumerate(self.tasks_):
-            if not task.is_terminated:
-                if task.runner_futures is not None:
-                    self.join_running_task(task_id)
-                self.terminate_task(task_id)
-            task.ctx.post_tuning()
+
+    def _store_measured(self, err: BaseException) -> None:
+        """The run is ending by ``err``: join every batch whose measurements are all done, so
+        what was measured is stored (callbacks not ``needed_when_stopping`` are skipped).
+        Nothing here may hide ``err``."""
+        self._stopping = True
+        try:
+            for task_id, task in enumerate(self.tasks_):
+                futures = task.runner_futures
+                if task.is_terminated or not futures:
+                    continue
+                try:
+                    if all(f.done() for f in futures):
+                        self.join_running_task(task_id)
+                except Exception as inner:  # noqa: BLE001 - report it, keep the original error
+                    self.logger.warning("Could not store the measured batch of task #%d while "
+                                        "stopping (%s: %s)", task_id, type(inner).__name__,
+                                        inner)
+        finally:
+            self._stopping = False
+        if isinstance(err, KeyboardInterrupt):
+            self.logger.info("Tuning interrupted; every measured candidate is stored")
 
     def _initialize_task(self, i: int, ctx: "TuneContext", weight: float,
                          max_trials_per_task: int, num_trials_per_iter: int,
@@ -175,7 +235,7 @@ class TaskScheduler(abc.ABC):
 
     def _send(self, task_id: int, cands: list["MeasureCandidate"]) -> None:
         from workbench.meta_schedule.builder import BuilderInput
-        from workbench.meta_schedule.runner import RunnerFuture, RunnerInput, RunnerResult
+        from workbench.meta_schedule.runner import MeasurementInterrupted, RunnerInput
         task = self.tasks_[task_id]
         target = task.ctx.target
         with Profiler.timeit("SendToBuilder"):
@@ -186,11 +246,31 @@ class TaskScheduler(abc.ABC):
                 inputs.append(RunnerInput(res.artifact_path, "cpu", cand.args_info,
                                           reference=task.reference))
                 positions.append(k)
-        with Profiler.timeit("SendToRunner"):
-            ran = self._runner.run(inputs) if inputs else []
+        try:
+            with Profiler.timeit("SendToRunner"):
+                ran = self._runner.run(inputs) if inputs else []
+        except MeasurementInterrupted as stop:
+            # Keep the candidates settled before the interrupt (measured, or failed to
+            # build) as this task's batch: tune() stores it on the way out.
+            ran = stop.futures
+            cut = positions[len(ran)] if len(ran) < len(positions) else len(cands)
+            self._pending(task, cands[:cut], built[:cut], positions, ran)
+            # The user sees the interrupt itself, not the runner's wrapper of it.
+            interrupt = stop.__cause__ if isinstance(stop.__cause__, KeyboardInterrupt) \
+                else KeyboardInterrupt()
+            raise interrupt from None
+        self._pending(task, cands, built, positions, ran)
+
+    @staticmethod
+    def _pending(task: TaskRecord, cands: list, built: list, positions: list[int],
+                 ran: Sequence["RunnerFuture"]) -> None:
+        """Make ``cands`` the task's batch in flight: runner futures at ``positions``, build
+        failures as finished failed runs."""
+        from workbench.meta_schedule.runner import RunnerFuture, RunnerResult
         futures: list[Any] = [None] * len(cands)
         for k, fut in zip(positions, ran):
-            futures[k] = fut
+            if k < len(cands):
+                futures[k] = fut
         for k, res in enumerate(built):
             if futures[k] is None:
                 failed = RunnerResult(None, res.error_msg or "the runner returned no result")
@@ -208,8 +288,7 @@ class TaskScheduler(abc.ABC):
         with Profiler.timeit("JoinRunnerFutures"):
             results = [f.result() for f in task.runner_futures]
         cands, built = task.measure_candidates, task.builder_results
-        task.ctx.notify_runner_results(cands, results)
-        self._record_batch(task_id, cands, built, results)
+        self._record_batch(task_id, cands, built, results, notify=True)
         return results
 
     def measure_batch(self, task_id: int, cands: list["MeasureCandidate"],
@@ -235,12 +314,29 @@ class TaskScheduler(abc.ABC):
 
     def _record_batch(self, task_id: int, cands: list["MeasureCandidate"],
                       built: list["BuilderResult"], results: list["RunnerResult"],
-                      callbacks: Sequence["MeasureCallback"] | None = None) -> None:
-        """Apply the measure callbacks to a finished batch, record and log its latencies."""
+                      callbacks: Sequence["MeasureCallback"] | None = None,
+                      notify: bool = False) -> None:
+        """Take the task's finished batch, tell its strategy (``notify``), apply the measure
+        callbacks, record and log its latencies.
+
+        The batch is taken (so it is never committed twice) and stored as one step: an
+        interrupt waits until the callbacks that store records (``stores_records``) have
+        returned. While the run is ending by an exception, callbacks not
+        ``needed_when_stopping`` are skipped."""
         task = self.tasks_[task_id]
-        for cb in self.measure_callbacks_ if callbacks is None else callbacks:
+        callbacks = list(self.measure_callbacks_ if callbacks is None else callbacks)
+        if getattr(self, "_stopping", False):
+            callbacks = [cb for cb in callbacks if getattr(cb, "needed_when_stopping", True)]
+        stored = 1 + max((i for i, cb in enumerate(callbacks)
+                          if getattr(cb, "stores_records", False)), default=-1)
+        with _interrupts_held():
+            task.measure_candidates = task.builder_results = task.runner_futures = None
+            if notify:
+                task.ctx.notify_runner_results(cands, results)
+            for cb in callbacks[:stored]:
+                cb.apply(self, task_id, cands, built, results)
+        for cb in callbacks[stored:]:
             cb.apply(self, task_id, cands, built, results)
-        task.measure_candidates = task.builder_results = task.runner_futures = None
         log = task.ctx.logger
         name = f"[Task #{task_id}: {task.ctx.task_name}]"
         for cand, b, r in zip(cands, built, results):
