@@ -87,7 +87,15 @@ def traced(kind_name: str, sampling: bool = False) -> Callable:
     return wrap
 
 
+# Lookups and loop annotations that move nothing are sound inside a blockized block's init
+# (RewriteTensorize vectorizes the init of a tensorized block this way); everything else would
+# schedule part of an init as if it were a stage of its own.
+_INIT_PRIMITIVES = frozenset({"get_block", "get_loops", "vectorize", "unroll"})
+
+
 def _check_not_in_init(index: FuncIndex, key: str | Var, primitive: str) -> None:
+    if primitive in _INIT_PRIMITIVES:
+        return
     owner = index.init_owner(key)
     if owner is not None:
         what = f"block {key!r}" if isinstance(key, str) else f"loop {key.name!r}"
