@@ -183,3 +183,13 @@ class MultiLevelTilingMicroKernel(MultiLevelTilingWithIntrin):
         names = [_micro_kernel_name(self.family, mr, nr, kcs[-1]) for mr, nr in self.shapes
                  if m % mr == 0 and n % nr == 0]
         return names[:self.max_candidates]
+
+    def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
+        out = super().apply(sch, block)
+        if self.family == "vnni" or out == [sch]:
+            return out
+        # float32 also keeps the untensorized block as a design space of its own (the plain
+        # MultiLevelTiling after this rule tiles it): a micro-kernel space has few decisions
+        # (a 128^3 matmul gave 8 distinct candidates, the best 5x slower than the tiled space),
+        # so the search must be free to prefer ordinary tiling.
+        return [*out, sch]
