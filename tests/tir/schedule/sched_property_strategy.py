@@ -178,9 +178,17 @@ def _no_parallel_around(view, lp) -> bool:
     return all(a.kind != ForKind.PARALLEL for a in view.ancestors(lp) + view.descendants(lp))
 
 
+def _no_decomposed_update_under(view, lp) -> bool:
+    """A decomposed reduction's update (reduction variables, no init) accumulates across the
+    iterations of every loop around it: parallel there is refused (analysis/dataflow.py)."""
+    return not any(view.has_reduce_iter(n) and view.block(n).init is None
+                   for n in view.under(lp))
+
+
 def _opt_parallel(view):
     return [lp for lp in view.loops if lp.kind == ForKind.SERIAL and
-            _no_parallel_around(view, lp) and view.feeds_every_block(lp)]
+            _no_parallel_around(view, lp) and view.feeds_every_block(lp) and
+            _no_decomposed_update_under(view, lp)]
 
 
 def _do_parallel(sch, view, draw, lp):
@@ -191,7 +199,7 @@ def _do_parallel(sch, view, draw, lp):
 def _opt_vectorize(view):
     return [lp for lp in view.loops if lp.kind == ForKind.SERIAL and
             isinstance(lp.body, BlockRealize) and 2 <= (extent(lp) or 0) <= 16 and
-            view.feeds_every_block(lp)]
+            view.feeds_every_block(lp) and _no_decomposed_update_under(view, lp)]
 
 
 def _do_vectorize(sch, view, draw, lp):
