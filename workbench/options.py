@@ -273,3 +273,16 @@ register("omp_spin_count", int, 10000, env="WORKBENCH_OMP_SPIN_COUNT",
              "sooner); -1 keeps libgomp's default; OMP_WAIT_POLICY or GOMP_SPINCOUNT in the "
              "environment win.",
          validate=_spin_count)
+
+
+def _loader_mode(value: str) -> None:
+    if value not in ("auto", "mcjit", "linked"):
+        raise ValueError(f"must be 'auto', 'mcjit' or 'linked', got {value!r}")
+
+
+register("kernel_loader", str, "auto", env="WORKBENCH_KERNEL_LOADER",
+         doc="How compiled object code is loaded: 'mcjit', 'linked' (linked into a shared "
+             "library with the C compiler, then dlopen'ed) or 'auto' (linked when a C compiler "
+             "is found and over 1 GiB of native libraries are mapped, e.g. after import torch, "
+             "where MCJIT can place code and data too far apart and abort).",
+         validate=_loader_mode)

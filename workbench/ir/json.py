@@ -15,6 +15,7 @@ pass and a cycle cannot be expressed). A value is one of:
 - ``{"ref": n}``: node ``n`` of the table;
 - ``{"float": "0.5"}``: a float by its exact ``repr`` (also ``"inf"``, ``"-inf"``, ``"nan"``,
   ``"-0.0"``, which bare JSON numbers cannot hold);
+- ``{"bytes": "<base64>"}``: a bytes value (a Relax constant's data);
 - ``{"list": [...]}``, ``{"fdict": [[k, v], ...]}`` (FrozenDict), ``{"dict": [[k, v], ...]}``:
   the other containers, dict keys kept in order and free to be nodes;
 - ``{"module": {"functions": [[{"ref": gv}, v], ...], "attrs": v}}``: an IRModule.
@@ -23,6 +24,8 @@ A node's ``type`` is its class name in ``NODE_REGISTRY``; a class whose name is 
 class is written ``module:QualName`` instead.
 """
 from __future__ import annotations
+
+import base64
 
 import importlib
 import json
@@ -110,6 +113,8 @@ def _encode(v: Any, ids: dict[int, int], where: str) -> Any:
         return v
     if t is float:
         return {"float": repr(v)}
+    if t is bytes:
+        return {"bytes": base64.b64encode(v).decode("ascii")}
     if isinstance(v, Node):
         return {"ref": ids[id(v)]}
     if t is tuple:
@@ -125,7 +130,7 @@ def _encode(v: Any, ids: dict[int, int], where: str) -> Any:
                           for gv, f in v.functions.items()],
             "attrs": _encode(v.attrs, ids, where)}}
     raise TypeError(f"save_json: cannot represent {v!r} ({t.__name__}) in {where}; "
-                    "values must be IR nodes, IRModules, tuples, lists, dicts, str, int, float, "
+                    "values must be IR nodes, IRModules, tuples, lists, dicts, str, bytes, int, float, "
                     "bool or None")
 
 
@@ -222,6 +227,11 @@ def _decode(v: Any, built: list[Node], where: str) -> Any:
             return float(body)
         except (TypeError, ValueError):
             raise ValueError(f"{where}: bad float {body!r}") from None
+    if tag == "bytes":
+        try:
+            return base64.b64decode(body, validate=True)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: bad base64 bytes {_preview(body)}") from None
     if tag == "list":
         if not isinstance(body, list):
             raise ValueError(f"{where}.list: expected a list, got {_preview(body)}")

@@ -292,6 +292,9 @@ def _tokens(node: Any, map_free_vars: bool) -> list[str]:
             if tx is float:
                 emit("f" + repr(x))
                 continue
+            if tx is bytes:  # constant data: a digest, not a token per byte
+                emit("b%d:%s" % (len(x), hashlib.blake2b(x, digest_size=16).hexdigest()))
+                continue
             if tx is tuple or tx is list:
                 emit(("(%d" if tx is tuple else "[%d") % len(x))
                 for i in range(len(x) - 1, -1, -1):

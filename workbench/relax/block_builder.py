@@ -99,6 +99,7 @@ class BlockBuilder:
         self._func: _FunctionState | None = None
         self._bound: dict[int, Expr] = {}  # id(var) -> value, for lookup_binding
         self._hash_memo: dict[int, tuple[Any, int]] = {}  # id(PrimFunc) -> (func, hash)
+        self._span: Any = None  # tags calls normalised inside span_scope (relax.span.Span)
 
     # ---- scopes -------------------------------------------------------------------------------
 
@@ -153,6 +154,19 @@ class BlockBuilder:
                                  "info, e.g. relax.Var('x', relax.TensorStructInfo((2, 3), "
                                  "'float32'))")
         return params
+
+    @contextlib.contextmanager
+    def span_scope(self, span: Any) -> Iterator[None]:
+        """Every call normalised inside the scope that has no span yet gets ``span`` (a
+        :class:`workbench.relax.span.Span`, or None for no tagging): how importers record
+        which model operation each emitted call implements, and how LegalizeOps hands a
+        call's span to the ``call_tir`` s it becomes. Scopes nest; the innermost wins."""
+        outer = self._span
+        self._span = span
+        try:
+            yield
+        finally:
+            self._span = outer
 
     @contextlib.contextmanager
     def dataflow(self) -> Iterator[None]:
@@ -426,6 +440,8 @@ class BlockBuilder:
 def _norm_call(bb: BlockBuilder, call: Call) -> Expr:
     args = tuple(bb._normalize_arg(a) for a in call.args)
     same = all(a is b for a, b in zip(args, call.args))
+    if bb._span is not None and call.span is None:
+        call = call.replace(span=bb._span)
     if same and call.struct_info is not None:
         return call
     call = call.replace(args=args) if not same else call

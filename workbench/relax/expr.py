@@ -99,28 +99,37 @@ class DataflowVar(Var):
 
 @node
 class TensorValue(Node):
-    """The value of a Constant: dtype, shape and the raw bytes (base64, little-endian).
+    """The value of a Constant: dtype, shape and the raw little-endian bytes.
 
-    Stored as text so constants survive ``save_json`` / ``load_json`` and compare by value.
+    Constants compare by value (``structural_equal`` compares the bytes, ``structural_hash``
+    digests them) and survive ``save_json`` / ``load_json`` (as base64 text). Raw bytes, not
+    text, so a model's weights (hundreds of MB) are not re-encoded on every use; a base64
+    ``payload`` (older JSON) is decoded on construction.
     """
 
     dtype: str
     shape: tuple[int, ...]
-    payload: str
+    payload: bytes
+
+    def __post_init__(self) -> None:
+        if isinstance(self.payload, str):
+            _set(self, "payload", base64.b64decode(self.payload))
+        elif not isinstance(self.payload, bytes):
+            _set(self, "payload", bytes(self.payload))
 
     @staticmethod
     def from_numpy(arr: np.ndarray) -> "TensorValue":
-        # np.array keeps 0-d arrays 0-d (np.ascontiguousarray would make them 1-d).
-        arr = np.array(arr, order="C", copy=True)
+        # np.asarray keeps 0-d arrays 0-d (np.ascontiguousarray would make them 1-d).
+        arr = np.asarray(arr)
         if arr.dtype.byteorder == ">":
             arr = arr.astype(arr.dtype.newbyteorder("<"))
         return TensorValue(str(arr.dtype), tuple(int(s) for s in arr.shape),
-                           base64.b64encode(arr.tobytes()).decode("ascii"))
+                           np.ascontiguousarray(arr).tobytes() if arr.ndim else arr.tobytes())
 
     def numpy(self) -> np.ndarray:
-        raw = base64.b64decode(self.payload)
+        """A fresh (writable) array of the value."""
         from workbench.runtime.ndarray import numpy_dtype
-        return np.frombuffer(raw, dtype=numpy_dtype(self.dtype)).reshape(self.shape).copy()
+        return np.frombuffer(self.payload, dtype=numpy_dtype(self.dtype)).reshape(self.shape).copy()
 
     asnumpy = numpy
 
@@ -270,7 +279,9 @@ class Call(Expr):
     """A call of an Op, a GlobalVar (a function of the module), an ExternFunc or a Var.
 
     ``attrs`` are the op's attributes (plain values, in a FrozenDict); ``sinfo_args`` are struct
-    infos the op needs to know its result (``call_tir``'s output).
+    infos the op needs to know its result (``call_tir``'s output). ``span`` (a
+    :class:`workbench.relax.span.Span` or None) says which operations of an imported model the
+    call implements; it takes no part in structural equality and passes carry it along.
     """
 
     op: Any  # Op | GlobalVar | ExternFunc | Var
@@ -278,6 +289,7 @@ class Call(Expr):
     attrs: FrozenDict = FrozenDict()
     sinfo_args: tuple[StructInfo, ...] = ()
     struct_info: StructInfo | None = None
+    span: Any = None  # workbench.relax.span.Span | None
 
     def __post_init__(self) -> None:
         _set(self, "args", tuple(self.args))

@@ -128,7 +128,7 @@ class ExprMutator:
         args = tuple(self.visit_expr(a) for a in c.args)
         if op is c.op and all(a is b for a, b in zip(args, c.args)):
             return c
-        return self.builder_.normalize(Call(op, args, c.attrs, c.sinfo_args))
+        return self.builder_.normalize(Call(op, args, c.attrs, c.sinfo_args, span=c.span))
 
     def visit_Tuple_(self, t: Tuple) -> Expr:
         fields = tuple(self.visit_expr(f) for f in t.fields)

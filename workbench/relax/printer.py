@@ -95,7 +95,9 @@ class _Printer:
             out.extend(self.function(b.value, name).split("\n"))
             return
         lhs = f"{name}: {ann}" if ann else name
-        out.append(f"{lhs} = {self.expr(b.value)}")
+        span = getattr(b.value, "span", None)
+        # Source locations of imported models show as a trailing comment.
+        out.append(f"{lhs} = {self.expr(b.value)}" + (f"  # {span.label()}" if span else ""))
 
     def if_binding(self, name: str, ann: str | None, e: If, out: list[str]) -> None:
         out.append(f"if {self.expr(e.cond)}:")

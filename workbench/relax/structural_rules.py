@@ -8,7 +8,7 @@ flag down through struct info and shape expressions to the bare tir Vars inside 
 from __future__ import annotations
 
 from workbench.ir.structural import VAR, register_structural
-from workbench.relax.expr import Function, MatchCast, ShapeExpr, Var, VarBinding
+from workbench.relax.expr import Call, Function, MatchCast, ShapeExpr, Var, VarBinding
 from workbench.relax.struct_info import (
     PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo,
 )
@@ -22,6 +22,8 @@ def register() -> None:
     register_structural(PrimStructInfo, inherit_defs=("value",))
     register_structural(TupleStructInfo, inherit_defs=("fields",))
     register_structural(Function, order=("params",), defs=("params",))
+    # Where a call came from (importers' source locations) does not change what it computes.
+    register_structural(Call, ignore=("span",))
     # The value is computed from earlier definitions; then the binding defines its var.
     register_structural(VarBinding, order=("value", "var"), defs=("var",))
     register_structural(MatchCast, order=("value", "struct_info", "var"),

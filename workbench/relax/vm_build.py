@@ -13,7 +13,9 @@ The Executable also carries, for inspection (not saved with it):
 - ``exe.memory_usage``: :class:`MemoryUsage` per function (bytes allocated per call with and
   without memory planning -- see :func:`workbench.relax.transform.estimate_memory_usage`);
 - ``exe.kernel_names``: the compiled kernels, in the library's order;
-- ``exe.lowered_mod``: the module after the pipeline (what the bytecode was generated from).
+- ``exe.lowered_mod``: the module after the pipeline (what the bytecode was generated from);
+- ``exe.call_sources``: ``{(function, instruction index): Span}`` for every kernel call of an
+  imported model (the layers it came from; see :mod:`workbench.relax.span`).
 """
 from __future__ import annotations
 

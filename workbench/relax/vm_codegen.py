@@ -24,6 +24,10 @@ to the void register); a Relax function is a VM call; ``R.call_packed``/ExternFu
 ``If``: ``c = vm.builtin.read_if_cond(cond)``; ``If c, T+2``; true branch; copy its result to
 the merge register; ``Goto F+1``; false branch; copy. Any other op reaching here was not
 legalized and raises a ``ValueError`` naming it.
+
+Source locations: ``exe.call_sources`` maps ``(function name, instruction index in it)`` of
+every Call instruction whose Relax call had a ``span`` (a kernel call of an imported model)
+to that :class:`~workbench.relax.span.Span` (not saved with the Executable).
 """
 from __future__ import annotations
 
@@ -55,8 +59,10 @@ def _is_void(sinfo: Any) -> bool:
 class _FunctionCodeGen:
     """Generates one VM function; instructions are collected first so If offsets are known."""
 
-    def __init__(self, ib: ExecBuilder, mod: IRModule, name: str, func: Function):
+    def __init__(self, ib: ExecBuilder, mod: IRModule, name: str, func: Function,
+                 call_sources: dict):
         self.ib, self.mod, self.name, self.func = ib, mod, name, func
+        self.call_sources = call_sources  # (function, instruction index) -> Span
         self.args: dict[int, int] = {}  # id(var) -> argument word
         self.next_reg = len(func.params)
         for i, p in enumerate(func.params):
@@ -78,8 +84,10 @@ class _FunctionCodeGen:
         code.append(("ret", result))
         params = [p.name_hint for p in self.func.params]
         with self.ib.function(self.name, num_inputs=len(params), param_names=params):
-            for instr in code:
+            for index, instr in enumerate(code):
                 _EMIT[instr[0]](self.ib, *instr[1:])
+                if instr[0] == "call" and len(instr) > 4 and instr[4] is not None:
+                    self.call_sources[(self.name, index)] = instr[4]
 
     def _is_register(self, word: int) -> bool:
         from workbench.runtime.relax_vm import Arg, ArgKind
@@ -145,9 +153,9 @@ class _FunctionCodeGen:
         args = [self.arg(a, code) for a in c.args]
         if isinstance(op, GlobalVar):
             name, callee = self._callee(op)
-            code.append(("call", name, args, self.dst_for(b)))
+            code.append(("call", name, args, self.dst_for(b), c.span))
         elif isinstance(op, ExternFunc):
-            code.append(("call", op.global_symbol, args, self.dst_for(b)))
+            code.append(("call", op.global_symbol, args, self.dst_for(b), c.span))
         else:
             raise ValueError(f"VMCodeGen: function {self.name!r}: calling {op!r} is not "
                              "supported (closures are not compiled yet)")
@@ -279,7 +287,7 @@ _OP_RULES: dict[str, Callable[..., None]] = {
 }
 
 _EMIT: dict[str, Callable[..., None]] = {
-    "call": lambda ib, name, args, dst: ib.emit_call(name, args, dst),
+    "call": lambda ib, name, args, dst, span=None: ib.emit_call(name, args, dst),
     "ret": lambda ib, reg: ib.emit_ret(reg),
     "goto": lambda ib, k: ib.emit_goto(k),
     "if": lambda ib, reg, k: ib.emit_if(reg, k),
@@ -296,10 +304,13 @@ def vm_codegen(mod: IRModule) -> tuple[Executable, IRModule]:
             raise ValueError(f"VMCodeGen: {name!r} is a fused (Primitive) function; run FuseTIR "
                              "before code generation")
         ib.declare_function(name, VMFuncKind.VM_FUNC)
+    call_sources: dict = {}
     for name, f in funcs:
-        _FunctionCodeGen(ib, mod, name, f).run()
+        _FunctionCodeGen(ib, mod, name, f, call_sources).run()
     lib = IRModule({name: f for name, f in mod.items() if isinstance(f, PrimFunc)})
-    return ib.get(), lib
+    exe = ib.get()
+    exe.call_sources = call_sources
+    return exe, lib
 
 
 __all__ = ["vm_codegen"]

@@ -189,7 +189,8 @@ def _init_llvm() -> None:
 
 
 def load_object(obj: bytes) -> LoadedCode:
-    """Load relocatable object code for the host into a fresh MCJIT engine.
+    """Load relocatable object code for the host into a fresh MCJIT engine (or, see
+    :func:`use_linked_loader`, link it into a shared library and dlopen that).
 
     External symbols resolve against the process (libm via Python, libgomp via
     :func:`ensure_gomp`). Raises ``ValueError`` if the bytes are not an object file.
@@ -202,6 +203,8 @@ def load_object(obj: bytes) -> LoadedCode:
             or obj[:2] == b"\x64\x86"):
         raise ValueError("object code is not an ELF/Mach-O/COFF object file "
                          f"(starts with {bytes(obj[:4])!r})")
+    if obj[:4] == b"\x7fELF" and use_linked_loader():
+        return _load_linked(bytes(obj))
     ensure_gomp(required=uses_gomp(obj))
     ensure_mvec(required=uses_mvec(obj))
     _init_llvm()
@@ -219,6 +222,55 @@ def load_object(obj: bytes) -> LoadedCode:
         return int(engine.get_global_value_address(symbol) or 0)
 
     return LoadedCode((engine, tm), resolve, "mcjit")
+
+
+# Above this much native library code mapped into the process (PyTorch's CUDA build maps
+# ~3 GB), MCJIT is unsafe: its memory manager maps the code and the constant/GOT sections of
+# one object separately, the kernel may place them in holes more than 2 GB apart, and
+# RuntimeDyld then aborts the whole process on a 32-bit PC-relative relocation
+# ("Assertion `isInt<32>(RealOffset)' failed"). A shared library is mapped as one image.
+_LINK_ABOVE_BYTES = 1 << 30
+
+
+def _mapped_library_bytes() -> int:
+    try:
+        with open("/proc/self/maps") as f:
+            lines = f.readlines()
+    except OSError:
+        return 0
+    total = 0
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 6 and ".so" in parts[5]:
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            total += hi - lo
+    return total
+
+
+def use_linked_loader() -> bool:
+    """Whether :func:`load_object` links object code into a shared library (with the C
+    compiler) and dlopens it instead of using MCJIT: option ``kernel_loader`` -- ``"mcjit"``,
+    ``"linked"``, or ``"auto"`` (linked when a C compiler is available and more than 1 GiB of
+    native libraries are mapped, e.g. after ``import torch``)."""
+    mode = options.get("kernel_loader")
+    if mode == "mcjit":
+        return False
+    if mode == "linked":
+        return True
+    try:
+        _find_cc()
+    except RuntimeError:
+        return False
+    return _mapped_library_bytes() > _LINK_ABOVE_BYTES
+
+
+def _load_linked(obj: bytes) -> LoadedCode:
+    with tempfile.TemporaryDirectory(prefix="workbench-jit-") as tmp:
+        path = os.path.join(tmp, "kernels.so")
+        link_shared([obj], path, need_gomp=uses_gomp(obj))
+        with open(path, "rb") as f:
+            data = f.read()
+    return load_shared(data, "<object code linked with the C compiler>")
 
 
 # -- shared libraries -----------------------------------------------------------------------

@@ -14,7 +14,8 @@ becomes ::
     _ = cls.f(x, w, alloc)                 # the kernel writes its output into alloc
     lv = alloc
 
-(one ``alloc`` per output; several outputs make ``lv = (alloc, alloc1)``). A call with
+(one ``alloc`` per output; several outputs make ``lv = (alloc, alloc1)``; the kernel call
+keeps the ``call_tir``'s ``span``). A call with
 ``tir_vars`` calls ``R.call_packed("vm.builtin.call_tir_dyn", cls.f, x, w, alloc,
 R.shape([...]))`` so the kernel receives the extra int64 scalars after its buffers. Bindings
 inside If branches are rewritten too.
@@ -62,11 +63,13 @@ def _rewrite(b: Binding) -> list[Binding]:
         alloc = Var("alloc", si)
         out.append(VarBinding(alloc, builtin_alloc_tensor(si.shape, si.dtype)))
         allocs.append(alloc)
+    span = b.value.span  # the kernel call implements what the call_tir did
     if tir_vars:
         call = Call(ExternFunc("vm.builtin.call_tir_dyn"),
-                    (gvar, *inputs, *allocs, b.value.args[2]), {}, (VOID_SINFO,), VOID_SINFO)
+                    (gvar, *inputs, *allocs, b.value.args[2]), {}, (VOID_SINFO,), VOID_SINFO,
+                    span=span)
     else:
-        call = Call(gvar, (*inputs, *allocs), {}, (VOID_SINFO,), VOID_SINFO)
+        call = Call(gvar, (*inputs, *allocs), {}, (VOID_SINFO,), VOID_SINFO, span=span)
     out.append(VarBinding(Var("_", VOID_SINFO), call))
     result = allocs[0] if len(allocs) == 1 else Tuple(tuple(allocs), b.var.struct_info)
     out.append(VarBinding(b.var, result))

@@ -7,7 +7,8 @@ the PrimFuncs (a PrimFunc without one is opaque and never fuses). Each group of 
 bindings becomes a private Relax function with the attr ``Primitive=1``, named
 ``fused_<kernel>_<kernel>...``, whose parameters are the values the group reads from outside
 and whose result is what is used outside (a tuple when several values are); the group's
-bindings are replaced by one call of it. ``FuseTIR`` then turns each such function into one
+bindings are replaced by one call of it, whose ``span`` merges the members' spans (source
+locations, ``workbench.relax.span``). ``FuseTIR`` then turns each such function into one
 PrimFunc. Nothing else changes; ``FuseOps(fuse_opt_level=0)`` is the identity.
 
 The rules (TVM's ``GraphPartitioner``; patterns ordered ElemWise < Broadcast < Injective <
@@ -32,6 +33,7 @@ from workbench.relax.expr import (
     TupleGetItem, Var, VarBinding,
 )
 from workbench.relax.op.base import is_call_tir
+from workbench.relax.span import Span
 from workbench.relax.struct_info import TupleStructInfo
 from workbench.relax.transform._util import fresh_name, is_primitive, relax_functions, used_vars
 from workbench.relax.transform.annotate_tir_op_pattern import OpPatternKind as K
@@ -350,7 +352,9 @@ def _fuse_block(block: DataflowBlock, mod: IRModule, used_later: set[int],
         name = fresh_name(new_funcs, "fused_" + "_".join(names))
         new_funcs[name] = func
         gv = new_funcs.get_global_var(name)
-        items.append((idx[-1], _call_bindings(gv, func, args, outputs)))
+        # The fused call implements every member's model operations (source locations).
+        span = Span.merge(x.value.span for x in group_bindings if isinstance(x.value, Call))
+        items.append((idx[-1], _call_bindings(gv, func, args, outputs, span)))
     items.sort(key=lambda kv: kv[0])
     return DataflowBlock(tuple(_check_order([b for _, bs in items for b in bs])))
 
@@ -368,9 +372,9 @@ def _used_outside(bindings: tuple[Binding, ...], inside: set[int], used_later: s
     return out
 
 
-def _call_bindings(gv: GlobalVar, func: Function, args: list[Any], outputs: list[Var]
-                   ) -> list[Binding]:
-    call = Call(gv, tuple(args), {}, (), func.ret_struct_info)
+def _call_bindings(gv: GlobalVar, func: Function, args: list[Any], outputs: list[Var],
+                   span: Any = None) -> list[Binding]:
+    call = Call(gv, tuple(args), {}, (), func.ret_struct_info, span=span)
     if len(outputs) == 1:
         return [VarBinding(outputs[0], call)]
     tup_var = DataflowVar(f"{outputs[0].name_hint}_tuple", func.ret_struct_info)

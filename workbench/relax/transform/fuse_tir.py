@@ -2,7 +2,7 @@
 
 Contract: ``FuseTIR()(mod)`` returns a new module in which every call of a ``Primitive``
 function (made by ``FuseOps``) is replaced by ``call_tir`` of one new PrimFunc of the same name
-(``fused_matmul_add_relu``), and the Primitive functions -- and PrimFuncs no longer called --
+(``fused_matmul_add_relu``; the ``call_tir`` keeps the call's ``span``), and the Primitive functions -- and PrimFuncs no longer called --
 are removed. The new PrimFunc is in block form, so schedules and the tuner treat it like any
 other kernel:
 
@@ -15,6 +15,9 @@ other kernel:
   block too;
 - every loop, block variable and buffer is a fresh copy (a kernel used twice in one group gets
   two independent loop nests); block and buffer names are made unique (``T_add``, ``T_add_1``);
+- groups whose PrimFuncs are structurally equal (a network's repeated blocks) share the first
+  one: every such call is ``call_tir`` of that kernel (its ``span`` still tells the calls
+  apart), so it is lowered, compiled and tuned once;
 - attrs: ``global_symbol`` (its name), ``tir.noalias``, and ``op_pattern``: the group's
   strongest pattern; ``layout_free_buffers`` (the tuner's ``RewriteLayout`` re-lays out those
   parameters) lists, in the fused function's parameter indices, every parameter that is read
@@ -310,7 +313,8 @@ def _rewrite_caller(func: Function, fused: dict[str, tuple[GlobalVar, list[TirVa
         tir_vars = ShapeExpr(tuple(_caller_dims(extra, value, mod))) if extra else None
         call = call_tir(gv, Tuple(tuple(args)), out_sinfo if len(out_sinfo) > 1
                         else out_sinfo[0], tir_vars)
-        return pre + [VarBinding(b.var, call.replace(struct_info=b.var.struct_info))]
+        return pre + [VarBinding(b.var, call.replace(struct_info=b.var.struct_info,
+                                                     span=value.span))]
     return with_body(func, map_bindings(func.body, rewrite))
 
 
@@ -347,16 +351,29 @@ class FuseTIR:
     def __call__(self, mod: IRModule) -> IRModule:
         if not isinstance(mod, IRModule):
             raise TypeError(f"FuseTIR expects an IRModule, got {type(mod).__name__}")
+        from workbench.ir.structural import structural_equal, structural_hash
         out = mod.copy()
         fused: dict[str, tuple[GlobalVar, list[TirVar]]] = {}
+        built: dict[int, list[tuple[PrimFunc, GlobalVar]]] = {}
         for name, func in relax_functions(mod):
             if not is_primitive(func):
                 continue
             fuser = _Fuser(mod, name, func)
             prim = fuser.build()
             del out[name]
+            # A group structurally equal to one already built (a model's repeated blocks)
+            # calls that kernel: it is lowered, compiled and tuned once.
+            probe = prim.replace(attrs=prim.attrs.without("global_symbol"))
+            key = structural_hash(probe)
+            same = next((gv for other, gv in built.get(key, ())
+                         if structural_equal(probe, other)), None)
+            if same is not None:
+                fused[name] = (same, fuser.extra_vars)
+                continue
             out[name] = prim
-            fused[name] = (out.get_global_var(name), fuser.extra_vars)
+            gv = out.get_global_var(name)
+            built.setdefault(key, []).append((probe, gv))
+            fused[name] = (gv, fuser.extra_vars)
         if not fused:
             return out
         for name, func in relax_functions(out):

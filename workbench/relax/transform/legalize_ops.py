@@ -11,7 +11,8 @@ dtypes is replaced by what the rule builds, normally::
 The PrimFuncs are added to the module (named after the op: ``matmul``, ``add``, ``add1``, ...;
 structurally equal kernels are shared). Calls with unknown shapes, and ops without a rule, are
 left as they are (listed in the pass's ``skipped`` attribute). Bound variables keep their
-identity and names, so the function reads the same apart from the calls.
+identity and names, so the function reads the same apart from the calls. Every call a rule
+makes gets the legalized call's ``span`` (source location, see ``workbench.relax.span``).
 """
 from __future__ import annotations
 
@@ -52,7 +53,9 @@ class _Legalizer(ExprMutator):
         if not (_known(call.struct_info) and all(_known(a.struct_info) for a in call.args)):
             self.skipped.append(f"{call.op.name}: shapes or dtypes unknown")
             return call
-        return rule(self.builder_, call)
+        # The call_tirs the rule makes (and any calls it emits) inherit the call's span.
+        with self.builder_.span_scope(call.span):
+            return self.builder_.normalize(rule(self.builder_, call))
 
 
 class LegalizeOps:

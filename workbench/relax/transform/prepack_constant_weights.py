@@ -153,7 +153,7 @@ class _Rewriter(ExprMutator):
         gv = self.builder_.get().get_global_var(entry.new_name)
         rest = tuple(self.visit_expr(a) for a in c.args[2:])
         return self.builder_.normalize(Call(c.op, (gv, Tuple(tuple(fields)), *rest), c.attrs,
-                                            c.sinfo_args))
+                                            c.sinfo_args, span=c.span))
 
     def _pack(self, const: Constant, kernel: str, rw: LayoutRewrite) -> Constant:
         key = (id(const), kernel, rw.param_index)
