@@ -1,0 +1,145 @@
+"""The PyTorch converters op family by op family, against PyTorch: each family is one module
+returning many results (one compile per family), imported after PyTorch's decompositions (core
+ATen, the default) and without them (the common non-decomposed ops: linear, conv2d,
+layer_norm, scaled_dot_product_attention, hardswish, ...)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import frontend_zoo as zoo
+from frontend_zoo import F, nn, torch
+from workbench import relax
+from workbench.relax.frontend.torch import from_exported_program
+
+pytestmark = pytest.mark.slow
+
+
+class Elementwise(nn.Module):
+    def forward(self, x, y, i, m):
+        a = x.abs() + 0.5
+        return (
+            F.relu6(x * 4), F.hardswish(x * 4), F.hardsigmoid(x * 4), F.silu(x), F.gelu(x),
+            F.gelu(x, approximate="tanh"), F.leaky_relu(x, 0.2), torch.clamp(x, -0.5, 0.3),
+            torch.clamp(x, min=0.1), x.clamp(max=0.2), F.hardtanh(x, -0.3, 0.4),
+            torch.sigmoid(x), torch.tanh(x), torch.exp(x), torch.log(a), torch.sqrt(a),
+            torch.rsqrt(a), -x, torch.erf(x), torch.sin(x), torch.cos(x), torch.floor(x * 3),
+            torch.ceil(x * 3), torch.round(x * 3), torch.reciprocal(a), torch.log1p(a),
+            torch.expm1(x), x ** 2, a ** 0.5, a ** 3, a ** y, 2.0 ** x, torch.maximum(x, y),
+            torch.minimum(x, y), torch.remainder(x, 0.3), torch.fmod(x, 0.3),
+            torch.floor_divide(i, 3), torch.div(i, 3, rounding_mode="trunc"),
+            torch.div(x, y.abs() + 1, rounding_mode="floor"), x / (y.abs() + 1), 1 - x,
+            x - 2 * y, torch.sub(x, y, alpha=3), x + i, i * 2, i / 4,
+            torch.where(x > y, x, y), x.masked_fill(m, -1.0), (x == y) | m, (x != y) & ~m,
+            x < 0.1, x <= y, i > 2, i >= 2, torch.logical_and(x > 0, m),
+            torch.logical_or(x > 0, m), torch.logical_not(m), F.softmax(x, -1),
+            F.log_softmax(x, 1), x.to(torch.int32), i.to(torch.float32), x.type_as(y),
+        )
+
+
+class Shapes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4)
+
+    def forward(self, x, idx):
+        b = x.shape[0]
+        parts = torch.split(x, [1, 2], dim=1)
+        return (
+            x.view(b, -1), x.reshape(b, 3, 16), x.permute(0, 2, 3, 1), x.transpose(1, 3),
+            x[0, 0].t(), x.unsqueeze(1), x[:, :1].squeeze(1), torch.flatten(x, 1),
+            x.flatten(2).unflatten(2, (4, 4)), x[:, :1].expand(b, 5, 4, 4),
+            x[:1, :1].repeat(2, 1, 1, 2), torch.cat([x, x * 2], dim=2),
+            torch.stack([x, -x], dim=1), parts[0] + 1, parts[1] * 2,
+            *torch.chunk(x, 3, dim=1), *x[0].unbind(0), x[:, 1], x[:, -1], x[..., 1:3],
+            x[:, :, ::2], x.narrow(3, 1, 2), torch.index_select(x, 2, idx), x[:, :, idx],
+            torch.tril(x), torch.triu(x, 1), x.flip(3), torch.zeros_like(x) + x,
+            torch.ones(2, 3) * 2, torch.full((2, 2), 7.0), torch.arange(5),
+            torch.arange(1, 10, 2), x.new_zeros((2, 2)), self.emb(idx),
+        )
+
+
+class NN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 6, 3, stride=2, padding=1, dilation=1)
+        self.group = nn.Conv2d(4, 8, 3, padding=2, dilation=2, groups=2)
+        self.depth = nn.Conv2d(4, 4, 3, padding=1, groups=4, bias=False)
+        self.conv1d = nn.Conv1d(4, 5, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.ln = nn.LayerNorm([8, 8])
+        self.fc = nn.Linear(8, 3)
+        self.bn.running_mean.uniform_(-0.5, 0.5)
+        self.bn.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x, q, k, v, mask):
+        seq = x.flatten(2)
+        return (
+            self.conv(x), self.group(x), self.depth(x), self.conv1d(seq[:, :, :10]), self.bn(x),
+            self.ln(x), self.fc(x), F.layer_norm(x, [8], eps=1e-3),
+            F.max_pool2d(x, 3, 2, 1), F.max_pool2d(x, 2, ceil_mode=True),
+            F.avg_pool2d(x, 3, 2, 1), F.avg_pool2d(x, 2, count_include_pad=False),
+            F.adaptive_avg_pool2d(x, 1), F.adaptive_avg_pool2d(x, (2, 4)),
+            q @ k.transpose(-1, -2), torch.bmm(q[0], k[0].transpose(1, 2)),
+            torch.addmm(q[0, 0, :, 0], q[0, 0], k[0, 0].t(), beta=0.5, alpha=2.0),
+            F.scaled_dot_product_attention(q, k, v),
+            F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+            x.mean((2, 3)), x.sum(1, keepdim=True), x.sum(), x.amax(2), x.amin((1, 3)),
+            x.prod(3), x.argmax(1), x.argmin(-1), x.max(1).values, x.max(1).indices,
+            x.min(2).values, x.max(), (x > 1).any(1), (x > -3).all(2),
+        )
+
+
+def _inputs(name: str):
+    g = torch.Generator().manual_seed(3)
+    r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+    if name == "elementwise":
+        return (r(2, 3, 8), r(2, 3, 8), torch.randint(-9, 9, (2, 3, 8), generator=g),
+                torch.rand(2, 3, 8, generator=g) > 0.5)
+    if name == "shapes":
+        return (r(2, 3, 4, 4), torch.tensor([3, 0, 1]))
+    mask = torch.rand(1, 2, 6, 6, generator=g) > 0.3
+    mask[..., 0] = True
+    return (r(2, 4, 8, 8), r(1, 2, 6, 4), r(1, 2, 6, 4), r(1, 2, 6, 4), mask)
+
+
+_MODULES = {"elementwise": Elementwise, "shapes": Shapes, "nn": NN}
+
+
+@pytest.mark.parametrize("decompose", [True, False], ids=["core_aten", "not_decomposed"])
+@pytest.mark.parametrize("family", list(_MODULES))
+def test_family_matches_pytorch(family, decompose):
+    torch.manual_seed(0)
+    model = _MODULES[family]().eval()
+    args = _inputs(family)
+    with torch.no_grad():
+        ep = torch.export.export(model, args)
+        want = [o.numpy() for o in model(*args)]
+    exe = relax.build(from_exported_program(ep, run_ep_decomposition=decompose), "llvm")
+    got = zoo.run_vm(exe, args)
+    assert len(got) == len(want)
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g.shape == w.shape and g.dtype == w.dtype, (k, g.shape, w.shape, g.dtype)
+        zoo.assert_close(g, w, f"{family} output {k}")
+
+
+def test_custom_convert_map_overrides_a_converter():
+    class Act(nn.Module):
+        def forward(self, x):
+            return torch.sigmoid(x)
+
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        ep = torch.export.export(Act(), (x,))
+
+    def half_tanh(node, importer):  # TVM's calling convention: fn(node, importer)
+        arg, = importer.retrieve_args(node)
+        return importer.block_builder.emit(relax.op.tanh(arg) * relax.const(0.5))
+
+    exe = relax.build(from_exported_program(
+        ep, custom_convert_map={"sigmoid.default": half_tanh}), "llvm")
+    got, = zoo.run_vm(exe, (x,))
+    zoo.assert_close(got, (torch.tanh(x) * 0.5).numpy(), "custom converter")
+    assert math.isclose(float(got[0, 0]), math.tanh(float(x[0, 0])) * 0.5, rel_tol=1e-5)

@@ -1,0 +1,16 @@
+"""``relax.frontend.onnx``: import ONNX models (TVM's API).
+
+``from_onnx(model, shape_dict=None, dtype_dict="float32", opset=None,
+keep_params_in_input=False)`` -> IRModule, for opset 13 and later. The ``onnx`` package is
+imported only when this is used (it comes with the ``models`` extra).
+"""
+from workbench.relax.frontend.onnx.importer import ONNXImporter, from_onnx
+
+
+def supported_ops() -> list[str]:
+    """The ONNX op types the importer converts."""
+    from workbench.relax.frontend.onnx._registry import load_all
+    return sorted(load_all())
+
+
+__all__ = ["from_onnx", "ONNXImporter", "supported_ops"]

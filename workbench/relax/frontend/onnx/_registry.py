@@ -1,0 +1,62 @@
+"""The converter table of the ONNX importer: ``op_type`` -> how to convert a node.
+
+A converter is ``fn(imp, node, inputs, attrs) -> value | list of values`` (one per node
+output). ``inputs`` has one entry per node input: None for an omitted optional input, a
+Relax expression, or a *known* value -- a numpy array the importer computed at import time
+(initializers, ``Constant`` nodes, and shape arithmetic such as ``Shape -> Gather ->
+Concat``). A known array of dtype ``object`` holds TIR ``PrimExpr`` s: a shape with symbolic
+dims (``dim_param`` inputs). ``attrs`` are the node's attributes as Python values.
+
+``fold(imp, node, known_inputs, attrs)`` (optional) computes the node at import time when
+every input is known; it returns the outputs as numpy arrays, or None to convert normally.
+
+``check(imp, node) -> str | None`` (optional) runs in the up-front support check; a string
+says why this use of the op is not supported.
+
+``since`` is the lowest opset the converter handles (the importer accepts opset 13 and later).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+ConvertFn = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Converter:
+    fn: ConvertFn
+    fold: Callable[..., Any] | None = None
+    check: Callable[[Any, Any], "str | None"] | None = None
+
+
+CONVERTERS: dict[str, Converter] = {}
+
+
+def converter(*op_types: str, fold: Callable[..., Any] | None = None,
+              check: Callable[[Any, Any], "str | None"] | None = None
+              ) -> Callable[[ConvertFn], ConvertFn]:
+    """Register ``fn`` as the converter of every ``op_type`` in ``op_types``."""
+    def deco(fn: ConvertFn) -> ConvertFn:
+        for name in op_types:
+            if name in CONVERTERS:
+                raise ValueError(f"onnx frontend: converter for {name!r} registered twice")
+            CONVERTERS[name] = Converter(fn, fold, check)
+        return fn
+    return deco
+
+
+class Unavailable:
+    """An output a converter does not compute (LayerNormalization's mean); using it is an
+    error naming the node."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+
+def load_all() -> dict[str, Converter]:
+    from workbench.relax.frontend.onnx import ops_elementwise, ops_nn, ops_shape  # noqa: F401
+    return CONVERTERS
+
+
+__all__ = ["Converter", "CONVERTERS", "converter", "Unavailable", "load_all"]

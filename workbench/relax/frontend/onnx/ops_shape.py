@@ -1,0 +1,352 @@
+"""ONNX converters: constants, shapes and shape arithmetic, reshapes, joining and splitting,
+slicing and gathering.
+
+``Shape`` of a tensor is a known value: an int64 array, or (with dynamic dims) an object array
+of ints and TIR ``PrimExpr`` s. The ops an exporter uses on shapes (Gather, Concat, Unsqueeze,
+Slice, arithmetic, ...) compute such values at import time, so ``Reshape`` / ``Expand`` /
+``ConstantOfShape`` get their target shapes as ShapeExprs.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from workbench.relax import op as R
+from workbench.relax.expr import Expr, ShapeExpr, TupleGetItem
+from workbench.relax.frontend.onnx._registry import converter
+from workbench.relax.frontend.onnx.ops_elementwise import operands
+from workbench.relax.struct_info import TensorStructInfo
+from workbench.tir.expr import IntImm, PrimExpr
+
+_INT64_MAX = 2 ** 63 - 1
+
+
+def _values(e: Expr) -> tuple:
+    si = e.struct_info
+    if not isinstance(si, TensorStructInfo) or si.shape is None:
+        raise NotImplementedError("a tensor of unknown shape")
+    return tuple(si.values)
+
+
+def _py(d: Any) -> Any:
+    """A dim as a Python int when static, else the PrimExpr."""
+    return int(d.value) if isinstance(d, IntImm) else d
+
+
+def shape_array(dims: Any) -> np.ndarray:
+    """A known shape value: int64 when every dim is static, else an object array."""
+    dims = [_py(d) for d in dims]
+    if all(isinstance(d, (int, np.integer)) for d in dims):
+        return np.asarray(dims, dtype="int64").reshape(len(dims))
+    out = np.empty(len(dims), dtype=object)
+    out[:] = dims
+    return out
+
+
+def _shape_expr(imp: Any, values: np.ndarray) -> list[PrimExpr]:
+    return [imp.dim(v) for v in values.reshape(-1)]
+
+
+def _int_list(imp: Any, v: Any, what: str) -> list[int]:
+    k = imp.known(v)
+    if k is None or k.dtype == object:
+        raise NotImplementedError(f"{what} computed at run time")
+    return [int(x) for x in k.reshape(-1)]
+
+
+# ---- constants and shapes ----------------------------------------------------------------------
+
+def _constant_value(attrs: dict) -> np.ndarray:
+    if "value" in attrs:
+        return np.asarray(attrs["value"])
+    for key, dtype in (("value_float", "float32"), ("value_int", "int64"),
+                       ("value_floats", "float32"), ("value_ints", "int64")):
+        if key in attrs:
+            return np.asarray(attrs[key], dtype=dtype)
+    raise NotImplementedError(f"Constant with attributes {sorted(attrs)}")
+
+
+@converter("Constant", fold=lambda imp, node, inputs, attrs: _constant_value(attrs))
+def _constant(imp: Any, node: Any, inputs: list, attrs: dict) -> np.ndarray:
+    return _constant_value(attrs)
+
+
+def _shape_slice(dims: tuple, attrs: dict) -> tuple:
+    start, end = attrs.get("start", 0), attrs.get("end")
+    return dims[start:end]
+
+
+@converter("Shape", fold=lambda imp, node, inputs, attrs:
+           np.asarray(_shape_slice(inputs[0].shape, attrs), dtype="int64"))
+def _shape(imp: Any, node: Any, inputs: list, attrs: dict) -> np.ndarray:
+    return shape_array(_shape_slice(_values(imp.expr(inputs[0])), attrs))
+
+
+@converter("Size", fold=lambda imp, node, inputs, attrs: np.asarray(inputs[0].size, "int64"))
+def _size(imp: Any, node: Any, inputs: list, attrs: dict) -> np.ndarray:
+    total: Any = 1
+    for d in _values(imp.expr(inputs[0])):
+        total = total * _py(d)
+    return np.asarray(total, dtype="int64" if isinstance(total, int) else object)
+
+
+def _fill_fold(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
+    shape = inputs[0]
+    if shape.dtype == object or int(np.prod(shape)) > 4096:
+        return None  # symbolic or big: a broadcast at run time, not a constant
+    value = attrs.get("value", np.zeros(1, dtype="float32"))
+    return np.full([int(s) for s in shape], value.reshape(-1)[0], dtype=value.dtype)
+
+
+@converter("ConstantOfShape", fold=_fill_fold)
+def _constant_of_shape(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    value = attrs.get("value", np.zeros(1, dtype="float32"))
+    shape = imp.known(inputs[0])
+    if shape is None:
+        raise NotImplementedError("ConstantOfShape with a shape computed at run time")
+    scalar = imp.expr(np.asarray(value.reshape(-1)[0], dtype=value.dtype))
+    return R.broadcast_to(scalar, _shape_expr(imp, shape))
+
+
+def _range_fold(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
+    if any(a.dtype == object for a in inputs):
+        return None
+    start, limit, delta = (a.reshape(()) for a in inputs)
+    return np.arange(start, limit, delta).astype(np.result_type(start, limit, delta))
+
+
+@converter("Range", fold=_range_fold)
+def _range(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    raise NotImplementedError("Range with bounds computed at run time or symbolic")
+
+
+# ---- reshapes ----------------------------------------------------------------------------------
+
+def _reshape_target(imp: Any, x_dims: tuple, shape: np.ndarray, allowzero: bool) -> list:
+    out = []
+    for i, s in enumerate(shape.reshape(-1)):
+        if isinstance(s, (int, np.integer)) and int(s) == 0 and not allowzero:
+            out.append(x_dims[i])
+        else:
+            out.append(imp.dim(s) if not isinstance(s, (int, np.integer)) else int(s))
+    return out
+
+
+def _reshape_fold(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
+    x, shape = inputs
+    if shape.dtype == object:
+        return None
+    target = [x.shape[i] if s == 0 and not attrs.get("allowzero", 0) else int(s)
+              for i, s in enumerate(shape)]
+    return x.reshape(target)
+
+
+@converter("Reshape", fold=_reshape_fold)
+def _reshape(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    shape = imp.known(inputs[1])
+    if shape is None:
+        raise NotImplementedError("Reshape to a shape computed at run time")
+    target = _reshape_target(imp, _values(x), shape, bool(attrs.get("allowzero", 0)))
+    return R.reshape(x, ShapeExpr(tuple(imp.dim(d) if not isinstance(d, int) else
+                                        IntImm("int64", d) for d in target)))
+
+
+@converter("Flatten")
+def _flatten(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    dims = _values(x)
+    axis = attrs.get("axis", 1) % (len(dims) + 1) if dims else 0
+    left: Any = IntImm("int64", 1)
+    right: Any = IntImm("int64", 1)
+    for d in dims[:axis]:
+        left = left * d
+    for d in dims[axis:]:
+        right = right * d
+    return R.reshape(x, [left, right])
+
+
+@converter("Transpose", fold=lambda imp, node, inputs, attrs:
+           np.transpose(inputs[0], attrs.get("perm")))
+def _transpose(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    return R.permute_dims(imp.expr(inputs[0]), attrs.get("perm"))
+
+
+def _axes_input(imp: Any, inputs: list, attrs: dict) -> list[int] | None:
+    if len(inputs) > 1 and inputs[1] is not None:
+        return _int_list(imp, inputs[1], "axes")
+    return attrs.get("axes")
+
+
+@converter("Unsqueeze", fold=lambda imp, node, inputs, attrs:
+           np.expand_dims(inputs[0], tuple(_axes_input(imp, inputs, attrs))))
+def _unsqueeze(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    rank = len(_values(x))
+    axes = sorted(a % (rank + len(_axes_input(imp, inputs, attrs)))
+                  for a in _axes_input(imp, inputs, attrs))
+    return R.expand_dims(x, axes)
+
+
+def _squeeze_fold(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
+    axes = _axes_input(imp, inputs, attrs)
+    return np.squeeze(inputs[0], None if axes is None else tuple(axes))
+
+
+@converter("Squeeze", fold=_squeeze_fold)
+def _squeeze(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    axes = _axes_input(imp, inputs, attrs)
+    rank = len(_values(x))
+    return R.squeeze(x, None if axes is None else [a % rank for a in axes])
+
+
+def _expand_target(x_dims: tuple, shape: list) -> list:
+    rank = max(len(x_dims), len(shape))
+    xs = [IntImm("int64", 1)] * (rank - len(x_dims)) + list(x_dims)
+    ss = [1] * (rank - len(shape)) + list(shape)
+    out = []
+    for a, b in zip(xs, ss):
+        if isinstance(b, (int, np.integer)) and int(b) == 1:
+            out.append(a)
+        else:
+            out.append(b)
+    return out
+
+
+@converter("Expand", fold=lambda imp, node, inputs, attrs:
+           None if inputs[1].dtype == object else
+           np.broadcast_to(inputs[0], np.broadcast_shapes(inputs[0].shape,
+                                                          tuple(inputs[1]))).copy())
+def _expand(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    shape = imp.known(inputs[1])
+    if shape is None:
+        raise NotImplementedError("Expand to a shape computed at run time")
+    target = [imp.dim(d) for d in _expand_target(_values(x), list(shape.reshape(-1)))]
+    return R.broadcast_to(x, target)
+
+
+@converter("Tile", fold=lambda imp, node, inputs, attrs:
+           None if inputs[0].dtype == object else np.tile(inputs[0], inputs[1]))
+def _tile(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    reps = _int_list(imp, inputs[1], "Tile repeats")
+    dims = _values(x)
+    inter, wide, final = [], [], []
+    for r, d in zip(reps, dims):
+        inter += [IntImm("int64", 1), d]
+        wide += [IntImm("int64", r), d]
+        final.append(d * r)
+    x = imp.emit(R.reshape(x, inter))
+    x = imp.emit(R.broadcast_to(x, wide))
+    return R.reshape(x, final)
+
+
+# ---- joining and splitting ------------------------------------------------------------------
+
+def _concat_fold(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
+    parts = [a for a in inputs if a is not None and a.size]
+    if not parts:
+        return np.concatenate(inputs, attrs["axis"])
+    return np.concatenate(parts, attrs["axis"])
+
+
+@converter("Concat", fold=_concat_fold)
+def _concat(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    parts = [v for v in inputs if not (imp.known(v) is not None and imp.known(v).size == 0)]
+    vals = operands(imp, *parts)
+    if len(vals) == 1:
+        return vals[0]
+    return R.concat(vals, attrs["axis"] % len(_values(vals[0])))
+
+
+@converter("Split")
+def _split(imp: Any, node: Any, inputs: list, attrs: dict) -> list:
+    x = imp.expr(inputs[0])
+    dims = _values(x)
+    axis = attrs.get("axis", 0) % len(dims)
+    n_out = len(node.output)
+    if len(inputs) > 1 and inputs[1] is not None:
+        sizes = _int_list(imp, inputs[1], "Split sizes")
+    elif "split" in attrs:
+        sizes = list(attrs["split"])
+    else:
+        total = _py(dims[axis])
+        if not isinstance(total, int):
+            parts = imp.emit(R.split(x, n_out, axis))
+            return [imp.emit(TupleGetItem(parts, i)) for i in range(n_out)]
+        step = -(-total // attrs.get("num_outputs", n_out))
+        sizes = [min(step, total - k) for k in range(0, total, step)]
+    cuts = [int(c) for c in np.cumsum(sizes)[:-1]]
+    if not cuts:
+        return [x]
+    parts = imp.emit(R.split(x, cuts, axis))
+    return [imp.emit(TupleGetItem(parts, i)) for i in range(len(sizes))]
+
+
+# ---- slicing and gathering -------------------------------------------------------------------
+
+def _slice_args(imp: Any, inputs: list, rank: int) -> tuple[list, list, list, list]:
+    starts = _int_list(imp, inputs[1], "Slice starts")
+    ends = _int_list(imp, inputs[2], "Slice ends")
+    axes = _int_list(imp, inputs[3], "Slice axes") if len(inputs) > 3 and inputs[3] is not None \
+        else list(range(len(starts)))
+    steps = _int_list(imp, inputs[4], "Slice steps") if len(inputs) > 4 and \
+        inputs[4] is not None else [1] * len(starts)
+    ends = [max(min(e, _INT64_MAX), -_INT64_MAX) for e in ends]
+    return starts, ends, [a % rank for a in axes], steps
+
+
+def _slice_fold(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
+    x = inputs[0]
+    starts, ends, axes, steps = _slice_args(imp, inputs, x.ndim)
+    index = [slice(None)] * x.ndim
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        index[a] = slice(s, e, st)
+    return x[tuple(index)]
+
+
+@converter("Slice", fold=_slice_fold)
+def _slice(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    starts, ends, axes, steps = _slice_args(imp, inputs, len(_values(x)))
+    return R.strided_slice(x, axes, starts, ends, steps)
+
+
+@converter("Gather", fold=lambda imp, node, inputs, attrs:
+           np.take(inputs[0], inputs[1].astype("int64"), axis=attrs.get("axis", 0)))
+def _gather(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
+    x = imp.expr(inputs[0])
+    idx = imp.known(inputs[1])
+    dims = _values(x)
+    axis = attrs.get("axis", 0) % len(dims)
+    if idx is not None and idx.ndim == 0:  # x[..., i, ...]: a slice, then drop the axis
+        i = int(idx)
+        n = _py(dims[axis])
+        if i < 0 and isinstance(n, int):
+            i += n
+        end = i + 1 if i != -1 else _INT64_MAX
+        part = imp.emit(R.strided_slice(x, [axis], [i], [end]))
+        return R.squeeze(part, [axis])
+    indices = imp.expr(inputs[1])
+    return R.take(x, indices, axis=axis)
+
+
+def _trilu(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    k = int(imp.known(inputs[1])) if len(inputs) > 1 and inputs[1] is not None else 0
+    rows, cols = (_py(d) for d in _values(x)[-2:])
+    if not (isinstance(rows, int) and isinstance(cols, int)):
+        raise NotImplementedError("Trilu of a dynamic shape")
+    fn = np.triu if attrs.get("upper", 1) else np.tril
+    mask = fn(np.ones((rows, cols), dtype=bool), k)
+    zero = imp.expr(np.zeros((), dtype=x.struct_info.dtype))
+    return R.where(imp.expr(mask), x, zero)
+
+
+converter("Trilu")(_trilu)
+
+
+__all__ = ["shape_array"]

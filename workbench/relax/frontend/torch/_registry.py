@@ -1,0 +1,62 @@
+"""The converter table of the PyTorch importer: fx target name -> how to convert the node.
+
+Keys are what TVM keys on: ``node.target.__name__`` -- ``"convolution.default"`` for an ATen
+overload, ``"getitem"`` / ``"mul"`` for Python's ``operator`` functions (SymInt arithmetic).
+
+A converter is ``fn(imp, node, *args, **kwargs) -> value`` where ``args``/``kwargs`` are the
+node's arguments with every fx Node replaced by its converted value (see
+``ExportedProgramImporter.value``): a Relax expression for a tensor, a Python int / float /
+bool, a TIR ``PrimExpr`` for a symbolic int, or a tuple of those. It returns the node's value
+in the same terms; a Relax expression that is not a leaf is emitted by the importer (named
+after the node), so converters may return nested calls.
+
+``check(imp, node) -> str | None`` (optional) runs in the up-front support check, before any
+conversion: a string is the reason this use of a known op is not supported (a transposed
+convolution, a training-mode batch norm), reported together with the unknown ops.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+ConvertFn = Callable[..., Any]
+CheckFn = Callable[[Any, Any], "str | None"]
+
+
+@dataclass(frozen=True)
+class Converter:
+    fn: ConvertFn
+    check: CheckFn | None = None
+
+
+CONVERTERS: dict[str, Converter] = {}
+
+
+def converter(*names: str, check: CheckFn | None = None) -> Callable[[ConvertFn], ConvertFn]:
+    """Register ``fn`` as the converter of every target name in ``names``."""
+    def deco(fn: ConvertFn) -> ConvertFn:
+        for name in names:
+            if name in CONVERTERS:
+                raise ValueError(f"torch frontend: converter for {name!r} registered twice")
+            CONVERTERS[name] = Converter(fn, check)
+        return fn
+    return deco
+
+
+class Unavailable:
+    """A result a converter does not produce (batch norm's saved statistics, max pooling's
+    indices); using it is an error naming the node."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+
+def load_all() -> dict[str, Converter]:
+    """The full table (importing every family registers its converters)."""
+    from workbench.relax.frontend.torch import (  # noqa: F401
+        ops_elementwise, ops_nn, ops_shape, ops_misc,
+    )
+    return CONVERTERS
+
+
+__all__ = ["Converter", "CONVERTERS", "converter", "Unavailable", "load_all"]
