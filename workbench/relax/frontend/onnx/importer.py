@@ -258,6 +258,9 @@ class ONNXImporter:
                 known = [self.known(v) if v is not None else None for v in inputs]
                 if all(k is not None for k, v in zip(known, inputs) if v is not None):
                     outs = conv.fold(self, node, known, attrs)
+                    if outs is not None:
+                        outs = [_as_array(o) for o in (outs if isinstance(outs, list)
+                                                       else [outs])]
             if outs is None:
                 with self.bb.span_scope(Span((node_source(node, index),))):
                     outs = conv.fn(self, node, inputs, attrs)
@@ -275,6 +278,17 @@ class ONNXImporter:
         if isinstance(value, Expr):
             return self.emit(value, _sanitize(name, set()))
         return value
+
+
+def _as_array(v: Any) -> np.ndarray:
+    """A folded value as an array (numpy indexing an object array returns the element)."""
+    if isinstance(v, np.ndarray):
+        return v
+    if isinstance(v, PrimExpr):
+        out = np.empty((), dtype=object)
+        out[()] = v
+        return out
+    return np.asarray(v)
 
 
 def _attr_value(a: Any) -> Any:

@@ -1,0 +1,277 @@
+"""The ONNX converters op family by op family, against onnxruntime: each family is one graph
+with many outputs (one compile per family); the shape family has a dynamic batch
+(``dim_param``) and runs at two sizes from one compile. Plus ``from_onnx``'s contract:
+unsupported ops, opset, inputs, ``keep_params_in_input``."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import frontend_zoo as zoo  # noqa: F401  (skips the module without the models extra)
+import workbench as wb
+from workbench import relax
+from workbench.relax.frontend import OpNotImplemented, detach_params
+from workbench.relax.frontend.onnx import from_onnx
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+F32, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+
+
+class _Graph:
+    """Builds a graph node by node; every node's output is a graph output too."""
+
+    def __init__(self):
+        self.nodes, self.inits, self.outputs = [], [], []
+        self.k = 0
+
+    def const(self, value, dtype=None) -> str:
+        name = f"c{len(self.inits)}"
+        self.inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
+        return name
+
+    def __call__(self, op: str, *inputs: str, outputs: int = 1, out: bool = True,
+                 **attrs) -> str | list[str]:
+        self.k += 1
+        names = [f"{op.lower()}{self.k}_{i}" for i in range(outputs)]
+        self.nodes.append(helper.make_node(op, list(inputs), names, name=f"{op}_{self.k}",
+                                           **attrs))
+        if out:
+            self.outputs += [n for n in names if n]
+        return names[0] if outputs == 1 else names
+
+    def model(self, inputs, opset: int = 20):
+        graph = helper.make_graph(self.nodes, "g", inputs, [], self.inits)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 9
+        # The outputs' types, from ONNX's shape inference (onnxruntime wants them).
+        inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(m).graph.value_info}
+        m.graph.output.extend(inferred[o] for o in self.outputs)
+        return m
+
+
+def _ort(model, feeds):
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def _check(model, feeds, exe=None):
+    exe = exe or relax.build(from_onnx(model), "llvm")
+    vm = relax.VirtualMachine(exe, wb.cpu())
+    out = vm["main"](*[wb.nd.array(v) for v in feeds.values()])
+    got = [o.numpy() for o in (out if isinstance(out, (tuple, list)) else (out,))]
+    want = _ort(model, feeds)
+    assert len(got) == len(want)
+    names = [o.name for o in model.graph.output]
+    for name, g, w in zip(names, got, want):
+        assert g.shape == w.shape and str(g.dtype) == str(w.dtype), (name, g.shape, w.shape,
+                                                                      g.dtype, w.dtype)
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=name)
+    return exe
+
+
+def _rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype("float32")
+
+
+pytestmark = pytest.mark.slow
+
+
+def test_elementwise_family():
+    g = _Graph()
+    x, y, i, b = "x", "y", "i", "b"
+    a = g("Add", g("Abs", x), g.const(0.5, "float32"))
+    for op in ("Add", "Sub", "Mul", "Div", "Equal", "Less", "Greater", "LessOrEqual",
+               "GreaterOrEqual", "Max", "Min", "Sum", "Mean"):
+        g(op, x, y)
+    g("Pow", a, y)
+    g("Max", x, y, a)
+    g("And", b, g("Greater", x, y))
+    g("Or", b, g("Not", b))
+    g("Mod", x, g.const(0.3, "float32"), fmod=1)
+    g("Mod", i, g.const(3, "int64"))
+    g("Div", i, g.const(4, "int64"))
+    g("Where", b, x, y)
+    for op in ("Relu", "Sigmoid", "Tanh", "Exp", "Neg", "Abs", "Erf", "Floor", "Ceil",
+               "Round", "Sin", "Cos", "Identity", "Softplus"):
+        g(op, x)
+    for op in ("Log", "Sqrt", "Reciprocal"):
+        g(op, a)
+    g("Cast", i, to=TensorProto.FLOAT)
+    g("Cast", x, to=TensorProto.INT32)
+    g("CastLike", i, y)
+    g("Clip", x, g.const(-0.5, "float32"), g.const(0.3, "float32"))
+    g("Clip", x, "", g.const(0.2, "float32"))
+    g("LeakyRelu", x, alpha=0.2)
+    g("HardSigmoid", x, alpha=0.3, beta=0.4)
+    g("HardSwish", x)
+    g("Gelu", x)
+    g("Gelu", x, approximate="tanh")
+    g("Elu", x, alpha=0.7)
+    g("Softmax", x, axis=1)
+    g("LogSoftmax", x)
+    model = g.model([helper.make_tensor_value_info(n, t, [2, 3, 4])
+                     for n, t in (("x", F32), ("y", F32), ("i", I64), ("b", BOOL))])
+    rng = np.random.default_rng(1)
+    _check(model, {"x": _rand(2, 3, 4), "y": _rand(2, 3, 4, seed=2),
+                   "i": rng.integers(-9, 9, (2, 3, 4)).astype("int64"),
+                   "b": rng.random((2, 3, 4)) > 0.5})
+
+
+def test_nn_family():
+    g = _Graph()
+    x = "x"
+    w = g.const(_rand(6, 4, 3, 3, seed=3))
+    g("Conv", x, w, g.const(_rand(6, seed=4)), pads=[1, 1, 1, 1])
+    g("Conv", x, w, auto_pad="SAME_UPPER", strides=[2, 2])
+    g("Conv", x, g.const(_rand(4, 2, 3, 3, seed=5)), group=2, dilations=[2, 2], pads=[2, 2, 2, 2])
+    seq = g("Reshape", x, g.const([1, 4, 64], "int64"))
+    g("Conv", seq, g.const(_rand(5, 4, 3, seed=6)), pads=[1, 1])
+    g("MaxPool", x, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    g("MaxPool", x, kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)
+    g("MaxPool", seq, kernel_shape=[3], strides=[2])
+    g("AveragePool", x, kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1)
+    g("AveragePool", x, kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    g("GlobalAveragePool", x)
+    g("GlobalMaxPool", x)
+    c = [g.const(v) for v in (_rand(4, seed=7) + 1, _rand(4, seed=8),
+                              _rand(4, seed=9) * 0.1, np.abs(_rand(4, seed=10)) + 0.5)]
+    g("BatchNormalization", x, *c, epsilon=1e-3)
+    g("LayerNormalization", x, g.const(_rand(8, seed=11)), g.const(_rand(8, seed=12)))
+    g("LayerNormalization", x, g.const(_rand(4, 8, 8, seed=13)), axis=1, epsilon=1e-3)
+    m2 = g("Reshape", x, g.const([8, 32], "int64"))
+    g("Gemm", m2, g.const(_rand(16, 32, seed=14)), g.const(_rand(16, seed=15)), transB=1,
+      alpha=0.5, beta=2.0)
+    g("Gemm", m2, g.const(_rand(8, 5, seed=16)), transA=1)
+    g("MatMul", x, g.const(_rand(8, 3, seed=17)))
+    g("Flatten", x, axis=2)
+    g("Dropout", x)
+    g("ReduceMean", x, g.const([2, 3], "int64"))
+    g("ReduceSum", x, g.const([1], "int64"), keepdims=0)
+    g("ReduceMax", x, g.const([-1], "int64"))
+    g("ReduceMin", x, g.const([0, 2], "int64"), keepdims=0)
+    g("ReduceProd", x, g.const([3], "int64"))
+    g("ReduceSumSquare", x, g.const([1], "int64"))
+    g("ReduceL2", x, g.const([2, 3], "int64"))
+    g("ArgMax", x, axis=1)
+    g("ArgMin", x, axis=3, keepdims=0)
+    model = g.model([helper.make_tensor_value_info("x", F32, [1, 4, 8, 8])], opset=18)
+    _check(model, {"x": _rand(1, 4, 8, 8)})
+
+
+def test_shape_family_with_a_dynamic_batch():
+    """Shape arithmetic on a symbolic batch (computed at import time, the target shapes
+    become ShapeExprs), slicing, gathering, joining and splitting; one compile, two sizes."""
+    g = _Graph()
+    x = "x"
+    shape = g("Shape", x, out=False)
+    n = g("Gather", shape, g.const(0, "int64"), axis=0, out=False)
+    target = g("Concat", g("Unsqueeze", n, g.const([0], "int64"), out=False),
+               g.const([-1], "int64"), axis=0, out=False)
+    flat = g("Reshape", x, target)
+    g("Reshape", x, g.const([0, 4, 3], "int64"))
+    g("ConstantOfShape", g("Shape", x, start=1, out=False),
+      value=numpy_helper.from_array(np.asarray([2.5], "float32")))
+    g("Expand", g.const(_rand(1, 3, 1, seed=3)), shape)
+    g("Expand", x, g.const([1, 1, 4], "int64"))
+    g("Transpose", x, perm=[2, 0, 1])
+    g("Squeeze", g("Unsqueeze", x, g.const([1, -1], "int64"), out=False),
+      g.const([1], "int64"))
+    g("Split", x, g.const([1, 2], "int64"), axis=1, outputs=2)
+    g("Split", flat, axis=1, num_outputs=3, outputs=3)
+    g("Slice", x, g.const([0, 1], "int64"), g.const([2, 4], "int64"), g.const([1, 2], "int64"))
+    g("Slice", x, g.const([-1], "int64"), g.const([-4], "int64"), g.const([1], "int64"),
+      g.const([-1], "int64"))
+    g("Gather", x, g.const([[2, 0], [1, 1]], "int64"), axis=1)
+    g("Gather", x, g.const(-1, "int64"), axis=2)
+    g("Tile", x, g.const([1, 2, 1], "int64"))
+    g("Trilu", g("Gather", x, g.const(0, "int64"), out=False), upper=0)
+    g("Trilu", x, g.const(1, "int64"))
+    g("Concat", x, g("Neg", x, out=False), axis=-1)
+    g("Add", g("Range", g.const(0, "int64"), g.const(5, "int64"), g.const(2, "int64"),
+               out=False), g.const(1, "int64"))
+    three_n = g("Div", g("Mul", n, g.const(6, "int64"), out=False), g.const(2, "int64"),
+                out=False)
+    g("Reshape", x, g("Concat", g("Unsqueeze", three_n, g.const([0], "int64"), out=False),
+                      g.const([4], "int64"), axis=0, out=False))
+    size_over_4 = g("Div", g("Size", x, out=False), g.const(4, "int64"), out=False)
+    g("Reshape", x, g("Concat", g("Unsqueeze", size_over_4, g.const([0], "int64"),
+                                  out=False), g.const([-1], "int64"), axis=0, out=False))
+    model = g.model([helper.make_tensor_value_info("x", F32, ["N", 3, 4])], opset=18)
+    mod = from_onnx(model)
+    n_var, = {d for p in mod["main"].params for d in p.struct_info.values
+              if isinstance(d, wb.tir.SizeVar)}
+    assert n_var.name == "N"
+    exe = relax.build(mod, "llvm")
+    for batch in (2, 5):
+        _check(model, {"x": _rand(batch, 3, 4, seed=batch)}, exe)
+
+
+# ---- from_onnx's contract --------------------------------------------------------------------
+
+def _two_unsupported():
+    g = _Graph()
+    r = g("Relu", "x", out=False)
+    s = g("CumSum", r, g.const(1, "int64"), out=False)
+    values, _ = g("TopK", s, g.const([2], "int64"), outputs=2, out=False)
+    g("Relu", values)
+    g("CumSum", values, g.const(0, "int64"))
+    return g.model([helper.make_tensor_value_info("x", F32, [2, 4])])
+
+
+def test_unsupported_ops_are_listed_with_their_nodes():
+    with pytest.raises(OpNotImplemented) as info:
+        from_onnx(_two_unsupported())
+    text = str(info.value)
+    assert "CumSum: used at CumSum_2, CumSum_5" in text
+    assert "TopK: used at TopK_3" in text
+    assert {u.op for u in info.value.unsupported} == {"CumSum", "TopK"}
+
+
+def test_opset_below_13_is_refused():
+    model = _two_unsupported()
+    with pytest.raises(NotImplementedError, match="opset 12"), \
+            pytest.warns(UserWarning, match="lower than the model's opset 20"):
+        from_onnx(model, opset=12)
+    with pytest.raises(TypeError, match="onnx.ModelProto"):
+        from_onnx(model.graph)
+
+
+def _linear_model():
+    g = _Graph()
+    g("Gemm", "in.put", g.const(_rand(3, 4, seed=1)), g.const(_rand(3, seed=2)), transB=1)
+    g("Relu", "in.put")
+    return g.model([helper.make_tensor_value_info("in.put", F32, ["batch", 4])])
+
+
+def test_keep_params_in_input_shape_dict_and_names():
+    model = _linear_model()
+    mod = from_onnx(model, keep_params_in_input=True)
+    main = mod["main"]
+    assert [p.name_hint for p in main.params] == ["in_put", "c0", "c1"]
+    assert main.attrs["num_input"] == 1
+    mod, params = detach_params(mod)
+    np.testing.assert_array_equal(params["main"][0].numpy(), _rand(3, 4, seed=1))
+    exe = relax.build(mod, "llvm")
+    x = _rand(5, 4, seed=3)
+    vm = relax.VirtualMachine(exe, wb.cpu())
+    gemm, relu = vm["main"](wb.nd.array(x), *params["main"])
+    want = _ort(model, {"in.put": x})
+    np.testing.assert_allclose(gemm.numpy(), want[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(relu.numpy(), want[1])
+
+    fixed = from_onnx(model, shape_dict={"in.put": [7, 4]})["main"]
+    assert [int(d.value) for d in fixed.params[0].struct_info.values] == [7, 4]
+    as64 = from_onnx(model, dtype_dict={"in.put": "float64"})["main"]
+    assert as64.params[0].struct_info.dtype == "float64"
+
+
+def test_onnx_spans_are_node_names_and_op_types():
+    model = _linear_model()
+    exe = relax.build(from_onnx(model), "llvm")
+    labels = sorted(s.label() for s in exe.call_sources.values())
+    assert labels == ["Gemm_1", "Relu_2"]
+    ops = sorted(t for s in exe.call_sources.values() for t in s.op_types)
+    assert ops == ["Gemm", "Relu"]
