@@ -48,11 +48,10 @@ def test_kernel_calls_name_nodes_and_modules(built):
         assert "layer1.0.bn1" in {src.module_path for src in convs}
 
 
-@pytest.mark.parametrize("name", ["resnet18", "bert", "gpt2"])
+@pytest.mark.parametrize("name", ["bert", "gpt2"])
 def test_legacy_exporter_graphs(name):
-    """Graphs of the TorchScript-based exporter (opset 17): Identity weights, Gemm/Flatten,
-    and shape arithmetic (Shape, Gather, Concat, ConstantOfShape, Mod, ...) computed at
-    import time."""
+    """Graphs of the TorchScript-based exporter (opset 17): Identity weights and shape
+    arithmetic (Shape, Gather, Concat, ConstantOfShape, Mod, ...) computed at import time."""
     model = zoo.onnx_model_legacy(name)
     exe = relax.build(from_onnx(model), "llvm")
     args = zoo.case(name).args

@@ -40,23 +40,29 @@ class SmallNet(nn.Module):
 
 @pytest.fixture(scope="module")
 def small():
+    """The small net and its program, decomposed once (the tests below import it with
+    ``run_ep_decomposition=False``; the model tests cover the default)."""
     torch.manual_seed(0)
     model = SmallNet().eval()
     x = torch.randn(2, 3, 8, 8)
-    return model, x, _export(model, x)
+    return model, x, _export(model, x).run_decompositions()
+
+
+def _import(ep, **kw):
+    return from_exported_program(ep, run_ep_decomposition=False, **kw)
 
 
 # ---- signature options ----------------------------------------------------------------------
 
 def test_outputs_are_a_tuple_and_the_flags_change_that(small):
     model, x, ep = small
-    mod = from_exported_program(ep)
+    mod = _import(ep)
     ret = mod["main"].ret_struct_info
     assert isinstance(ret, relax.TupleStructInfo) and len(ret.fields) == 2
     body = mod["main"].body
     assert isinstance(body.body, relax.Var)  # one tuple-valued output variable
 
-    unbound = from_exported_program(ep, no_bind_return_tuple=True)["main"].body.body
+    unbound = _import(ep, no_bind_return_tuple=True)["main"].body.body
     assert isinstance(unbound, relax.Tuple) and all(isinstance(f, relax.Var)
                                                     for f in unbound.fields)
 
@@ -65,15 +71,14 @@ def test_outputs_are_a_tuple_and_the_flags_change_that(small):
             return x * 2
 
     one = _export(One(), x)
-    assert isinstance(from_exported_program(one)["main"].ret_struct_info,
-                      relax.TupleStructInfo)
-    bare = from_exported_program(one, unwrap_unit_return_tuple=True)["main"].ret_struct_info
+    assert isinstance(_import(one)["main"].ret_struct_info, relax.TupleStructInfo)
+    bare = _import(one, unwrap_unit_return_tuple=True)["main"].ret_struct_info
     assert isinstance(bare, relax.TensorStructInfo) and bare.ndim == 4
 
 
 def test_keep_params_as_input_returns_the_values(small):
     model, x, ep = small
-    mod = from_exported_program(ep, keep_params_as_input=True)
+    mod = _import(ep, keep_params_as_input=True)
     main = mod["main"]
     names = [p.name_hint for p in main.params]
     params = [s for s in ep.graph_signature.input_specs if s.kind.name == "PARAMETER"]
@@ -97,12 +102,13 @@ def test_dynamic_batch_runs_at_any_size():
     batch = torch.export.Dim("batch", min=1, max=8)
     ep = _export(model, torch.randint(0, 1000, (2, 16)),
                  dynamic_shapes={"ids": {0: batch}})
-    main = from_exported_program(ep)["main"]
+    mod = from_exported_program(ep)
+    main = mod["main"]
     (dim, seq), = [p.struct_info.values for p in main.params]
     assert isinstance(dim, wb.tir.SizeVar) and seq.value == 16
     assert main.attrs["tir_var_lower_bound"] == {dim.name: 1}
     assert main.attrs["tir_var_upper_bound"] == {dim.name: 8}
-    exe = relax.build(from_exported_program(ep), "llvm")
+    exe = relax.build(mod, "llvm")
     for b in (1, 3):
         ids = torch.randint(0, 1000, (b, 16))
         got, = zoo.run_vm(exe, (ids,))
@@ -180,7 +186,7 @@ def test_rejects_what_is_not_an_exported_program():
 
 def test_spans_name_modules_and_survive_fusion_and_build(small):
     model, x, ep = small
-    mod = from_exported_program(ep)
+    mod = _import(ep)
     text = mod["main"].script()
     assert "# conv" in text and "# bn" in text and "# fc" in text
     exe = relax.build(mod, "llvm")
