@@ -140,7 +140,8 @@ class _Printer:
         head: list[str] = []
         for v in self.names.free_vars:
             head.append(f"{self.names.var(v)} = T.{v.dtype}()")
-        attrs = {k: v for k, v in f.attrs.items() if not (k == "global_symbol" and v == name)}
+        attrs = {k: _attr_summary(v) for k, v in f.attrs.items()
+                 if not (k == "global_symbol" and v == name)}
         if attrs:
             head.append(f"R.func_attr({format_value(attrs)})")
         opts = []
@@ -152,6 +153,24 @@ class _Printer:
         lines = [deco, f"def {name}({', '.join(params)}){ret}:"]
         lines += ["    " + line for line in head + body]
         return "\n".join(lines)
+
+
+class _TensorSummary:
+    """How a tensor value in a function attr prints (the importers' ``params``)."""
+
+    def __init__(self, v: Any) -> None:
+        self.text = f"<tensor {tuple(v.shape)} {v.dtype}>"
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _attr_summary(v: Any) -> Any:
+    if isinstance(v, (tuple, list)):
+        return type(v)(_attr_summary(x) for x in v)
+    if hasattr(v, "shape") and hasattr(v, "dtype") and not isinstance(v, (Expr, PrimExpr)):
+        return _TensorSummary(v)
+    return v
 
 
 # ---- struct info rules ------------------------------------------------------------------------
