@@ -5,7 +5,10 @@
   neural-network ones); ``relax.call_tir`` calls a PrimFunc.
 - ``relax.transform``: ``LegalizeOps``, ``AnnotateTIROpPattern``.
 - ``relax.testing.evaluate_numpy``: the numpy reference evaluator.
-- ``relax.frontend.nn``: PyTorch-like modules exported with ``Module.export_tvm``.
+- ``relax.frontend.nn``: PyTorch-like modules exported with ``Module.export_tvm``;
+  ``relax.frontend.torch.from_exported_program`` / ``relax.frontend.onnx.from_onnx`` import
+  PyTorch / ONNX models.
+- ``relax.Span`` / ``relax.Source``: where a call came from in an imported model.
 """
 from workbench.ir.module import GlobalVar
 from workbench.relax.struct_info import (
@@ -24,6 +27,7 @@ from workbench.relax import op
 from workbench.relax.op.base import call_tir
 from workbench.relax.op.registry import OpError
 from workbench.relax.expr_functor import ExprMutator, ExprVisitor
+from workbench.relax.span import Source, Span
 from workbench.relax import analysis, testing, transform
 from workbench.relax import frontend
 # Compilation to the VM (issue 5): relax.build, the pipeline, and TVM's VM aliases.
@@ -39,5 +43,5 @@ __all__ = [
     "DataflowBlock", "SeqExpr", "Function", "get_struct_info", "BlockBuilder", "op",
     "call_tir", "OpError", "ExprMutator", "ExprVisitor", "analysis", "testing", "transform",
     "frontend", "build", "get_default_pipeline", "VirtualMachine", "Executable",
-    "VMExecutable", "ExecBuilder",
+    "VMExecutable", "ExecBuilder", "Span", "Source",
 ]

@@ -32,6 +32,14 @@ class Unsupported:
     reason: str = ""   # why, when the op is known but this use of it is not supported
 
 
+class Unavailable:
+    """A result an importer does not compute (batch norm's saved statistics, max pooling's
+    indices, dropout masks: inference only); using one is an error naming the node."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+
 class OpNotImplemented(NotImplementedError):
     """The model uses operators the importer does not support (all of them are listed)."""
 
@@ -114,4 +122,5 @@ def fold_constant_call(call: Expr, max_elements: int | None = None) -> Expr | No
     return Constant(out)
 
 
-__all__ = ["OpNotImplemented", "Unsupported", "detach_params", "fold_constant_call"]
+__all__ = ["OpNotImplemented", "Unsupported", "Unavailable", "detach_params",
+           "fold_constant_call"]

@@ -13,12 +13,15 @@ every input is known; it returns the outputs as numpy arrays, or None to convert
 ``check(imp, node) -> str | None`` (optional) runs in the up-front support check; a string
 says why this use of the op is not supported.
 
-``since`` is the lowest opset the converter handles (the importer accepts opset 13 and later).
+Converters handle every form an op has had since opset 13 (the importer's minimum): e.g. the
+reductions' ``axes`` as an attribute or, from opset 18, as an input.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable
+
+from workbench.relax.frontend.common import Unavailable
 
 ConvertFn = Callable[..., Any]
 
@@ -44,14 +47,6 @@ def converter(*op_types: str, fold: Callable[..., Any] | None = None,
             CONVERTERS[name] = Converter(fn, fold, check)
         return fn
     return deco
-
-
-class Unavailable:
-    """An output a converter does not compute (LayerNormalization's mean); using it is an
-    error naming the node."""
-
-    def __init__(self, what: str):
-        self.what = what
 
 
 def load_all() -> dict[str, Converter]:

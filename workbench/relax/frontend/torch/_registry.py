@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from workbench.relax.frontend.common import Unavailable
+
 ConvertFn = Callable[..., Any]
 CheckFn = Callable[[Any, Any], "str | None"]
 
@@ -41,14 +43,6 @@ def converter(*names: str, check: CheckFn | None = None) -> Callable[[ConvertFn]
             CONVERTERS[name] = Converter(fn, check)
         return fn
     return deco
-
-
-class Unavailable:
-    """A result a converter does not produce (batch norm's saved statistics, max pooling's
-    indices); using it is an error naming the node."""
-
-    def __init__(self, what: str):
-        self.what = what
 
 
 def load_all() -> dict[str, Converter]:
