@@ -330,8 +330,12 @@ def _gather(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
         end = i + 1 if i != -1 else _INT64_MAX
         part = imp.emit(R.strided_slice(x, [axis], [i], [end]))
         return R.squeeze(part, [axis])
-    indices = imp.expr(inputs[1])
-    return R.take(x, indices, axis=axis)
+    if idx is not None and (idx < 0).any():
+        n = _py(dims[axis])
+        if not isinstance(n, int):
+            raise NotImplementedError("negative Gather indices on a dynamic dimension")
+        return R.take(x, imp.expr(np.where(idx < 0, idx + n, idx)), axis=axis)
+    return R.take(x, imp.expr(inputs[1]), axis=axis)
 
 
 def _trilu(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:

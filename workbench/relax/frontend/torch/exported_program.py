@@ -26,7 +26,6 @@ Steps (TVM's order):
 """
 from __future__ import annotations
 
-import operator
 from typing import Any, Mapping
 
 import numpy as np
@@ -398,12 +397,6 @@ def _custom(fn: Any) -> Any:
         return fn(node, imp)
     return call
 
-
-# Python's operator functions on SymInts (shape arithmetic in dynamic programs).
-SYM_OPS = {
-    "add": operator.add, "sub": operator.sub, "mul": operator.mul,
-    "floordiv": operator.floordiv, "mod": operator.mod,
-}
 
 __all__ = ["from_exported_program", "ExportedProgramImporter", "torch_dtype", "module_of",
            "target_name"]
