@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -270,22 +271,28 @@ def _load_linked(obj: bytes) -> LoadedCode:
         link_shared([obj], path, need_gomp=uses_gomp(obj))
         with open(path, "rb") as f:
             data = f.read()
-    return load_shared(data, "<object code linked with the C compiler>")
+    # A library of its own per load, as MCJIT gives each module its own code and globals (a
+    # content-addressed path would make two modules built from the same code share them).
+    return load_shared(data, "<object code linked with the C compiler>", private=True)
 
 
 # -- shared libraries -----------------------------------------------------------------------
 
 _so_dir: str | None = None
+_load_serial = itertools.count()
 
 
-def _private_copy(data: bytes) -> str:
+def _private_copy(data: bytes, unique: bool = False) -> str:
     """dlopen caches by path name: reloading a re-exported file at the same path would return
-    the stale library. Load a content-addressed copy in a private directory instead."""
+    the stale library. Load a content-addressed copy in a private directory instead
+    (``unique``: a copy no other load shares)."""
     global _so_dir
     digest = hashlib.sha256(data).hexdigest()[:24]
     with _lock:
         if _so_dir is None:
             _so_dir = tempfile.mkdtemp(prefix="workbench-so-")
+        if unique:
+            digest += f"-{next(_load_serial)}"
     copy = os.path.join(_so_dir, digest + ".so")
     if not os.path.exists(copy):
         tmp = copy + f".{os.getpid()}.{threading.get_ident()}.tmp"
@@ -295,16 +302,17 @@ def _private_copy(data: bytes) -> str:
     return copy
 
 
-def load_shared(data: bytes, origin: str) -> LoadedCode:
+def load_shared(data: bytes, origin: str, private: bool = False) -> LoadedCode:
     """dlopen the shared library whose file contents are ``data`` (written by
     :func:`link_shared`; ``origin`` is its path, for messages). RTLD_LOCAL: its symbols do
-    not leak into other modules."""
+    not leak into other modules. ``private``: its own instance (globals included) even if the
+    same bytes were loaded before."""
     if data[:4] != b"\x7fELF":
         raise ValueError(f"{origin} is not an ELF shared library")
     ensure_gomp(required=b"GOMP_" in data)
     ensure_mvec(required=uses_mvec(data))
     try:
-        lib = ctypes.CDLL(_private_copy(data), mode=ctypes.RTLD_LOCAL)
+        lib = ctypes.CDLL(_private_copy(data, private), mode=ctypes.RTLD_LOCAL)
     except OSError as err:
         raise RuntimeError(f"cannot load the shared library {origin}: {err}") from None
 
