@@ -15,16 +15,24 @@ def lower(mod: IRModule | PrimFunc, instrument: Instrument | None = None) -> IRM
 
 
 def build(mod: IRModule | PrimFunc, target: Any = "llvm", name: str | None = None,
-          instrument: Instrument | None = None):
-    """Compile the PrimFuncs of ``mod`` for ``target`` into a runtime Module."""
+          instrument: Instrument | None = None, default_schedule: bool = False):
+    """Compile the PrimFuncs of ``mod`` for ``target`` into a runtime Module.
+
+    ``default_schedule=True`` first gives every PrimFunc not marked ``tir.is_scheduled`` its
+    default CPU schedule (``workbench.dlight.default_schedule``): the plain loop nest of a te
+    kernel becomes a parallel, vectorized, tiled one without writing a schedule."""
+    if default_schedule:
+        from workbench.dlight import default_schedule as _default_schedule
+        mod = _default_schedule(mod, target)
     return _build_tir(mod, target, name=name, instrument=instrument)
 
 
 def compile(mod: IRModule | PrimFunc, target: Any = "llvm", **kwargs: Any):  # noqa: A001
     """Compile a module, as ``tvm.compile``: a module with Relax (graph) functions gives a VM
     ``Executable`` (``relax.build``; keyword arguments ``params``, ``fuse``, ``plan_memory``,
-    ``relax_pipeline``, ``instrument``); PrimFuncs alone give a runtime Module with one
-    function each."""
+    ``relax_pipeline``, ``instrument``, ``database``, ``default_schedule``); PrimFuncs alone
+    give a runtime Module with one function each (``default_schedule=True``: see
+    :func:`build`)."""
     if isinstance(mod, IRModule) and _has_relax_function(mod):
         from workbench.relax.vm_build import build as relax_build  # floor 4, imported lazily
         return relax_build(mod, target, **kwargs)

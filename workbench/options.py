@@ -286,3 +286,8 @@ register("kernel_loader", str, "auto", env="WORKBENCH_KERNEL_LOADER",
              "is found and over 1 GiB of native libraries are mapped, e.g. after import torch, "
              "where MCJIT can place code and data too far apart and abort).",
          validate=_loader_mode)
+
+
+register("default_schedule", bool, True, env="WORKBENCH_DEFAULT_SCHEDULE",
+         doc="relax.build gives every kernel without a tuned or hand-written schedule a "
+             "default CPU schedule (workbench.dlight); off: plain loop nests.")

@@ -414,6 +414,10 @@ def _to_memory(ctx: FunctionContext, v: ir.Value, dtype: str) -> ir.Value:
     return v
 
 
+#: Strided vector loads up to this stride are one wide load and a shuffle.
+_MAX_SHUFFLE_STRIDE = 4
+
+
 def _buffer_load(ctx: FunctionContext, e: E.BufferLoad) -> ir.Value:
     if len(e.indices) != 1:
         raise RenderError(f"in {ctx.name!r}: load of {e.buffer.name!r} is not flattened")
@@ -432,6 +436,20 @@ def _buffer_load(ctx: FunctionContext, e: E.BufferLoad) -> ir.Value:
         addr = ctx.b.gep(ptr, [ctx.expr(idx.value)], inbounds=True)
         scalar = _to_value(ctx, ctx.b.load(addr, align=align), dt.element_of(e.dtype))
         return ctx.splat(scalar, lanes)
+    stride = idx.stride.value if isinstance(idx, E.Ramp) and \
+        isinstance(idx.stride, E.IntImm) else 0
+    if 1 < stride <= _MAX_SHUFFLE_STRIDE:
+        # A small constant stride (pooling, strided convolution): one contiguous load of
+        # exactly the elements spanned -- nothing past the last lane is read -- and a shuffle
+        # picking every stride-th one. Lane-by-lane loads cost several times more.
+        span = (lanes - 1) * stride + 1
+        addr = ctx.b.gep(ptr, [ctx.expr(idx.base)], inbounds=True)
+        wide_ty = memory_type(dt.with_lanes(e.dtype, span))
+        wide = ctx.b.load(ctx.b.bitcast(addr, wide_ty.as_pointer()), align=align)
+        mask = ir.Constant(ir.VectorType(I32, lanes), [ir.Constant(I32, k * stride)
+                                                        for k in range(lanes)])
+        picked = ctx.b.shuffle_vector(wide, ir.Constant(wide_ty, ir.Undefined), mask)
+        return _to_value(ctx, picked, e.dtype)
     # A gather: one scalar load per lane.
     index_vec = ctx.expr(idx)
 

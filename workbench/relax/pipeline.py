@@ -10,11 +10,16 @@ The default order, and why:
 
 1. ``LegalizeOps``            high-level ops -> ``call_tir`` of te-made PrimFuncs
 2. ``AnnotateTIROpPattern``   each PrimFunc's fusion pattern (``op_pattern``)
+   ``FoldConstant``           kernel calls on constants only (a bound weight's transpose)
+                              are computed at compile time
 3. ``CanonicalizeBindings``   forward ``y = x`` / ``y = (a, b)[0]`` so fusion sees through
 4. ``DeadCodeElimination``    tuples left unused by 3 would block fusion
 5. ``FuseOps``                group producers/consumers into Primitive functions   [fuse]
 6. ``FuseTIR``                one PrimFunc per group                                [fuse]
    ``MetaScheduleApplyDatabase`` tuned schedules from a database                 [database]
+   ``ApplyDefaultSchedule``   every kernel the database did not cover gets a default
+                              schedule from its block structure (``workbench.dlight``)
+                                                                          [default_schedule]
 7. ``PrepackConstantWeights`` kernels with a weight-packing (layout rewrite) block take
                               constant weights packed at compile time instead
 8. ``DeadCodeElimination``    unused bindings and functions (fusion leaves some)
@@ -78,14 +83,19 @@ class Pipeline:
 
 
 def get_default_pipeline(target: Any = None, fuse: bool = True,
-                         plan_memory: bool = True, database: Any = None) -> Pipeline:
+                         plan_memory: bool = True, database: Any = None,
+                         default_schedule: bool | None = None) -> Pipeline:
     """The default pipeline for ``target`` (only CPU/llvm targets exist; the target is accepted
     for TVM compatibility). ``fuse=False`` skips FuseOps/FuseTIR (one kernel per op);
     ``plan_memory=False`` skips StaticPlanBlockMemory (one storage per tensor).
     ``database`` (a meta-schedule Database) adds ``MetaScheduleApplyDatabase`` right after
     fusion, so the compiled graph uses the tuned kernels (see ``meta_schedule.compile_relax``);
     ``PrepackConstantWeights`` then makes the tuned kernels that pack a constant weight on
-    every call (RewriteLayout) take it packed at compile time."""
+    every call (RewriteLayout) take it packed at compile time.
+    ``default_schedule`` (default: the option ``default_schedule``, on) adds
+    ``ApplyDefaultSchedule`` with the CPU rules (``workbench.dlight``) after that: every
+    kernel not already scheduled -- by the database or by hand -- gets a default schedule
+    (parallel, vectorized, register-tiled), whose constant weights the next pass packs."""
     from workbench.relax import transform as T
     from workbench.relax.transform.attach_global_symbol import AttachGlobalSymbol
     from workbench.relax.transform.call_tir_rewrite import CallTIRRewrite, ToNonDataflow
@@ -98,13 +108,20 @@ def get_default_pipeline(target: Any = None, fuse: bool = True,
     )
     from workbench.relax.transform.vm_shape_lower import VMShapeLower
     from workbench.relax.transform.canonicalize_bindings import CanonicalizeBindings
-    passes: list[ModulePass] = [T.LegalizeOps(), T.AnnotateTIROpPattern(),
+    from workbench.relax.transform.fold_constant import FoldConstant
+    passes: list[ModulePass] = [T.LegalizeOps(), T.AnnotateTIROpPattern(), FoldConstant(target),
                                 CanonicalizeBindings(), DeadCodeElimination()]
     if fuse:
         passes += [FuseOps(), FuseTIR()]
     if database is not None:
         from workbench.relax.transform.meta_schedule import MetaScheduleApplyDatabase
         passes.append(MetaScheduleApplyDatabase(database, target))
+    if default_schedule is None:
+        from workbench import options
+        default_schedule = options.get("default_schedule")
+    if default_schedule:
+        from workbench.dlight import DefaultCPUSchedule
+        passes.append(DefaultCPUSchedule(target))
     # Always, not only with a database: a module may bring its own scheduled kernels; without
     # a packing block the pass only walks each PrimFunc's statements once.
     passes += [PrepackConstantWeights(), DeadCodeElimination(), ToNonDataflow(),

@@ -37,7 +37,8 @@ def _entry_function(mod: IRModule) -> str:
 
 def build(mod: IRModule, target: Any = "llvm", params: Mapping[str, Any] | None = None,
           fuse: bool = True, plan_memory: bool = True, relax_pipeline: Pipeline | None = None,
-          instrument: RelaxInstrument | None = None, database: Any = None) -> Executable:
+          instrument: RelaxInstrument | None = None, database: Any = None,
+          default_schedule: bool | None = None) -> Executable:
     """Compile the Relax functions of ``mod`` for ``target`` into an Executable.
 
     ``params`` binds parameters of the entry function (``main``, else the first public
@@ -47,7 +48,9 @@ def build(mod: IRModule, target: Any = "llvm", params: Mapping[str, Any] | None 
     meta-schedule Database) replaces each fused kernel by its best tuned schedule
     (``MetaScheduleApplyDatabase`` after FuseTIR; ignored with ``relax_pipeline``); a tuned
     kernel that packs a weight on every call (RewriteLayout) gets the weight packed at compile
-    time instead when ``params`` binds it (``PrepackConstantWeights``).
+    time instead when ``params`` binds it (``PrepackConstantWeights``). ``default_schedule``
+    (default: the option ``default_schedule``, on) gives every kernel not covered by the
+    database a default CPU schedule (``workbench.dlight``; ignored with ``relax_pipeline``).
     """
     from workbench.codegen.build import build as build_kernels
     from workbench.relax.transform.bind_params import BindParams
@@ -63,7 +66,8 @@ def build(mod: IRModule, target: Any = "llvm", params: Mapping[str, Any] | None 
         mod = BindParams(_entry_function(mod), params)(mod)
     pipeline = relax_pipeline or get_default_pipeline(target, fuse=fuse,
                                                       plan_memory=plan_memory,
-                                                      database=database)
+                                                      database=database,
+                                                      default_schedule=default_schedule)
     lowered = pipeline(mod, instrument)
     exe, kernels = vm_codegen(lowered)
     if len(kernels):

@@ -249,3 +249,27 @@ def test_transform_block_layout_needs_trivial_bindings():
     sch.split(sch.get_loops(b)[0], [2, 4])
     assert_refused(sch, lambda: sch.transform_block_layout(b, lambda i, j: (j, i)),
                    "binding is not trivial")
+
+
+def test_reverse_compute_at_after_permuting_a_buffer_with_a_unit_dimension():
+    """The consumer's region of a unit dimension is [0, 0] built from two IntImm objects after
+    transform_layout; it is still one point (it used to be refused as inexpressible)."""
+    import workbench as wb
+    from workbench import te, topi
+    x = te.placeholder((1, 8, 6), name="x")
+    k = te.reduce_axis((0, 6), name="k")
+    s = te.compute((1, 8, 4), lambda n, f, j: te.sum(x[n, f, k] * (j + 1.0), axis=k), name="s")
+    func = te.create_prim_func([x, topi.nn.relu(s)])
+    sch = Schedule(func)
+    blk = sch.get_block("s")
+    sch.transform_layout(blk, ("write", 0), lambda n, f, j: (n, j, f))
+    n, f, j, kk = sch.get_loops(blk)
+    f0, f1 = sch.split(f, [None, 4])
+    sch.reorder(n, f0, kk, f1, j)
+    sch.reverse_compute_at(sch.get_consumers(blk)[0], f0)
+    verify_trace_roundtrip(sch, func)
+    a = np.random.rand(1, 8, 6).astype("float32")
+    out = wb.nd.empty((1, 8, 4), "float32")
+    wb.build(sch.mod)["main"](wb.nd.array(a), out)
+    want = np.maximum(a.sum(-1)[..., None] * np.arange(1, 5, dtype="float32"), 0)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5)

@@ -170,3 +170,35 @@ def test_copy_is_independent():
     assert len(sch.trace) == 2 and len(other.trace) == 3
     assert not structural_equal(sch.mod, other.mod)
     assert "Schedule" in repr(sch) and "<b>Trace</b>" in sch._repr_html_()
+
+
+def test_fuse_mixed_index_dtypes_uses_the_widest():
+    """An int32 loop around an int64 one (legalized reshapes mix them): the fused loop is
+    int64 and the int32 variable is a cast of its part, so the IR verifies and runs."""
+    import workbench as wb
+    from workbench import tir
+    from workbench.tir import stmt as S
+    A = tir.decl_buffer((6, 8), "float32", "A")
+    B = tir.decl_buffer((6, 8), "float32", "B")
+    i, j = tir.Var("i", "int32"), tir.Var("j", "int64")
+    vi, vj = tir.Var("vi", "int32"), tir.Var("vj", "int64")
+    block = S.Block((S.IterVar(tir.Range(tir.const(0), tir.const(6)), vi, 0),
+                     S.IterVar(tir.Range(tir.const(0, "int64"), tir.const(8, "int64")), vj, 0)),
+                    (tir.BufferRegion(A, (tir.Range(vi, tir.const(1)),
+                                          tir.Range(vj, tir.const(1, "int64")))),),
+                    (tir.BufferRegion(B, (tir.Range(vi, tir.const(1)),
+                                          tir.Range(vj, tir.const(1, "int64")))),),
+                    "B", S.BufferStore(B, A[vi, vj] * 2.0, (vi, vj)))
+    body = S.For(i, tir.const(0), tir.const(6), "serial",
+                 S.For(j, tir.const(0, "int64"), tir.const(8, "int64"), "serial",
+                       S.BlockRealize((i, j), tir.const(True), block)))
+    root = S.BlockRealize((), tir.const(True), S.Block((), (), (), "root", body))
+    func = tir.prim_func([A, B], root)
+    sch = Schedule(func)
+    fused = sch.fuse(*sch.get_loops(sch.get_block("B")))
+    assert sch.get(fused).loop_var.dtype == "int64"
+    verify_trace_roundtrip(sch, func)
+    a = np.random.rand(6, 8).astype("float32")
+    b = wb.nd.empty((6, 8), "float32")
+    wb.build(sch.mod)["main"](wb.nd.array(a), b)
+    np.testing.assert_allclose(b.numpy(), a * 2, rtol=1e-6)

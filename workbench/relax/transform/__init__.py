@@ -27,3 +27,7 @@ __all__ += ["MetaScheduleApplyDatabase"]
 from workbench.relax.transform.prepack_constant_weights import PrepackConstantWeights  # noqa: E402
 
 __all__ += ["PrepackConstantWeights"]
+# Kernel calls on constants computed at compile time.
+from workbench.relax.transform.fold_constant import FoldConstant  # noqa: E402
+
+__all__ += ["FoldConstant"]

@@ -53,7 +53,11 @@ class IntervalSet:
         return self.min_value is NEG_INF and self.max_value is POS_INF
 
     def is_single_point(self) -> bool:
-        return self.min_value is self.max_value
+        lo, hi = self.min_value, self.max_value
+        # Equal constants are one point even when they are two objects (a relaxed unit
+        # dimension gives [0, 0] from separate IntImms, e.g. after transform_layout).
+        return lo is hi or (isinstance(lo, E.IntImm) and isinstance(hi, E.IntImm)
+                            and lo.value == hi.value and lo.dtype == hi.dtype)
 
     def has_lower_bound(self) -> bool:
         return self.min_value is not NEG_INF

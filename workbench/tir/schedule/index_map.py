@@ -135,16 +135,25 @@ class IndexMap(Node):
     def image_points(self, shape: Sequence[int], limit: int = 1 << 20) -> np.ndarray | None:
         """Every final index of the (constant) domain ``[0, shape)``, one row per point, or
         None when the domain is too large or an expression is not plain index arithmetic."""
+        cols = self.image_columns(shape, limit)
+        if cols is None:
+            return None
+        total = int(np.prod(shape)) if shape else 1
+        return np.stack(cols, axis=1) if cols else np.zeros((total, 0), np.int64)
+
+    def image_columns(self, shape: Sequence[int], limit: int = 1 << 20
+                      ) -> list[np.ndarray] | None:
+        """:meth:`image_points` by column (one array per final index, points in row-major
+        order of the domain): no copy into rows, which is what a large weight needs."""
         total = int(np.prod(shape)) if shape else 1
         if total > limit:
             return None
         grids = np.indices(tuple(shape), dtype=np.int64).reshape(len(shape), -1)
         env = dict(zip(self.initial_indices, grids))
         try:
-            cols = [np.broadcast_to(_np_eval(f, env), (total,)) for f in self.final_indices]
+            return [np.broadcast_to(_np_eval(f, env), (total,)) for f in self.final_indices]
         except _NotIndexArith:
             return None
-        return np.stack(cols, axis=1) if cols else np.zeros((total, 0), np.int64)
 
     def inverse(self, shape: Sequence[int]) -> "IndexMap":
         """The inverse map over the domain ``[0, shape)``, for maps built of permutations,

@@ -85,13 +85,13 @@ def pack_array(array: np.ndarray, index_map: IndexMap,
                packed_shape: Sequence[int] | None = None) -> np.ndarray:
     """``out[index_map(i)] = array[i]`` for every index ``i`` of ``array``, with numpy."""
     array = np.asarray(array)
-    points = index_map.image_points(array.shape, limit=max(array.size, 1))
-    if points is None:
+    cols = index_map.image_columns(array.shape, limit=max(array.size, 1))
+    if cols is None:
         raise ValueError(f"pack_array: cannot evaluate {index_map} with numpy")
     if packed_shape is None:
-        packed_shape = tuple(int(x) + 1 for x in points.max(axis=0)) if len(points) else ()
+        packed_shape = tuple(int(c.max()) + 1 for c in cols) if array.size else ()
     out = np.zeros(tuple(packed_shape), dtype=array.dtype)
-    out[tuple(points.T)] = array.reshape(-1)
+    out[tuple(cols)] = array.reshape(-1)
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import reduce
 from typing import Sequence
 
+from workbench.ir import dtype as _dt
 from workbench.ir.node import FrozenDict
 from workbench.tir import op
 from workbench.tir.arith import Analyzer
@@ -122,15 +123,20 @@ def fuse(func: PrimFunc, index: FuncIndex, loop_vars: Sequence[Var],
             raise ScheduleError(name, _loop_name(lp), f"its extent {lp.extent} depends on the "
                                 f"outer loop {outer[0].loop_var.name!r}; only loops with "
                                 "independent extents can be fused")
-    dtype = loops[0].loop_var.dtype
+    # The fused variable has the widest of the loops' dtypes (an int32 loop under int64 ones
+    # is common after legalization); each old variable is a cast of its part (as TVM does).
+    dtype = max((lp.loop_var.dtype for lp in loops), key=lambda d: _dt.parse(d).bits)
     fused = Var("_".join(lp.loop_var.name for lp in loops) + "_fused", dtype)
     vmap: dict[Var, PrimExpr] = {}
     stride: PrimExpr = op.const(1, dtype)
     for k in range(len(loops) - 1, -1, -1):
         lp = loops[k]
+        extent = lp.extent if lp.extent.dtype == dtype else op.cast(dtype, lp.extent)
         q = op.floordiv(fused, stride)
-        vmap[lp.loop_var] = q if k == 0 else op.floormod(q, lp.extent)
-        stride = op.mul(stride, lp.extent)
+        part = q if k == 0 else op.floormod(q, extent)
+        vmap[lp.loop_var] = part if lp.loop_var.dtype == dtype else \
+            op.cast(lp.loop_var.dtype, part)
+        stride = op.mul(stride, extent)
     body = substitute(loops[-1].body, vmap)
     new_loop = For(fused, op.const(0, dtype), stride, ForKind.SERIAL, body)
     info = index.loops[loop_vars[0]]

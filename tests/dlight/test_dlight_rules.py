@@ -1,0 +1,251 @@
+"""The default-schedule rules on single kernels: te kernels through ``workbench.build(...,
+default_schedule=True)``, traces that replay, rules chosen by structure (not op names),
+tuned kernels left alone, and a rule that raises falling through to the next."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import workbench as wb
+from workbench import dlight, te, topi
+from workbench.dlight import ApplyDefaultSchedule, ScheduleRule
+from workbench.dlight.cpu import Fallback, Injective, Matmul, RowReduction, SpatialReduction
+from workbench.ir.module import IRModule
+from workbench.target import Target
+from workbench.tir import op
+from workbench.tir.schedule import Schedule
+from workbench.tir.schedule.testing import verify_trace_roundtrip
+from workbench.tir.stmt import For, ForKind
+
+TARGET = Target("llvm -num-cores=4")  # parallel loops whatever this machine has
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype("float32")
+
+
+def _run(func, *arrays, out_shapes, default_schedule=True):
+    mod = wb.build(func, default_schedule=default_schedule)
+    outs = [wb.nd.empty(s, "float32") for s in out_shapes]
+    mod["main"](*[wb.nd.array(a) for a in arrays], *outs)
+    return [o.numpy() for o in outs]
+
+
+def _loop_kinds(func):
+    kinds = []
+
+    def walk(stmt):
+        if isinstance(stmt, For):
+            kinds.append(stmt.kind)
+        for child in getattr(stmt, "seq", ()) or ():
+            walk(child)
+        for attr in ("body", "block"):
+            sub = getattr(stmt, attr, None)
+            if sub is not None and not isinstance(sub, (list, tuple)):
+                walk(sub)
+    walk(func.body)
+    return kinds
+
+
+# ---- single kernels through workbench.build --------------------------------------------------
+
+def matmul_te(m=70, k=48, n=96):
+    a, b = te.placeholder((m, k), name="A"), te.placeholder((k, n), name="B")
+    return te.create_prim_func([a, b, topi.matmul(a, b)])
+
+
+def dense_te(m=33, k=64, n=80):
+    x, w = te.placeholder((m, k), name="X"), te.placeholder((n, k), name="W")
+    bias = te.placeholder((n,), name="bias")
+    y = topi.nn.dense(x, w, bias)
+    return te.create_prim_func([x, w, bias, topi.nn.relu(y)])
+
+
+def conv_te(layout="NCHW", stride=1, groups=1):
+    if layout == "NCHW":
+        x, w = te.placeholder((2, 8, 11, 11), name="X"), \
+            te.placeholder((16, 8 // groups, 3, 3), name="W")
+    else:
+        x, w = te.placeholder((2, 11, 11, 8), name="X"), \
+            te.placeholder((3, 3, 8 // groups, 16), name="W")
+    y = topi.nn.conv2d(x, w, stride, 1, 1, data_layout=layout, groups=groups)
+    return te.create_prim_func([x, w, topi.nn.relu(y)])
+
+
+def softmax_te(rows=12, cols=64):
+    x = te.placeholder((rows, cols), name="X")
+    return te.create_prim_func([x, topi.nn.softmax(x)])
+
+
+def np_conv_nchw(x, w, stride, pad, groups=1):
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - kh) // stride + 1, (wd + 2 * pad - kw) // stride + 1
+    out = np.zeros((n, o, oh, ow), np.float32)
+    og = o // groups
+    for f in range(o):
+        g = f // og
+        for i in range(kh):
+            for j in range(kw):
+                patch = xp[:, g * cg:(g + 1) * cg, i:i + stride * oh:stride, j:j + stride * ow:stride]
+                out[:, f] += np.einsum("nchw,c->nhw", patch, w[f, :, i, j])
+    return out
+
+
+def test_build_matmul_with_default_schedule():
+    a, b = rand(70, 48), rand(48, 96)
+    (got,) = _run(matmul_te(), a, b, out_shapes=[(70, 96)])
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+    sch_mod = dlight.default_schedule(matmul_te())
+    func = sch_mod["main"]
+    assert func.attrs["tir.is_scheduled"]
+    kinds = _loop_kinds(func)
+    assert ForKind.PARALLEL in kinds and ForKind.VECTORIZED in kinds and ForKind.UNROLLED in kinds
+
+
+def test_build_dense_packs_weight_in_kernel():
+    x, w, bias = rand(33, 64), rand(80, 64), rand(80)
+    (got,) = _run(dense_te(), x, w, bias, out_shapes=[(33, 80)])
+    np.testing.assert_allclose(got, np.maximum(x @ w.T + bias, 0), rtol=1e-4, atol=1e-4)
+    script = dlight.default_schedule(dense_te())["main"].script()
+    assert "meta_schedule.layout_rewrite_preproc" in script   # W[j, k] read as panels
+
+
+@pytest.mark.parametrize("stride,groups", [(1, 1), (2, 1), (1, 2), (2, 8)])
+def test_build_conv2d_nchw(stride, groups):
+    x, w = rand(2, 8, 11, 11), rand(16, 8 // groups, 3, 3)
+    y = np.maximum(np_conv_nchw(x, w, stride, 1, groups), 0)
+    (got,) = _run(conv_te("NCHW", stride, groups), x, w, out_shapes=[y.shape])
+    np.testing.assert_allclose(got, y, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_build_conv2d_nhwc(stride):
+    x, w = rand(2, 11, 11, 8), rand(3, 3, 8, 16)
+    y = np.maximum(np_conv_nchw(x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1), stride, 1),
+                   0).transpose(0, 2, 3, 1)
+    (got,) = _run(conv_te("NHWC", stride), x, w, out_shapes=[y.shape])
+    np.testing.assert_allclose(got, y, rtol=1e-4, atol=1e-4)
+
+
+def test_build_softmax():
+    x = rand(12, 64)
+    (got,) = _run(softmax_te(), x, out_shapes=[(12, 64)])
+    e = np.exp(x - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(got, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_without_flag_build_keeps_the_loop_nest():
+    func = matmul_te(8, 8, 8)
+    lowered_plain = wb.lower(func)["main"]
+    assert ForKind.PARALLEL not in _loop_kinds(lowered_plain)
+    a, b = rand(8, 8), rand(8, 8)
+    (got,) = _run(func, a, b, out_shapes=[(8, 8)], default_schedule=False)
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+
+
+# ---- rules by structure, traces ------------------------------------------------------------
+
+def einsum_te():
+    """A batched contraction written directly in te with made-up names: no topi op, yet
+    an outer product by structure."""
+    a = te.placeholder((4, 24, 32), name="lhs")
+    b = te.placeholder((4, 32, 40), name="rhs")
+    k = te.reduce_axis((0, 32), name="z")
+    c = te.compute((4, 24, 40), lambda q, r, s: te.sum(a[q, r, k] * b[q, k, s], axis=k),
+                   name="mystery")
+    d = te.compute(c.shape, lambda *i: op.tanh(c[i]) * 0.5, name="after")
+    return te.create_prim_func([a, b, d])
+
+
+def column_sum_te():
+    x = te.placeholder((50, 64), name="x")
+    k = te.reduce_axis((0, 50), name="k")
+    return te.create_prim_func([x, te.compute((64,), lambda j: te.sum(x[k, j] * x[k, j],
+                                                                     axis=k), name="colsq")])
+
+
+def row_norm_te():
+    """``x / sqrt(sum(x^2) per row)``: a row reduction and its consumer."""
+    x = te.placeholder((16, 128), name="x")
+    k = te.reduce_axis((0, 128), name="k")
+    ss = te.compute((16,), lambda i: te.sum(x[i, k] * x[i, k], axis=k), name="ss")
+    return te.create_prim_func([x, te.compute((16, 128), lambda i, j: x[i, j] / op.sqrt(ss[i]),
+                                              name="normed")])
+
+
+def transpose_add_te():
+    x = te.placeholder((64, 48), name="x")
+    y = te.placeholder((48, 64), name="y")
+    return te.create_prim_func([x, y, te.compute((48, 64), lambda i, j: x[j, i] + y[i, j],
+                                                 name="tadd")])
+
+
+@pytest.mark.parametrize("make,rule,check", [
+    (einsum_te, Matmul, lambda a, b: np.tanh(a @ b) * 0.5),
+    (column_sum_te, SpatialReduction, lambda x: (x * x).sum(0)),
+    (row_norm_te, RowReduction, lambda x: x / np.sqrt((x * x).sum(-1, keepdims=True))),
+    (transpose_add_te, Injective, lambda x, y: x.T + y),
+])
+def test_rule_chosen_by_structure_and_trace_replays(make, rule, check):
+    func = make()
+    chosen = ApplyDefaultSchedule(*dlight.cpu.default_rules())
+    chosen(func)
+    assert chosen.applied == {"main": rule.name} and chosen.failures == {}
+    sch = rule().apply(func, TARGET, False)
+    assert isinstance(sch, Schedule)
+    verify_trace_roundtrip(sch, IRModule({"main": func}))
+    inputs = [rand(*[int(d.value) for d in func.buffer_map[p].shape]) for p in func.params[:-1]]
+    out = func.buffer_map[func.params[-1]]
+    (got,) = _run(func, *inputs, out_shapes=[tuple(int(d.value) for d in out.shape)])
+    np.testing.assert_allclose(got, check(*inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_rules_do_not_match_other_families():
+    assert Matmul().apply(softmax_te(), TARGET, False) is None
+    assert RowReduction().apply(matmul_te(), TARGET, False) is None
+    assert Injective().apply(matmul_te(), TARGET, False) is None
+    assert SpatialReduction().apply(softmax_te(), TARGET, False) is None
+
+
+def test_fallback_only_parallelizes_and_vectorizes():
+    func = softmax_te(256, 96)
+    sch = Fallback().apply(func, TARGET, False)
+    instructions = {inst.kind.name for inst in sch.trace.insts}
+    assert instructions <= {"GetSBlock", "GetChildBlocks", "GetLoops", "Split", "Fuse",
+                            "Parallel", "Vectorize"}, instructions
+    assert "Parallel" in instructions
+    verify_trace_roundtrip(sch, IRModule({"main": func}))
+    x = rand(256, 96)
+    mod = wb.build(sch.mod)
+    out = wb.nd.empty((256, 96), "float32")
+    mod["main"](wb.nd.array(x), out)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(out.numpy(), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_scheduled_functions_are_left_alone():
+    func = matmul_te(16, 16, 16).with_attr("tir.is_scheduled", True)
+    p = dlight.DefaultCPUSchedule()
+    out = p(IRModule({"main": func}))
+    assert out["main"] is func and p.skipped == ["main"] and p.applied == {}
+
+
+def test_a_rule_that_raises_falls_through_to_the_next():
+    @ScheduleRule.from_callable("broken")
+    def broken(func, target, tunable):
+        raise RuntimeError("boom")
+
+    p = ApplyDefaultSchedule(broken, Matmul())
+    out = p(matmul_te(16, 16, 16))
+    assert p.failures == {("main", "broken"): "RuntimeError: boom"}
+    assert p.applied == {"main": "Matmul"} and out["main"].attrs["tir.is_scheduled"]
+
+
+def test_apply_default_schedule_checks_its_arguments():
+    with pytest.raises(TypeError, match="ScheduleRule"):
+        ApplyDefaultSchedule(lambda f, t, b: None)
+    with pytest.raises(TypeError, match="an IRModule or a PrimFunc"):
+        dlight.default_schedule("not a module")

@@ -1,0 +1,139 @@
+"""``Matmul``: register-tiled outer-product reductions -- matmul, batch matmul, dense, and
+conv2d in NCHW or NHWC (grouped too), with their fused elementwise epilogues.
+
+The structural test, on the single reduction block left after inlining: it reads at least two
+buffers, and there are two spatial variables ``v`` and ``u`` such that some loads depend on
+``v`` but not on ``u`` (the matmul's ``B[k, j]``, the conv's weight), the others depend on
+``u`` but not on ``v`` (``A[i, k]``, the conv's data), and the output is indexed by ``v``
+alone in one dimension. Then one vector of the ``v`` operand, loaded once, feeds ``U``
+fused multiply-adds, which is what makes a matmul compute-bound. Among the candidate pairs
+the plan that fills the vector registers best wins (see :func:`plan_outer_product`).
+"""
+from __future__ import annotations
+
+from workbench.dlight.analysis import Access, BlockFacts, param_buffers
+from workbench.dlight.base import CPUInfo, ScheduleRule
+from workbench.dlight.cpu.anchor import match_anchor
+from workbench.dlight.cpu.common import divisor_at_most, inline_cheap_stages, schedule_spatial
+from workbench.dlight.cpu.tiling import TilePlan, apply_tile_plan, pick_vector_tile
+from workbench.target import Target
+from workbench.tir.function import PrimFunc
+from workbench.tir.schedule import Schedule
+
+__all__ = ["Matmul", "plan_outer_product"]
+
+#: Accumulator registers a tile may use (of 32 vector registers with AVX-512, 16 with AVX2):
+#: the rest hold the operand vectors and the broadcast scalars.
+MAX_ACCUMULATORS = 16
+MAX_U = 8
+#: A parameter that is already contiguous along v is still packed into panels when each
+#: element is used at least this often.
+MIN_PACK_REUSE = 16
+
+
+def _packable(a: Access, var, V: int) -> bool:  # noqa: ANN001
+    """``a`` can be repacked with ``var``'s dimension tiled by ``V`` innermost."""
+    dim = a.plain_dim(var)
+    if dim is None:
+        return False
+    ext = a.buffer.shape[dim]
+    return hasattr(ext, "value") and int(ext.value) % V == 0
+
+
+def _reuse(f: BlockFacts, v_loads: list[Access]) -> int:
+    """How many times each element of the v operand is used: the product of the spatial
+    extents it does not depend on (symbolic extents count as large)."""
+    n = 1
+    for i in f.spatial:
+        var = f.iters[i]
+        if not any(a.depends(var) for a in v_loads):
+            n *= f.extent(i) or 1 << 10
+    return n
+
+
+def _u_tile(extent: int | None, max_u: int) -> int:
+    if extent is None:
+        return 4 if max_u >= 4 else max_u
+    best = divisor_at_most(extent, max_u)
+    if best < 4 and extent > max_u:
+        return max_u  # a predicated tail beats one row at a time
+    return best
+
+
+def plan_outer_product(f: BlockFacts, cpu: CPUInfo, params: frozenset[int] = frozenset()
+                       ) -> TilePlan | None:
+    """The best ``(v, V, u, U)`` for reduction block ``f`` (None: not an outer product).
+    ``params`` holds the ids of the function's parameter buffers (repacking one of those is
+    free for constant weights)."""
+    if len(f.loads) < 2 or not f.reduction:
+        return None
+    lanes = cpu.lanes(f.store.buffer.dtype)
+    best: tuple[float, TilePlan] | None = None
+    n_store = len(f.store.indices)
+    for v in f.spatial:
+        var = f.iters[v]
+        v_loads = f.loads_depending(var)
+        others = [a for a in f.loads if not a.depends(var)]
+        if not v_loads or not others or f.store.plain_dim(var) is None:
+            continue
+        ev = f.extent(v)
+        V = pick_vector_tile(ev, lanes, 2)
+        pack = [a for a in v_loads if not a.is_unit_stride(var)]
+        if any(not _packable(a, var, V) for a in pack):
+            continue
+        # A parameter read contiguously along v but with rows of more than one tile (a
+        # [K, N] weight) is packed too, into panels [N / V, K, V] that one tile walks
+        # contiguously, when each element is used often enough to pay for packing it on every
+        # call (free for constant weights, which are packed at compile time).
+        reuse = _reuse(f, v_loads)
+        pack += [a for a in v_loads if a not in pack and id(a.buffer) in params and
+                 reuse >= MIN_PACK_REUSE and _packable(a, var, V) and
+                 int(a.buffer.shape[a.plain_dim(var)].value) > V]
+        for u in f.spatial:
+            uvar = f.iters[u]
+            if u == v or any(a.depends(uvar) for a in v_loads) or \
+                    not any(a.depends(uvar) for a in others):
+                continue
+            regs = max(1, -(-V // lanes))
+            U = _u_tile(f.extent(u), min(MAX_U, MAX_ACCUMULATORS // regs))
+            score = _score(V, lanes, U, pack, params, f, var, n_store)
+            plan = TilePlan(v, V, u, U, pack)
+            if best is None or score > best[0]:
+                best = (score, plan)
+    return best[1] if best is not None else None
+
+
+def _score(V: int, lanes: int, U: int, pack: list[Access], params: frozenset[int],
+           f: BlockFacts, var, n_store: int) -> float:  # noqa: ANN001
+    regs = -(-V // lanes)
+    fill = V / (regs * lanes)               # lanes doing useful work
+    reuse = min(U, MAX_U) / MAX_U           # FMAs per loaded vector, relative
+    width = min(regs, 2) / 2                # two registers per row hide FMA latency better
+    score = fill * (0.5 + 0.5 * reuse) * (0.75 + 0.25 * width)
+    for a in pack:
+        score *= 0.9 if id(a.buffer) in params else 0.8
+    if f.store.plain_dim(var) == n_store - 1:
+        score *= 1.01                       # ties: the output's contiguous dimension
+    return score
+
+
+class Matmul(ScheduleRule):
+    """Outer-product reductions (matmul, batch matmul, dense, conv2d) with their epilogues:
+    see the module docstring."""
+
+    name = "Matmul"
+
+    def apply(self, func: PrimFunc, target: Target, tunable: bool) -> Schedule | None:
+        cpu = CPUInfo.of(target)
+        sch = Schedule(func)
+        inline_cheap_stages(sch)
+        shape = match_anchor(sch)
+        if shape is None:
+            return None
+        plan = plan_outer_product(shape.anchor, cpu, frozenset(param_buffers(sch)))
+        if plan is None:
+            return None
+        for block in shape.prologue:
+            schedule_spatial(sch, block, cpu)
+        apply_tile_plan(sch, shape.anchor, plan, shape.epilogue, cpu)
+        return sch
