@@ -16,13 +16,14 @@ from workbench.tir.expr import (
     Add, BufferLoad, Call, Cast, IntImm, Mul, PrimExpr, Sub, Var,
 )
 from workbench.tir.function import PrimFunc
-from workbench.tir.functor import IRVisitor, collect_vars
+from workbench.tir.functor import IRVisitor
 from workbench.tir.schedule import BlockRV, LoopRV, Schedule
 from workbench.tir.stmt import Block, BlockRealize, BufferStore, IterType
 
 __all__ = [
     "Access", "BlockFacts", "block_facts", "root_blocks", "const_extent", "coefficient",
-    "is_output", "calls_in", "CHEAP_CALLS", "param_buffers", "block_realize",
+    "is_output", "calls_in", "CHEAP_CALLS", "param_buffers", "block_realize", "expr_vars",
+    "count_reductions",
 ]
 
 #: Intrinsics cheap enough to recompute wherever an inlined value is used.
@@ -53,12 +54,31 @@ def coefficient(expr: PrimExpr, var: Var) -> int | None:
         if a is None or b is None:
             return None
         if a == 0 and b == 0:
-            return 0 if var not in collect_vars(expr) else None
+            return 0 if var not in expr_vars(expr) else None
         scale = expr.b if a != 0 else expr.a
         if a != 0 and b != 0 or not isinstance(scale, IntImm):
             return None
         return (a or b) * int(scale.value)
-    return 0 if var not in collect_vars(expr) else None
+    return 0 if var not in expr_vars(expr) else None
+
+
+class _VarCollector(IRVisitor):
+    def __init__(self) -> None:
+        self.found: set[Var] = set()
+
+    def visit_Var(self, v: Var) -> None:
+        self.found.add(v)
+
+
+def expr_vars(e: PrimExpr) -> frozenset[Var]:
+    """The variables ``e`` uses (one visitor class, not one per call as ``collect_vars``)."""
+    if isinstance(e, Var):
+        return frozenset((e,))
+    if isinstance(e, IntImm):
+        return frozenset()
+    v = _VarCollector()
+    v.visit(e)
+    return frozenset(v.found)
 
 
 @dataclass(frozen=True)
@@ -68,12 +88,15 @@ class Access:
     buffer: Buffer
     indices: tuple[PrimExpr, ...]
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dim_vars", tuple(expr_vars(i) for i in self.indices))
+
     def depends(self, var: Var) -> bool:
-        return any(var in collect_vars(i) for i in self.indices)
+        return any(var in vs for vs in self.dim_vars)  # type: ignore[attr-defined]
 
     def dims_of(self, var: Var) -> list[int]:
         """The dimensions whose index uses ``var``."""
-        return [d for d, i in enumerate(self.indices) if var in collect_vars(i)]
+        return [d for d, vs in enumerate(self.dim_vars) if var in vs]  # type: ignore[attr-defined]
 
     def is_unit_stride(self, var: Var) -> bool:
         """Consecutive values of ``var`` touch consecutive elements: ``var`` appears only in
@@ -220,6 +243,15 @@ def block_realize(sch: Schedule, block: BlockRV) -> BlockRealize | None:
         if isinstance(stmt, BlockRealize) and stmt.block is blk:
             return stmt
     return None
+
+
+def count_reductions(func: PrimFunc) -> int:
+    """The blocks of ``func`` that reduce (have an init or a reduction variable): a cheap test
+    the rules run before building a schedule."""
+    from workbench.tir.schedule.utils import blocks_under
+    return sum(1 for b in blocks_under(func.body)
+               if b.init is not None or any(iv.iter_type != IterType.DATA_PAR
+                                            for iv in b.iter_vars))
 
 
 def _same_int(e: PrimExpr, value: int) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from workbench.dlight.analysis import (
-    CHEAP_CALLS, BlockFacts, block_facts, block_realize, calls_in, is_output, root_blocks,
+    CHEAP_CALLS, BlockFacts, block_facts, block_realize, calls_in, param_buffers, root_blocks,
 )
 from workbench.dlight.base import CPUInfo
 from workbench.tir.schedule import BlockRV, LoopRV, Schedule, ScheduleError
@@ -63,11 +63,12 @@ def inline_cheap_stages(sch: Schedule) -> None:
     evaluated in the consumer's innermost loop, which is also what blocks its vectorization);
     and stages that call a transcendental function and feed several consumers (``exp`` in
     softmax: computing it once and storing it is cheaper than computing it twice)."""
+    params = param_buffers(sch)
     changed = True
     while changed:
         changed = False
         for block in root_blocks(sch) or []:
-            if is_output(sch, block):
+            if any(id(w.buffer) in params for w in sch.get(block).writes):
                 continue
             blk = sch.get(block)
             if blk.init is not None or any(iv.iter_type != 0 for iv in blk.iter_vars):

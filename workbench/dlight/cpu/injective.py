@@ -8,7 +8,7 @@ fused into one parallel loop when the block is large enough to pay for the threa
 """
 from __future__ import annotations
 
-from workbench.dlight.analysis import block_facts, root_blocks
+from workbench.dlight.analysis import block_facts, count_reductions, root_blocks
 from workbench.dlight.base import CPUInfo, ScheduleRule
 from workbench.dlight.cpu.common import inline_cheap_stages, schedule_spatial
 from workbench.target import Target
@@ -24,6 +24,8 @@ class Injective(ScheduleRule):
     name = "Injective"
 
     def apply(self, func: PrimFunc, target: Target, tunable: bool) -> Schedule | None:
+        if count_reductions(func):
+            return None
         cpu = CPUInfo.of(target)
         sch = Schedule(func)
         blocks = root_blocks(sch)

@@ -11,7 +11,7 @@ the plan that fills the vector registers best wins (see :func:`plan_outer_produc
 """
 from __future__ import annotations
 
-from workbench.dlight.analysis import Access, BlockFacts, param_buffers
+from workbench.dlight.analysis import Access, BlockFacts, count_reductions, param_buffers
 from workbench.dlight.base import CPUInfo, ScheduleRule
 from workbench.dlight.cpu.anchor import match_anchor
 from workbench.dlight.cpu.common import divisor_at_most, inline_cheap_stages, schedule_spatial
@@ -124,6 +124,8 @@ class Matmul(ScheduleRule):
     name = "Matmul"
 
     def apply(self, func: PrimFunc, target: Target, tunable: bool) -> Schedule | None:
+        if count_reductions(func) != 1:
+            return None
         cpu = CPUInfo.of(target)
         sch = Schedule(func)
         inline_cheap_stages(sch)

@@ -13,7 +13,9 @@ a contiguous axis whose extent the vector width divides is vectorized by ``rfact
 """
 from __future__ import annotations
 
-from workbench.dlight.analysis import BlockFacts, block_facts, block_realize, root_blocks
+from workbench.dlight.analysis import (
+    BlockFacts, block_facts, block_realize, count_reductions, root_blocks,
+)
 from workbench.dlight.base import CPUInfo, ScheduleRule
 from workbench.dlight.cpu.common import (
     inline_cheap_stages, loop_extent, parallelize, vector_tile,
@@ -76,6 +78,8 @@ class RowReduction(ScheduleRule):
     name = "RowReduction"
 
     def apply(self, func: PrimFunc, target: Target, tunable: bool) -> Schedule | None:
+        if count_reductions(func) < 1:
+            return None
         cpu = CPUInfo.of(target)
         sch = Schedule(func)
         inline_cheap_stages(sch)

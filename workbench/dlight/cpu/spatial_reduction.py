@@ -12,7 +12,7 @@ tile is up to four registers wide to hide the latency of the accumulating adds.
 """
 from __future__ import annotations
 
-from workbench.dlight.analysis import BlockFacts
+from workbench.dlight.analysis import BlockFacts, count_reductions
 from workbench.dlight.base import CPUInfo, ScheduleRule
 from workbench.dlight.cpu.anchor import match_anchor
 from workbench.dlight.cpu.common import inline_cheap_stages, schedule_spatial
@@ -49,6 +49,8 @@ class SpatialReduction(ScheduleRule):
     name = "SpatialReduction"
 
     def apply(self, func: PrimFunc, target: Target, tunable: bool) -> Schedule | None:
+        if count_reductions(func) != 1:
+            return None
         cpu = CPUInfo.of(target)
         sch = Schedule(func)
         inline_cheap_stages(sch)

@@ -150,8 +150,8 @@ def apply_tile_plan(sch: Schedule, f: BlockFacts, plan: TilePlan, epilogue: Bloc
 
 
 def _vars(e):  # noqa: ANN001, ANN202 - tiny helper over PrimExpr
-    from workbench.tir.functor import collect_vars
-    return collect_vars(e)
+    from workbench.dlight.analysis import expr_vars
+    return expr_vars(e)
 
 
 def _move_dim_last(sch: Schedule, block: BlockRV, dim: int | None, ndim: int) -> None:

@@ -23,13 +23,52 @@ import numpy as np
 
 from workbench.ir.module import IRModule
 from workbench.relax.expr import Constant, Function, VarBinding
-from workbench.relax.expr_functor import ExprMutator
+from workbench.relax.expr_functor import ExprMutator, ExprVisitor
 from workbench.relax.op.base import call_tir_parts, is_call_tir
 from workbench.relax.struct_info import TensorStructInfo
 from workbench.relax.transform._util import is_primitive, relax_functions
 from workbench.tir.function import PrimFunc
 
 __all__ = ["FoldConstant"]
+
+
+def _foldable(mod: IRModule, call: Any) -> tuple[str, tuple, tuple[int, ...], str] | None:
+    """``(PrimFunc name, inputs, output shape, dtype)`` of a call_tir that could be folded
+    (its inputs are not checked here)."""
+    gvar, inputs, tir_vars, outs = call_tir_parts(call)
+    if tir_vars or len(outs) != 1 or not isinstance(outs[0], TensorStructInfo):
+        return None
+    shape = _static_shape(outs[0])
+    name = getattr(gvar, "name_hint", None)
+    if shape is None or name is None or name not in mod or not isinstance(mod[name], PrimFunc):
+        return None
+    return name, inputs, shape, outs[0].dtype
+
+
+class _Planner(ExprVisitor):
+    """A dry run: the PrimFuncs of the calls that will fold (inputs constant, or results of
+    calls that fold), so they are compiled together in one build."""
+
+    def __init__(self, mod: IRModule):
+        super().__init__()
+        self.mod = mod
+        self.known: set[int] = set()
+        self.names: list[str] = []
+
+    def visit_binding(self, b: Any) -> None:
+        super().visit_binding(b)
+        if not isinstance(b, VarBinding):
+            return
+        value = b.value
+        if isinstance(value, Constant):
+            self.known.add(id(b.var))
+        elif is_call_tir(value):
+            parts = _foldable(self.mod, value)
+            if parts is not None and all(isinstance(a, Constant) or id(a) in self.known
+                                         for a in parts[1]):
+                self.known.add(id(b.var))
+                if parts[0] not in self.names:
+                    self.names.append(parts[0])
 
 
 class _Folder(ExprMutator):
@@ -57,19 +96,14 @@ class _Folder(ExprMutator):
         self.reemit_binding(b, folded)
 
     def _try_fold(self, call: Any) -> Constant | None:
-        gvar, inputs, tir_vars, outs = call_tir_parts(call)
-        if tir_vars or len(outs) != 1 or not isinstance(outs[0], TensorStructInfo):
+        parts = _foldable(self.mod, call)
+        if parts is None:
             return None
+        name, inputs, shape, dtype = parts
         consts = [self._constant(a) for a in inputs]
         if any(c is None for c in consts):
             return None
-        shape = _static_shape(outs[0])
-        name = getattr(gvar, "name_hint", None)
-        func = self.mod[name] if name is not None and name in self.mod else None
-        if shape is None or not isinstance(func, PrimFunc):
-            return None
-        return Constant(self.fold.run(name, func, [c.data.numpy() for c in consts],
-                                      shape, outs[0].dtype))
+        return Constant(self.fold.run(name, [c.data.numpy() for c in consts], shape, dtype))
 
 
 def _static_shape(si: TensorStructInfo) -> tuple[int, ...] | None:
@@ -93,31 +127,37 @@ class FoldConstant:
         self.folded: list[str] = []
         self._compiled: dict[str, Any] = {}
 
-    def run(self, name: str, func: PrimFunc, inputs: list[np.ndarray], shape: tuple[int, ...],
+    def run(self, name: str, inputs: list[np.ndarray], shape: tuple[int, ...],
             dtype: str) -> np.ndarray:
-        """Run PrimFunc ``func`` (compiled once per name) on ``inputs``."""
+        """Run the compiled PrimFunc ``name`` on ``inputs``."""
         import workbench as wb
-        from workbench.driver import build
-        kernel = self._compiled.get(name)
-        if kernel is None:
-            target = self.target if self.target is not None else "llvm"
-            kernel = build(func.with_attr("global_symbol", name), target, name=name,
-                           default_schedule=True)[name]
-            self._compiled[name] = kernel
         out = wb.nd.empty(shape, dtype)
-        kernel(*[wb.nd.array(np.ascontiguousarray(a)) for a in inputs], out)
+        self._compiled[name](*[wb.nd.array(np.ascontiguousarray(a)) for a in inputs], out)
         return out.numpy()
 
     def __call__(self, mod: IRModule) -> IRModule:
         if not isinstance(mod, IRModule):
             raise TypeError(f"FoldConstant expects an IRModule, got {type(mod).__name__}")
         self.folded = []
-        self._compiled = {}
+        funcs = [(name, func) for name, func in relax_functions(mod)
+                 if isinstance(func, Function) and not is_primitive(func)]
+        names: list[str] = []
+        for _, func in funcs:
+            planner = _Planner(mod)
+            planner.visit_expr(func)
+            names += [n for n in planner.names if n not in names]
+        if not names:
+            return mod
+        # One build for every kernel to run (each one compiled alone costs a build each).
+        from workbench.driver import build
+        kernels = IRModule({n: mod[n].with_attr("global_symbol", n) for n in names})
+        lib = build(kernels, self.target if self.target is not None else "llvm",
+                    default_schedule=True)
+        self._compiled = {n: lib[n] for n in names}
         out = mod.copy()
-        for name, func in relax_functions(mod):
-            if is_primitive(func) or not isinstance(func, Function):
-                continue
+        for name, func in funcs:
             new = _Folder(out, self).visit_expr(func)
             if new is not func:
                 out[name] = new
+        self._compiled = {}
         return out
