@@ -249,3 +249,18 @@ def test_apply_default_schedule_checks_its_arguments():
         ApplyDefaultSchedule(lambda f, t, b: None)
     with pytest.raises(TypeError, match="an IRModule or a PrimFunc"):
         dlight.default_schedule("not a module")
+
+
+def test_narrower_vectors_for_an_avx2_target():
+    """Tiles follow the target's vector width: an AVX2 target gets 8-lane tiles, and the
+    kernels still compute the right thing."""
+    target = Target("llvm -mattr=+avx2,+fma -num-cores=2")
+    assert dlight.CPUInfo.of(target).lanes("float32") == 8
+    func = conv_te("NCHW", 2, 1)
+    mod = dlight.default_schedule(func, target)
+    assert "T.vectorized(16)" in mod["main"].script()   # two 8-lane registers per row
+    x, w = rand(2, 8, 11, 11), rand(16, 8, 3, 3)
+    y = np.maximum(np_conv_nchw(x, w, 2, 1), 0)
+    out = wb.nd.empty(y.shape, "float32")
+    wb.build(mod, target)["main"](wb.nd.array(x), wb.nd.array(w), out)
+    np.testing.assert_allclose(out.numpy(), y, rtol=1e-4, atol=1e-4)

@@ -64,3 +64,16 @@ def test_relax_build_folds_bound_weight_transposes():
     x = rng.standard_normal((2, 8)).astype("float32")
     got = relax.VirtualMachine(exe, wb.cpu())["main"](wb.nd.array(x)).numpy()
     np.testing.assert_allclose(got, x @ (w.T * w.T) + b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_fold_that_would_blow_up_a_constant_is_left_alone():
+    b = relax.Var("b", relax.TensorStructInfo((4,), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [b]):
+        with bb.dataflow():
+            out = bb.emit_output(R.broadcast_to(b, (512, 256, 4)))
+        bb.emit_func_output(out)
+    mod = LegalizeOps()(BindParams("main", {"b": np.ones(4, "float32")})(bb.get()))
+    p = FoldConstant()
+    p(mod)
+    assert p.folded == []

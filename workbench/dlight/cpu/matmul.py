@@ -114,6 +114,14 @@ def _score(V: int, lanes: int, U: int, pack: list[Access], params: frozenset[int
         score *= 0.9 if id(a.buffer) in params else 0.8
     if f.store.plain_dim(var) == n_store - 1:
         score *= 1.01                       # ties: the output's contiguous dimension
+    else:
+        # The tile is written back transposed (element by element): about one store per
+        # output against reduction-length/lanes vector FMAs -- it matters for short
+        # reductions (a 1x1 convolution over few channels).
+        k = 1
+        for i in f.reduction:
+            k *= f.extent(i) or 1 << 10
+        score /= 1 + 0.5 * lanes / k
     return score
 
 

@@ -3,7 +3,8 @@
 
 Contract: after ``LegalizeOps``, a binding ``y = call_tir(f, (c1, c2, ...), out_sinfo)`` whose
 inputs are ``Constant``s (or variables bound to constants earlier in the same function), with
-no symbolic dimension in its output and one tensor output, becomes ``y = Constant(value)``:
+no symbolic dimension in its output, one tensor output, and no more output elements than its
+inputs have (or 65536), becomes ``y = Constant(value)``:
 the PrimFunc ``f`` is compiled (with its default schedule: a folded weight transpose is a big
 copy) and run once on the constants. Folds cascade in program order. Calls over non-constant
 inputs, tuple outputs, ``tir_vars`` and calls of anything other than a PrimFunc of the module
@@ -32,15 +33,29 @@ from workbench.tir.function import PrimFunc
 __all__ = ["FoldConstant"]
 
 
+#: A fold may not make a constant with more elements than its inputs have together (or this
+#: many, for small ones): a broadcast of a bias to a whole activation stays a kernel.
+MIN_GROWTH_LIMIT = 1 << 16
+
+
 def _foldable(mod: IRModule, call: Any) -> tuple[str, tuple, tuple[int, ...], str] | None:
     """``(PrimFunc name, inputs, output shape, dtype)`` of a call_tir that could be folded
-    (its inputs are not checked here)."""
+    (whether its inputs are constants is not checked here)."""
     gvar, inputs, tir_vars, outs = call_tir_parts(call)
     if tir_vars or len(outs) != 1 or not isinstance(outs[0], TensorStructInfo):
         return None
     shape = _static_shape(outs[0])
     name = getattr(gvar, "name_hint", None)
     if shape is None or name is None or name not in mod or not isinstance(mod[name], PrimFunc):
+        return None
+    in_elems = 0
+    for a in inputs:
+        si = getattr(a, "struct_info", None)
+        dims = _static_shape(si) if isinstance(si, TensorStructInfo) else None
+        if dims is None:
+            return None
+        in_elems += int(np.prod(dims)) if dims else 1
+    if int(np.prod(shape)) > max(in_elems, MIN_GROWTH_LIMIT):
         return None
     return name, inputs, shape, outs[0].dtype
 
