@@ -7,10 +7,12 @@ from reduction_workloads import (
 )
 from sched_workloads import run_and_compare
 
+import workbench as wb
 from workbench import te, tir
 from workbench.tir.schedule import Schedule
 from workbench.tir.schedule.primitive import reducer as reducer_mod
 from workbench.tir.schedule.primitive.reducer import register_reducer
+from workbench.tir.schedule.testing import verify_trace_roundtrip
 
 MATMUL_RF_INNER = '''\
 @T.prim_func
@@ -260,3 +262,28 @@ def test_rfactor_reduction_loop_outside_a_spatial_loop():
     # A spatial loop under the rfactor loop is fine: a spatial iter var uses it.
     sch.rfactor(k, 0)
     check_numerics(sch, f, ref_matmul)
+
+
+def test_rfactor_a_separable_two_value_reduction():
+    """Layer norm's reducer (sum and sum of squares in one block, values in let bindings):
+    each value gets its own rfactor buffer, in one rf block and one write-back block."""
+    A = te.placeholder((4, 32), name="A")
+    k = te.reduce_axis((0, 32), name="k")
+    pair = te.comm_reducer(lambda x, y: (x[0] + y[0], x[1] + y[1]),
+                           lambda t0, t1: (tir.const(0, t0), tir.const(0, t1)), name="pair")
+    s, ss = te.compute((4,), lambda i: pair((A[i, k], A[i, k] * A[i, k]), axis=k), name="T")
+    func = te.create_prim_func([A, s, ss])
+    sch = Schedule(func)
+    i, kk = sch.get_loops(sch.get_block("T"))
+    k0, k1 = sch.split(kk, [None, 8])
+    rf = sch.rfactor(k1, 1)
+    rf_block = sch.get(rf)
+    assert [w.buffer.name for w in rf_block.writes] == ["T_v0_rf", "T_v1_rf"]
+    assert [[int(d.value) for d in w.buffer.shape] for w in rf_block.writes] == [[4, 8], [4, 8]]
+    verify_trace_roundtrip(sch, func)
+    a = np.random.rand(4, 32).astype("float32")
+    outs = [np.zeros(4, "float32"), np.zeros(4, "float32")]
+    nds = [wb.nd.array(x) for x in (a, *outs)]
+    wb.build(sch.mod)["main"](*nds)
+    np.testing.assert_allclose(nds[1].numpy(), a.sum(1), rtol=1e-5)
+    np.testing.assert_allclose(nds[2].numpy(), (a * a).sum(1), rtol=1e-5)

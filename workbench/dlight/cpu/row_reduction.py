@@ -183,9 +183,8 @@ def _rfactor(sch: Schedule, f: BlockFacts, cpu: CPUInfo) -> str | None:
     """Split the innermost reduction loop of ``f`` by the vector width and rfactor the lane
     loop into a trailing dimension of a partial-result buffer; returns the partial block's
     name, or None when the reduction is not over a contiguous axis the width divides, or the
-    reducer is not one rfactor knows (multi-value reductions such as layer norm's)."""
-    if len(f.stores) != 1:
-        return None
+    reducer is not one rfactor knows (layer norm's sum and sum of squares is; an argmax's is
+    not)."""
     k = len(f.iters) - 1
     if f.kinds[k] != 2 or not all(a.is_unit_stride(f.iters[k]) for a in
                                   f.loads_depending(f.iters[k])):

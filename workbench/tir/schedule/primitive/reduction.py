@@ -23,7 +23,8 @@ from workbench.tir.schedule.primitive.reducer import match_reducer
 from workbench.tir.schedule.state import BlockInfo, FuncIndex, replace_stmt
 from workbench.tir.schedule.utils import realizes_under
 from workbench.tir.stmt import (
-    Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar, SeqStmt, Stmt, seq,
+    Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar, LetStmt, SeqStmt, Stmt,
+    seq,
 )
 
 
@@ -208,46 +209,49 @@ def rfactor(func: PrimFunc, index: FuncIndex, loop_var: Var,
         raise ScheduleError(prim, f"block {block_name!r}", "its predicate depends on a "
                             "reduction loop (a split whose factors do not divide the reduction "
                             "extent); rfactor needs a perfect tiling of the reduction loops")
-    init, update = _single_stores(block, prim)
-    matched = match_reducer(init.value, update)
-    if matched is None:
-        raise ScheduleError(prim, f"block {block_name!r}", "its init and update do not match "
-                            "a known commutative reducer (sum, product, min, max or one added "
-                            "with register_reducer); the update must be "
-                            "'buf[idx] = combine(buf[idx], value)' and the init its identity")
-    reducer, lhs, rhs = matched
-    ndim = len(update.buffer.shape)
+    comps = []  # (update store, reducer, lhs, rhs) per reduced buffer
+    for init, update in _reduction_stores(block, prim):
+        matched = match_reducer(init.value, update)
+        if matched is None:
+            raise ScheduleError(prim, f"block {block_name!r}", "its init and update do not "
+                                "match a known commutative reducer (sum, product, min, max or "
+                                "one added with register_reducer); the update must be "
+                                "'buf[idx] = combine(buf[idx], value)' and the init its "
+                                "identity")
+        comps.append((update, *matched))
+    ndim = len(comps[0][0].buffer.shape)
     if not -(ndim + 1) <= factor_axis <= ndim:
         raise ScheduleError(prim, _loop_subject(rf_loop), f"factor_axis must be in "
                             f"[{-(ndim + 1)}, {ndim}] for the {ndim}-d buffer "
-                            f"{update.buffer.name!r}, got {factor_axis}")
+                            f"{comps[0][0].buffer.name!r}, got {factor_axis}")
     if factor_axis < 0:
         factor_axis += ndim + 1
     rf_name = f"{block_name}_rf"
     if rf_name in index.blocks:
         raise ScheduleError(prim, f"block {block_name!r}", f"a block named {rf_name!r} "
                             "already exists")
-    buf = update.buffer
     scope = info.scope_block
     if scope is None:
         raise ScheduleError(prim, f"block {block_name!r}", "the block has no enclosing block "
                             "to allocate the rfactor buffer in")
     taken = {b.name for b in index.func.buffer_map.values()} | \
         {b.name for i in index.blocks.values() for b in i.block.alloc_buffers}
-    rf_buf_name = f"{buf.name}_rf"
-    if rf_buf_name in taken:
-        raise ScheduleError(prim, f"block {block_name!r}", f"a buffer named {rf_buf_name!r} "
-                            "already exists")
-    shape = list(buf.shape)
-    shape.insert(factor_axis, rf_loop.extent)
-    rf_buf = Buffer(Var(rf_buf_name, "handle"), buf.dtype, tuple(shape), rf_buf_name,
-                    scope=buf.scope, data_alignment=buf.data_alignment,
-                    offset_factor=buf.offset_factor)
+    rf_bufs = []
+    for update, *_ in comps:
+        buf = update.buffer
+        rf_buf_name = f"{buf.name}_rf"
+        if rf_buf_name in taken:
+            raise ScheduleError(prim, f"block {block_name!r}", f"a buffer named "
+                                f"{rf_buf_name!r} already exists")
+        shape = list(buf.shape)
+        shape.insert(factor_axis, rf_loop.extent)
+        rf_bufs.append(Buffer(Var(rf_buf_name, "handle"), buf.dtype, tuple(shape), rf_buf_name,
+                              scope=buf.scope, data_alignment=buf.data_alignment,
+                              offset_factor=buf.offset_factor))
 
-    rf_realize, rf_iv, rf_indices = _rf_block(block, realize, loops, rf_loop, update, reducer,
-                                              rhs, rf_buf, factor_axis)
-    wb_realize = _write_back_block(block, realize, rf_loop, update, reducer, lhs, rf_buf,
-                                   rf_iv, rf_indices)
+    rf_realize, rf_iv, rf_indices = _rf_block(block, realize, loops, rf_loop, comps, rf_bufs,
+                                              factor_axis)
+    wb_realize = _write_back_block(block, realize, rf_loop, comps, rf_bufs, rf_iv, rf_indices)
     rf_nest = _copy_loop_nest(rf_realize, loops)
 
     # Rebuild the original nest: the write-back block under the spatial loops and the rf loop.
@@ -260,7 +264,7 @@ def rfactor(func: PrimFunc, index: FuncIndex, loop_var: Var,
     wb_nest = _Prune(keep, {lp.loop_var for lp in loops}, realize, wb_realize).visit(loops[0])
     new_top = seq(rf_nest, wb_nest)
     new_scope = _ReplaceLoop(loops[0], new_top).visit(scope)
-    new_scope = new_scope.replace(alloc_buffers=new_scope.alloc_buffers + (rf_buf,))
+    new_scope = new_scope.replace(alloc_buffers=new_scope.alloc_buffers + tuple(rf_bufs))
     scope_pos = max(i for i, s in enumerate(info.ancestors) if s is scope)
     func = replace_stmt(func, info.ancestors[:scope_pos], scope, new_scope)
     check_block_dataflow(func, [rf_name, block_name], prim, f"block {block_name!r}")
@@ -297,23 +301,64 @@ def _check_rfactor_loops(loops: list[For], rf_loop: For, block: Block,
                                 "sit under a reduction loop")
 
 
-def _single_stores(block: Block, prim: str) -> tuple[BufferStore, BufferStore]:
+def _reduction_stores(block: Block, prim: str) -> list[tuple[BufferStore, BufferStore]]:
+    """``(init store, update store)`` per reduced buffer: one pair for the usual block, one
+    per buffer for a multi-value reduction whose init stores each buffer's identity and whose
+    body computes each new value (in ``LetStmt``s, as te writes them) from its own buffer only
+    (a *separable* reducer: layer norm's sum and sum of squares; argmax-style reducers, whose
+    values depend on each other, are refused)."""
     init, body = block.init, block.body
-    if not isinstance(init, BufferStore) or not isinstance(body, BufferStore):
-        raise ScheduleError(prim, f"block {block.name_hint!r}", "rfactor handles reductions "
-                            "whose init and body are single buffer stores; multi-value "
-                            "reductions (argmax-style) are not supported")
-    if init.buffer is not body.buffer or not structural_equal(init.indices, body.indices):
-        raise ScheduleError(prim, f"block {block.name_hint!r}", "its init and body store to "
-                            "different elements")
-    return init, body
+    if isinstance(init, BufferStore) and isinstance(body, BufferStore):
+        if init.buffer is not body.buffer or not structural_equal(init.indices, body.indices):
+            raise ScheduleError(prim, f"block {block.name_hint!r}", "its init and body store "
+                                "to different elements")
+        return [(init, body)]
+    lets: dict[Var, PrimExpr] = {}
+    while isinstance(body, LetStmt):
+        lets[body.var] = subst(body.value, lets)
+        body = body.body
+    inits = init.seq if isinstance(init, SeqStmt) else (init,)
+    stores = body.seq if isinstance(body, SeqStmt) else (body,)
+    subject = f"block {block.name_hint!r}"
+    if not all(isinstance(x, BufferStore) for x in (*inits, *stores)) or \
+            len(inits) != len(stores):
+        raise ScheduleError(prim, subject, "rfactor handles reductions whose init and body "
+                            "store each reduced buffer once (optionally through let bindings)")
+    by_buffer = {id(st.buffer): st for st in stores}
+    if len(by_buffer) != len(stores):
+        raise ScheduleError(prim, subject, "the body stores one buffer twice")
+    bufs = {id(st.buffer) for st in stores}
+    pairs = []
+    for ini in inits:
+        st = by_buffer.get(id(ini.buffer))
+        if st is None or not structural_equal(ini.indices, st.indices):
+            raise ScheduleError(prim, subject, "its init and body store to different elements")
+        st = st.replace(value=subst(st.value, lets))
+        others = {id(ld.buffer) for ld in _loads(st.value)} & (bufs - {id(st.buffer)})
+        if others:
+            raise ScheduleError(prim, subject, "a multi-value reduction whose values depend on "
+                                "each other (argmax-style) cannot be factored")
+        pairs.append((ini, st))
+    return pairs
+
+
+def _loads(e: PrimExpr) -> list[BufferLoad]:
+    found: list[BufferLoad] = []
+
+    class _V(IRVisitor):
+        def visit_BufferLoad(self, ld: BufferLoad) -> None:
+            found.append(ld)
+            self.generic_visit(ld)
+    _V().visit(e)
+    return found
 
 
 def _rf_block(block: Block, realize: BlockRealize, loops: list[For], rf_loop: For,
-              update: BufferStore, reducer, rhs: PrimExpr, rf_buf: Buffer,
-              factor_axis: int) -> tuple[BlockRealize, IterVar, list[PrimExpr]]:
+              comps: list, rf_bufs: list[Buffer], factor_axis: int
+              ) -> tuple[BlockRealize, IterVar, list[PrimExpr]]:
     """The rfactor block: the rf loop becomes a spatial iter var; each reduction iter var that
-    used the rf loop is replaced by one reduction iter var per loop its binding used."""
+    used the rf loop is replaced by one reduction iter var per loop its binding used. One
+    store (and one init) per reduced buffer, into its rf buffer."""
     loop_of = {lp.loop_var: lp for lp in loops}
 
     def iter_from_loop(lp: For, iter_type: int) -> IterVar:
@@ -337,36 +382,42 @@ def _rf_block(block: Block, realize: BlockRealize, loops: list[For], rf_loop: Fo
                 ivs.append(new_iv)
                 values.append(v)
         var_map[iv.var] = subst(value, loop_to_iter)
-    indices = list(update.indices)
+    indices = list(comps[0][0].indices)
     indices.insert(factor_axis, rf_iv.var)
-    store = BufferStore(rf_buf, reducer.combine(BufferLoad(rf_buf, tuple(indices), rf_buf.dtype),
-                                                rhs), tuple(indices))
-    store = subst(store, var_map)
-    init = BufferStore(rf_buf, reducer.identity, store.indices)
+    stores, inits = [], []
+    for (_update, reducer, _lhs, rhs), rf_buf in zip(comps, rf_bufs):
+        store = BufferStore(rf_buf, reducer.combine(
+            BufferLoad(rf_buf, tuple(indices), rf_buf.dtype), rhs), tuple(indices))
+        store = subst(store, var_map)
+        stores.append(store)
+        inits.append(BufferStore(rf_buf, reducer.identity, store.indices))
+    rf_of = {id(u.buffer): rb for (u, *_), rb in zip(comps, rf_bufs)}
 
     def regions(old: tuple[BufferRegion, ...]) -> tuple[BufferRegion, ...]:
         out = []
         for r in old:
-            if r.buffer is update.buffer:
+            if id(r.buffer) in rf_of:
                 region = list(r.region)
                 region.insert(factor_axis, Range(rf_iv.var, op.const(1, rf_iv.var.dtype)))
-                out.append(BufferRegion(rf_buf, subst(tuple(region), var_map)))
+                out.append(BufferRegion(rf_of[id(r.buffer)], subst(tuple(region), var_map)))
             else:
                 out.append(BufferRegion(r.buffer, subst(r.region, var_map)))
         return tuple(out)
 
     rf_block = Block(tuple(ivs), regions(block.reads), regions(block.writes),
-                     f"{block.name_hint}_rf", store, init, annotations=block.annotations)
+                     f"{block.name_hint}_rf", seq(*stores), seq(*inits),
+                     annotations=block.annotations)
     # storage_align entries named the original buffer, which the rfactor block no longer
     # writes (its rf buffer has another shape): they stay with the write-back block only.
     rf_block = A.carry_dim_align(block, rf_block, lambda buf: True)
     return BlockRealize(tuple(values), realize.predicate, rf_block), rf_iv, indices
 
 
-def _write_back_block(block: Block, realize: BlockRealize, rf_loop: For, update: BufferStore,
-                      reducer, lhs: BufferLoad, rf_buf: Buffer, rf_iv: IterVar,
-                      rf_indices: list[PrimExpr]) -> BlockRealize:
-    """The write-back block: the spatial iter vars plus a reduction over the rf loop."""
+def _write_back_block(block: Block, realize: BlockRealize, rf_loop: For, comps: list,
+                      rf_bufs: list[Buffer], rf_iv: IterVar, rf_indices: list[PrimExpr]
+                      ) -> BlockRealize:
+    """The write-back block: the spatial iter vars plus a reduction over the rf loop, one
+    store per reduced buffer."""
     wb_iv = IterVar(Range(rf_loop.min, rf_loop.extent),
                     Var(f"v{rf_loop.loop_var.name}", rf_loop.loop_var.dtype),
                     IterType.COMM_REDUCE)
@@ -378,18 +429,22 @@ def _write_back_block(block: Block, realize: BlockRealize, rf_loop: For, update:
             var_map[iv.var] = new_iv.var
             ivs.append(new_iv)
             values.append(value)
-    wb_lhs = subst(lhs, var_map)
-    wb_rhs = subst(BufferLoad(rf_buf, tuple(rf_indices), rf_buf.dtype), var_map)
-    indices = subst(update.indices, var_map)
-    store = BufferStore(update.buffer, reducer.combine(wb_lhs, wb_rhs), indices)
-    init = BufferStore(update.buffer, reducer.identity, indices)
 
     def point(load: BufferLoad) -> BufferRegion:
         return BufferRegion(load.buffer, tuple(Range(i, op.const(1, i.dtype))
                                                for i in load.indices))
 
-    wb_block = Block(tuple(ivs), (point(wb_rhs),), (point(wb_lhs),), block.name_hint, store,
-                     init, annotations=block.annotations)
+    stores, inits, reads, writes = [], [], [], []
+    for (update, reducer, lhs, _rhs), rf_buf in zip(comps, rf_bufs):
+        wb_lhs = subst(lhs, var_map)
+        wb_rhs = subst(BufferLoad(rf_buf, tuple(rf_indices), rf_buf.dtype), var_map)
+        indices = subst(update.indices, var_map)
+        stores.append(BufferStore(update.buffer, reducer.combine(wb_lhs, wb_rhs), indices))
+        inits.append(BufferStore(update.buffer, reducer.identity, indices))
+        reads.append(point(wb_rhs))
+        writes.append(point(wb_lhs))
+    wb_block = Block(tuple(ivs), tuple(reads), tuple(writes), block.name_hint, seq(*stores),
+                     seq(*inits), annotations=block.annotations)
     return BlockRealize(tuple(values), op.const(True), wb_block)
 
 
