@@ -264,3 +264,62 @@ def test_narrower_vectors_for_an_avx2_target():
     out = wb.nd.empty(y.shape, "float32")
     wb.build(mod, target)["main"](wb.nd.array(x), wb.nd.array(w), out)
     np.testing.assert_allclose(out.numpy(), y, rtol=1e-4, atol=1e-4)
+
+
+def _single(make_outputs, inputs):
+    """A te kernel of ``make_outputs(*placeholders)`` over the numpy ``inputs``, built with
+    its default schedule; returns the outputs and the rule that scheduled it."""
+    phs = [te.placeholder(a.shape, dtype=str(a.dtype), name=f"in{i}")
+           for i, a in enumerate(inputs)]
+    outs = make_outputs(*phs)
+    outs = outs if isinstance(outs, (list, tuple)) else [outs]
+    func = te.create_prim_func([*phs, *outs])
+    p = dlight.DefaultCPUSchedule(TARGET)
+    mod = p(func)
+    assert p.failures == {}
+    nds = [wb.nd.empty(tuple(int(d.value) for d in o.shape), o.dtype) for o in outs]
+    wb.build(mod, TARGET)["main"](*[wb.nd.array(a) for a in inputs], *nds)
+    return [n.numpy() for n in nds], p.applied["main"]
+
+
+def _np_pool(x, k, s, p, kind):
+    xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=-np.inf if kind == "max"
+                else 0)
+    oh, ow = (xp.shape[2] - k) // s + 1, (xp.shape[3] - k) // s + 1
+    win = np.stack([xp[:, :, i:i + s * oh:s, j:j + s * ow:s] for i in range(k) for j in range(k)])
+    return win.max(0) if kind == "max" else win.mean(0)
+
+
+@pytest.mark.parametrize("name", ["max_pool", "avg_pool", "global_pool", "layer_norm",
+                                  "sum_keepdims", "mean_axis0", "argmax", "concat", "take",
+                                  "transpose_3d"])
+def test_single_kernel_families_match_numpy(name):
+    x4 = rand(2, 16, 13, 13)
+    x2 = rand(24, 96)
+    cases = {
+        "max_pool": (lambda x: topi.nn.pool2d(x, (3, 3), (2, 2), (1, 1), (1, 1), "max"), [x4],
+                     lambda x: _np_pool(x, 3, 2, 1, "max"), "SpatialReduction"),
+        "avg_pool": (lambda x: topi.nn.pool2d(x, (2, 2), (2, 2), (1, 1), (0, 0), "avg"), [x4],
+                     lambda x: _np_pool(x, 2, 2, 0, "avg"), "SpatialReduction"),
+        "global_pool": (lambda x: topi.nn.global_pool(x, "avg"), [x4],
+                        lambda x: x.mean((2, 3), keepdims=True), "RowReduction"),
+        "layer_norm": (lambda x, g, b: topi.nn.layer_norm(x, g, b), [x2, rand(96), rand(96)],
+                       lambda x, g, b: (x - x.mean(-1, keepdims=True)) /
+                       np.sqrt(x.var(-1, keepdims=True) + 1e-5) * g + b, "RowReduction"),
+        "sum_keepdims": (lambda x: topi.sum(x, axis=-1, keepdims=True), [x2],
+                         lambda x: x.sum(-1, keepdims=True), "RowReduction"),
+        "mean_axis0": (lambda x: topi.mean(x, axis=0), [x2], lambda x: x.mean(0),
+                       "SpatialReduction"),
+        "argmax": (lambda x: topi.argmax(x, axis=1), [x2], lambda x: x.argmax(1),
+                   "RowReduction"),
+        "concat": (lambda a, b: topi.concatenate([a, b], axis=1), [x2, rand(24, 32)],
+                   lambda a, b: np.concatenate([a, b], 1), "Injective"),
+        "take": (lambda a, i: topi.take(a, i, axis=0), [x2, np.array([3, 0, 23, 7], "int64")],
+                 lambda a, i: a[i], "Injective"),
+        "transpose_3d": (lambda x: topi.transpose(x, (2, 0, 1)), [rand(16, 8, 32)],
+                         lambda x: x.transpose(2, 0, 1), "Injective"),
+    }
+    make, inputs, reference, rule = cases[name]
+    (got,), applied = _single(make, inputs)
+    assert applied == rule
+    np.testing.assert_allclose(got, reference(*inputs), rtol=1e-4, atol=1e-4)
