@@ -90,6 +90,7 @@ def test_constant_weights_are_packed_at_compile_time(name):
     _assert_close(_run(exe, inputs), evaluate_numpy(mod, "main", *args), name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(set(OP_CASES) - FUSED_SPLIT_BUG))
 def test_every_legalized_op_matches_numpy(name):
     mod, args = case_module(name)
@@ -112,6 +113,7 @@ def _models():
     return relax_compile_models
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["mlp", "cnn", "transformer"])
 def test_models_with_symbolic_batch(kind):
     models = _models()
