@@ -240,6 +240,11 @@ class _Fuser:
                      if self.param_reads.get(id(b)) == 1 and self.layout_free_reads.get(id(b)))
 
     def _finish(self, results: list[Buffer]) -> PrimFunc:
+        # An output reached through a TupleGetItem or an alias (``gv = lv[1]`` of a multi-output
+        # call) was allocated with its call; it is a parameter, not an allocation (left as both,
+        # the kernel wrote a local buffer of the same name and the caller's output stayed unset).
+        out_ids = {id(b) for b in results}
+        self.allocs = [a for a in self.allocs if id(a) not in out_ids]
         buffers = self.params + results
         bare = {d for buf in buffers for d in buf.shape if isinstance(d, TirVar)}
         used: list[TirVar] = []
