@@ -133,7 +133,7 @@ def _call_tir(env: _Env, c: Call) -> Any:
     from workbench.tir.interpreter import run
     gvar, inputs, tir_vars, outs = call_tir_parts(c)
     prim = env.mod[gvar]
-    ins = [np.ascontiguousarray(_eval(env, a)) for a in inputs]
+    ins = [np.ascontiguousarray(v).reshape(np.shape(v)) for v in (_eval(env, a) for a in inputs)]
     results = [np.zeros(analysis.eval_dims(o.values, env.dims), dtype=o.dtype) for o in outs]
     scalars = [int(v) for v in analysis.eval_dims(tir_vars, env.dims)]
     run(prim, *ins, *results, *scalars)

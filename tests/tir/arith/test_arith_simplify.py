@@ -77,6 +77,10 @@ def test_min_max():
     assert an.simplify(tir.min(v["i"], 10)) is v["i"]
     assert _text(an.simplify(tir.min(tir.min(x, 8), 4))) == "T.min(x, 4)"
     assert _text(an.simplify(tir.min(tir.max(x, 8), 4))) == "4"
+    # a bound clamped twice by the same symbolic value (symbolic tiles)
+    n = tir.Var("n")
+    assert _text(an.simplify(tir.min(tir.min(x * 4 + 3, n - 1), n - 1))) == "T.min(x * 4 + 3, n - 1)"
+    assert _text(an.simplify(tir.max(n, tir.max(x, n)))) == "T.max(x, n)"
 
 
 def test_nested_division():

@@ -107,8 +107,11 @@ class RowReduction(ScheduleRule):
         if row is not None:
             for block in reversed((root_blocks(sch) or [])[:-1]):
                 sch.compute_at(block, row)
-        # Inside the row (the blocks' innermost loops still bind their innermost variables
-        # directly), then the row loops become one parallel loop.
+        # The row loops become one parallel loop (before any decompose_reduction: parallel
+        # refuses a decomposed update under it), then inside the row (the blocks' innermost
+        # loops still bind their innermost variables directly) the stages are vectorized.
+        if row is not None:
+            row = parallelize(sch, row_loops, _total_work(facts), cpu)
         for block in root_blocks(sch) if row is None else sch.get_child_blocks(row):
             name = sch.get(block).name_hint
             if name in partial.values():
@@ -116,7 +119,6 @@ class RowReduction(ScheduleRule):
             elif not sch.get(block).init and all(iv.iter_type == 0
                                                  for iv in sch.get(block).iter_vars):
                 _vectorize_row(sch, block, row, cpu)
-        parallelize(sch, row_loops, _total_work(facts), cpu)
         return sch
 
 
@@ -221,8 +223,8 @@ def _vectorize_partial(sch: Schedule, block: BlockRV, above: LoopRV | None) -> N
     if lane is None or red is None:
         return
     sch.reorder(red, lane)
+    sch.vectorize(lane)      # before decompose_reduction (see tiling.py)
     init = sch.decompose_reduction(block, red)
-    sch.vectorize(lane)
     init_loops = _loops_below(sch, init, above)
     if init_loops:
         sch.vectorize(init_loops[-1])
@@ -237,11 +239,11 @@ def schedule_reduction_rows(sch: Schedule, f: BlockFacts, cpu: CPUInfo) -> bool:
         return False
     rf = _rfactor(sch, f, cpu)
     loops = sch.get_loops(f.rv)
-    row = loops[d - 1] if d else None
+    # Rows parallel first: parallel refuses a decomposed update under it.
+    row = parallelize(sch, loops[:d], f.work(), cpu) if d else None
     if rf is not None:
         rf_block = sch.get_sblock(rf)
         if row is not None:
             sch.compute_at(rf_block, row)
         _vectorize_partial(sch, rf_block, row)
-    parallelize(sch, loops[:d], f.work(), cpu)
     return True

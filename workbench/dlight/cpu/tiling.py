@@ -136,10 +136,12 @@ def apply_tile_plan(sch: Schedule, f: BlockFacts, plan: TilePlan, epilogue: Bloc
 
     work = f.work()
     fused = parallelize(sch, outer, work, cpu)
+    # Vectorize before decompose_reduction: the update block it leaves (no init) is not a
+    # reduction block any more, and parallel/vectorize refuse it (TVM's compact dataflow).
+    sch.vectorize(v_i)
     if reds:
         init = sch.decompose_reduction(anchor, reds[0])
         _vectorize_tile(sch, init, fused, lanes)
-    sch.vectorize(v_i)
     if u_i is not None:
         sch.unroll(u_i)
     if fused_epilogue is not None:

@@ -147,7 +147,9 @@ class FoldConstant:
         """Run the compiled PrimFunc ``name`` on ``inputs``."""
         import workbench as wb
         out = wb.nd.empty(shape, dtype)
-        self._compiled[name](*[wb.nd.array(np.ascontiguousarray(a)) for a in inputs], out)
+        # reshape: np.ascontiguousarray makes a 0-d constant 1-d
+        args = [wb.nd.array(np.ascontiguousarray(a).reshape(np.shape(a))) for a in inputs]
+        self._compiled[name](*args, out)
         return out.numpy()
 
     def __call__(self, mod: IRModule) -> IRModule:

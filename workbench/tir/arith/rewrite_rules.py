@@ -351,7 +351,21 @@ def minmax_nested_const(an: "Analyzer", e: E.BinaryOp):
     return None
 
 
-MINMAX = RuleSet("minmax", (minmax_by_bounds, minmax_nested_const))
+@rule((E.Min, E.Max))
+def minmax_absorb(an: "Analyzer", e: E.BinaryOp):
+    """``min(min(x, y), y) -> min(x, y)`` (any operand order, and the same for max): a
+    bound clamped twice by the same value (symbolic tiles: ``min(min(t*4+3, n-1), n-1)``)."""
+    if not _is_int(e):
+        return None
+    from workbench.ir.structural import structural_equal
+    for inner, other in ((e.a, e.b), (e.b, e.a)):
+        if type(inner) is type(e) and (structural_equal(inner.a, other)
+                                       or structural_equal(inner.b, other)):
+            return inner
+    return None
+
+
+MINMAX = RuleSet("minmax", (minmax_by_bounds, minmax_nested_const, minmax_absorb))
 
 
 # ---- select and casts ---------------------------------------------------------------------

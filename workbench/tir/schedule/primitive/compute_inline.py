@@ -199,7 +199,14 @@ class _Inliner(_Rewrite):
         load = self.generic_visit(load)
         if load.buffer is not self.buffer:
             return load
-        return substitute(self.value, dict(zip(self.idx_vars, load.indices)))
+        return substitute(self.value, {v: _as_dtype(e, v.dtype)
+                                       for v, e in zip(self.idx_vars, load.indices)})
+
+
+def _as_dtype(e: PrimExpr, dtype: str) -> PrimExpr:
+    """``e`` as a value of ``dtype``: an inlined stage with int32 variables read at int64
+    indices (a legalized reshape inside an int64 kernel) keeps its own arithmetic well typed."""
+    return e if e.dtype == dtype else op.cast(dtype, e)
 
 
 def compute_inline(func: PrimFunc, index: FuncIndex, name: str) -> PrimFunc:
@@ -352,7 +359,7 @@ def _fuse(producer_realize: BlockRealize, consumer_realize: BlockRealize, buffer
     pstore, pcond = found
     sub: dict[Var, PrimExpr] = {iv.var: iv.dom.min for iv in consumer.iter_vars
                                 if _is_unit(iv.dom) and isinstance(iv.dom.min, IntImm)}
-    sub.update(zip(indices, pstore.indices))
+    sub.update((v, _as_dtype(e, v.dtype)) for v, e in zip(indices, pstore.indices))
     an = Analyzer()
     for iv in producer.iter_vars:
         an.bind(iv.var, iv.dom)
