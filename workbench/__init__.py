@@ -14,6 +14,7 @@ from workbench import nd, options, runtime
 from workbench.runtime import Device, cpu, device, get_global_func, register_func
 from workbench.ir import IRModule
 from workbench import ir, target, te, tir, topi, relax
+from workbench import rpc  # Dask is imported only when a cluster is used
 from workbench.target import Target
 from workbench.driver import build, compile, lower
 
@@ -21,6 +22,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "nd", "options", "runtime", "Device", "cpu", "device", "get_global_func", "register_func",
-    "IRModule", "ir", "target", "te", "tir", "topi", "relax", "Target", "build", "compile",
-    "lower",
+    "IRModule", "ir", "target", "te", "tir", "topi", "relax", "rpc", "Target", "build",
+    "compile", "lower",
 ]

@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator
 
 __all__ = [
     "Option", "register", "get", "set", "reset", "override", "describe", "all_options",
-    "generation",
+    "explicit_values", "generation",
 ]
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -201,6 +201,15 @@ def override(**values: Any) -> Iterator[None]:
                     del _OVERRIDES[i]
                     break
             _bump()
+
+
+def explicit_values() -> dict[str, Any]:
+    """The options given with :func:`set` or an active :func:`override`, with their effective
+    values (what a job sent to another machine carries: defaults and environment variables
+    are that machine's own)."""
+    with _LOCK:
+        names = list(_SET) + [name for layer in _OVERRIDES for name in layer]
+    return {name: get(name) for name in dict.fromkeys(names)}
 
 
 def all_options() -> list[Option]:

@@ -143,11 +143,12 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
                task_scheduler: Any = "gradient", space: Any = "post-order-apply",
                strategy: Any = "evolutionary", seed: int | None = None,
                module_equality: str = "structural", num_tuning_cores: int | str = "physical",
-               dashboard: Any = False) -> Database:
+               dashboard: Any = False, rpc_config: Any = None) -> Database:
     """Tune the fused kernels of a Relax model; return the database (see module docstring).
 
     ``op_names`` keeps only tasks whose name contains one of the given strings (TVM).
-    Kernels with symbolic shapes are skipped with a warning. ``dashboard`` as in
+    Kernels with symbolic shapes are skipped with a warning. ``runner="rpc"`` /
+    ``builder="dask"`` with ``rpc_config`` as in :func:`tune_tasks`. ``dashboard`` as in
     :func:`tune_tasks` (one row per task)."""
     if not isinstance(target, Target):
         target = Target(target)
@@ -169,7 +170,8 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
                       num_trials_per_iter=num_trials_per_iter, builder=builder, runner=runner,
                       database=database, cost_model=cost_model,
                       measure_callbacks=measure_callbacks, task_scheduler=task_scheduler,
-                      module_equality=module_equality, dashboard=dashboard)
+                      module_equality=module_equality, dashboard=dashboard,
+                      rpc_config=rpc_config)
 
 
 def compile_relax(database: Database, mod: Any, target: str | Target,

@@ -48,12 +48,15 @@ def tune_tir(mod: IRModule | PrimFunc, target: str | Target, work_dir: str,
              num_tuning_cores: int | str = "physical", seed: int | None = None,
              module_equality: str = "structural",
              special_space: Mapping[str, Any] | None = None,
-             post_optimization: bool | None = False, dashboard: Any = False) -> Database:
+             post_optimization: bool | None = False, dashboard: Any = False,
+             rpc_config: Any = None) -> Database:
     """Tune every PrimFunc of ``mod`` for ``target``; return the database of records.
 
     Files land in ``work_dir``: ``database_workload.json``, ``database_tuning_record.json``
     and ``logs/``. ``measure_callbacks`` may be a list mixing callbacks and ``"default"``.
-    ``dashboard`` (Workbench): live progress, see :func:`tune_tasks`.
+    ``dashboard`` (Workbench): live progress, see :func:`tune_tasks`. ``runner="rpc"`` /
+    ``builder="dask"`` measure / compile on the Dask cluster of ``rpc_config`` (an
+    ``RPCConfig``), see :func:`tune_tasks`.
     """
     if not isinstance(target, Target):
         target = Target(target)
@@ -79,7 +82,7 @@ def tune_tir(mod: IRModule | PrimFunc, target: str | Target, work_dir: str,
                       database=database, cost_model=cost_model,
                       measure_callbacks=measure_callbacks, task_scheduler=task_scheduler,
                       module_equality=module_equality, post_optimization=post_optimization,
-                      dashboard=dashboard)
+                      dashboard=dashboard, rpc_config=rpc_config)
 
 
 def compile_tir(database: Database, mod: IRModule | PrimFunc,

@@ -1,7 +1,8 @@
 """``tune_tasks``: tune a list of TuneContexts with a task scheduler (TVM's ``tune.py``).
 
 String arguments are resolved as TVM does (reference section 1.1): the builder is a
-``LocalBuilder(max_workers=num_cores)``, the runner a ``LocalRunner()``, the database a
+``LocalBuilder(max_workers=num_cores)`` ("dask": a ``DaskBuilder``), the runner a
+``LocalRunner()`` ("rpc": an ``RPCRunner`` on ``rpc_config``'s cluster), the database a
 ``JSONDatabase(work_dir=work_dir)``, the cost model ``XGBModel(num_tuning_cores=num_cores)``,
 the callbacks ``MeasureCallback.create("default")`` and the scheduler ``GradientBased()``,
 where ``num_cores = tasks[0].num_threads``. Objects are used as given.
@@ -54,8 +55,14 @@ def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
                database: Any = "json", cost_model: Any = "xgb",
                measure_callbacks: Any = "default", task_scheduler: Any = "gradient",
                module_equality: str = "structural",
-               post_optimization: bool | None = False, dashboard: Any = False) -> Database:
+               post_optimization: bool | None = False, dashboard: Any = False,
+               rpc_config: Any = None) -> Database:
     """Tune ``tasks`` and return the database holding every record (see module docstring).
+
+    ``runner="rpc"`` measures on a Dask cluster and ``builder="dask"`` compiles there, both
+    as ``rpc_config`` (an ``RPCConfig``; None reads the options ``rpc_address`` and
+    ``rpc_key``) says; ``runner=RPCConfig(...)`` is short for both of ``runner="rpc"`` and
+    ``rpc_config=``.
 
     ``dashboard`` (Workbench): True / "widget" / "text" / a ``TuningDashboard`` shows live
     progress (a widget in a notebook, a line per batch elsewhere) with a Stop button; see
@@ -71,13 +78,7 @@ def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
     if max_trials_per_task is None:
         max_trials_per_task = max_trials_global
     num_cores = tasks[0].num_threads
-    owned = []
-    if isinstance(builder, str):
-        builder = Builder.create(builder, max_workers=num_cores)
-        owned.append(builder)
-    if isinstance(runner, str):
-        runner = Runner.create(runner, max_workers=num_cores)
-        owned.append(runner)
+    builder, runner, owned = _builder_and_runner(builder, runner, rpc_config, num_cores)
     if isinstance(database, str):
         if database == "json":
             database = Database.create("json", work_dir=work_dir,
@@ -131,6 +132,28 @@ def _stop_workers(components: Sequence[Any], replay_pool: bool = False) -> None:
     if replay_pool:
         from workbench.meta_schedule.search_strategy.replay_pool import shutdown_replay_pool
         shutdown_replay_pool()
+
+
+def _builder_and_runner(builder: Any, runner: Any, rpc_config: Any,
+                        num_cores: int) -> tuple[Any, Any, list[Any]]:
+    """TVM's string forms, plus "dask" / "rpc" on the cluster of ``rpc_config``; also the
+    components made here (their workers are stopped when tuning ends). The "rpc" runner gets
+    no ``max_workers`` (TVM passes the local core count): Dask already gives each worker of
+    the key one candidate at a time, and the workers are not this machine."""
+    from workbench.rpc.config import RPCConfig
+
+    if isinstance(runner, RPCConfig):
+        rpc_config, runner = runner, "rpc"
+    owned = []
+    if isinstance(builder, str):
+        builder = Builder.create("dask", rpc_config=rpc_config) if builder == "dask" else \
+            Builder.create(builder, max_workers=num_cores)
+        owned.append(builder)
+    if isinstance(runner, str):
+        runner = Runner.create("rpc", rpc_config=rpc_config) if runner == "rpc" else \
+            Runner.create(runner, max_workers=num_cores)
+        owned.append(runner)
+    return builder, runner, owned
 
 
 def _dashboard(callbacks: list[MeasureCallback], dashboard: Any, max_trials_global: int,

@@ -247,15 +247,30 @@ class NDArray:
 Tensor = NDArray  # TVM 0.21+ name
 
 
+def _remote_session(device: Any) -> Any:
+    """The session of a remote device (``workbench.rpc``), None for a local one. A device
+    that carries a ``_session`` makes its arrays through it: the runtime stays unaware of
+    how remote arrays are made (docs/internals.md, "Remote sessions")."""
+    return getattr(device, "_session", None)
+
+
 def empty(shape: int | Sequence[int], dtype: Any = "float32",
           device: Device | None = None) -> NDArray:
-    """An uninitialised array of ``shape`` and ``dtype`` on ``device`` (default cpu(0))."""
+    """An uninitialised array of ``shape`` and ``dtype`` on ``device`` (default cpu(0)); on a
+    remote device, an array of its session."""
+    session = _remote_session(device)
+    if session is not None:
+        return session._empty(shape, dtype, device)
     return NDArray._new(_shape_tuple(shape), _dtype_name(dtype), _check_device(device))
 
 
 def tensor(arr: Any, device: Device | None = None) -> NDArray:
     """A new NDArray holding a copy of ``arr`` (numpy array, NDArray, scalar or nested lists),
-    with ``arr``'s dtype (numpy's inference for lists) on ``device`` (default cpu(0))."""
+    with ``arr``'s dtype (numpy's inference for lists) on ``device`` (default cpu(0)); on a
+    remote device, an array of its session."""
+    session = _remote_session(device)
+    if session is not None:
+        return session._array(arr, device)
     dev = _check_device(device)
     if isinstance(arr, NDArray):
         return arr.copyto(dev)

@@ -11,6 +11,8 @@ the dashboard, and then only mutated:
 - a header: a progress bar over the trial budget, totals (trials, errors, elapsed, ETA, total
   weighted latency, status) and a **Stop** button;
 - the task table with TVM's statistics columns plus ``Errors``;
+- on a cluster ("rpc" runner), which worker measured what: one row per worker with its
+  measurements, errors and per-task counts, and each candidate's worker in its hover text;
 - "Best so far": the running best GFLOPS of each task against the trial index;
 - "Candidates": every measured candidate (trial index vs GFLOPS or latency), errors marked
   with red crosses at y = 0.
@@ -224,6 +226,11 @@ class TuningDashboard(PyMeasureCallback):
         return self.progress.snapshot().table()
 
     @property
+    def workers_frame(self) -> Any:
+        """Which worker measured what, as a DataFrame (empty unless measured on a cluster)."""
+        return self.progress.snapshot().workers_table()
+
+    @property
     def stop_requested(self) -> bool:
         return self._stop.is_set()
 
@@ -240,6 +247,9 @@ class TuningDashboard(PyMeasureCallback):
                         f"{snap.trials} trials, {snap.errors} errors in "
                         f"{format_seconds(snap.elapsed_s)}; total weighted latency "
                         f"{_fmt(snap.total_latency_us, 3)} us")
+            workers = snap.workers_table()
+            if len(workers):
+                self._print("Measured on:\n" + workers.to_string(index=False))
 
     # ---- text output ----------------------------------------------------------------------
 
@@ -251,11 +261,14 @@ class TuningDashboard(PyMeasureCallback):
             return f"[Task #{task_id}] +{batch_size} trials"
         budget = f"/{snap.budget}" if snap.budget is not None else ""
         stop = " | stopping" if snap.stop_requested else ""
+        workers = snap.workers_table()
+        on = f" | on {len(workers)} worker{'s' if len(workers) != 1 else ''}" \
+            if len(workers) else ""
         return (f"[Task #{task_id}: {task.name}] +{batch_size} -> {task.trials} trials "
                 f"(total {snap.trials}{budget}) | best {_fmt(task.best_gflops)} GFLOPS "
                 f"({_fmt(task.best_latency_ms * 1e3, 2)} us) | errors {task.errors} | "
                 f"elapsed {format_seconds(snap.elapsed_s)} | ETA {format_seconds(snap.eta_s)}"
-                f"{stop}")
+                f"{on}{stop}")
 
     def _print(self, line: str) -> None:
         out = self.file if self.file is not None else sys.stdout
@@ -272,6 +285,7 @@ class TuningDashboard(PyMeasureCallback):
                                                   "measured records are kept")
         self.stop_button.on_click(lambda _button: self.request_stop())
         self.table_html = widgets.HTML()
+        self.workers_html = widgets.HTML()
         self.metric_toggle = widgets.ToggleButtons(options=[GFLOPS, LATENCY], value=GFLOPS,
                                                    description="y axis")
         self.metric_toggle.observe(lambda _change: self.throttle.request(), names="value")
@@ -291,7 +305,7 @@ class TuningDashboard(PyMeasureCallback):
                                widgets.VBox([self.metric_toggle, self.scatter_figure],
                                             layout=half)])
         header = widgets.HBox([self.progress_bar, self.summary_html, self.stop_button])
-        self.widget = widgets.VBox([header, self.table_html, charts])
+        self.widget = widgets.VBox([header, self.table_html, self.workers_html, charts])
         for control in (self.stop_button, self.metric_toggle):
             handle_on_frontend_subshell(control)
 
@@ -322,8 +336,10 @@ class TuningDashboard(PyMeasureCallback):
         snap = self.progress.snapshot()
         self._ensure_traces(snap)
         with self.table_html.hold_sync(), self.summary_html.hold_sync(), \
-                self.progress_bar.hold_sync(), self.stop_button.hold_sync():
+                self.workers_html.hold_sync(), self.progress_bar.hold_sync(), \
+                self.stop_button.hold_sync():
             self.table_html.value = table_html(snap.table())
+            self.workers_html.value = workers_html(snap.workers_table())
             self.summary_html.value = summary_html(snap)
             self.progress_bar.max = max(1, snap.budget or snap.trials)
             self.progress_bar.value = min(snap.trials, self.progress_bar.max)
@@ -346,15 +362,19 @@ class TuningDashboard(PyMeasureCallback):
         latency = self.metric_toggle.value == LATENCY
         by_task: dict[int, tuple[list[int], list[float]]] = {t.task_id: ([], []) for t in
                                                              snap.tasks}
+        texts: dict[int, list[str]] = {t.task_id: [] for t in snap.tasks}
         err_x, err_text = [], []
         for m in snap.measurements:
+            where = f" (on {m.worker})" if m.worker else ""
             if m.error is not None:
                 err_x.append(m.trial)
-                err_text.append(f"task #{m.task_id}: {_first_line(m.error)}")
+                err_text.append(f"task #{m.task_id}: {_first_line(m.error)}{where}")
                 continue
             xs, ys = by_task.setdefault(m.task_id, ([], []))
             xs.append(m.trial)
             ys.append(m.latency_ms * 1e3 if latency else m.gflops)
+            texts.setdefault(m.task_id, []).append(f"measured on {m.worker}" if m.worker
+                                                   else "")
         with self.scatter_figure.batch_update():
             self.scatter_figure.layout.yaxis.title.text = LATENCY if latency else GFLOPS
             errors = self.scatter_figure.data[0]
@@ -363,6 +383,7 @@ class TuningDashboard(PyMeasureCallback):
                 if task_id in self._task_traces:
                     trace = self.scatter_figure.data[self._task_traces[task_id][1]]
                     trace.x, trace.y = xs, ys
+                    trace.hovertext = texts.get(task_id, [])
 
     # ---- display --------------------------------------------------------------------------
 
@@ -373,7 +394,8 @@ class TuningDashboard(PyMeasureCallback):
         bundle: dict[str, Any] = {}
         if self.widget is not None:
             bundle = self.widget._repr_mimebundle_(**kwargs) or {}
-        bundle["text/html"] = summary_html(snap) + table_html(snap.table())
+        bundle["text/html"] = summary_html(snap) + table_html(snap.table()) + \
+            workers_html(snap.workers_table())
         bundle["text/plain"] = self._text_table(snap)
         return bundle
 
@@ -383,6 +405,9 @@ class TuningDashboard(PyMeasureCallback):
                  f"{format_seconds(snap.elapsed_s)}, ETA {format_seconds(snap.eta_s)}"]
         if len(frame):
             lines.append(frame.to_string(index=False, na_rep="N/A"))
+        workers = snap.workers_table()
+        if len(workers):
+            lines.append("Measured on:\n" + workers.to_string(index=False))
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -398,6 +423,14 @@ def table_html(frame: Any) -> str:
     formatters["Weight"] = lambda v: f"{v:g}"
     return frame.to_html(index=False, na_rep="N/A", formatters=formatters, border=0,
                          classes="wb-tuning-table")
+
+
+def workers_html(frame: Any) -> str:
+    """The "which worker measured what" table as HTML ("" when nothing ran on a cluster)."""
+    if not len(frame):
+        return ""
+    return ("<div class='wb-tuning-workers'><b>Measured on</b>"
+            + frame.to_html(index=False, border=0, classes="wb-tuning-table") + "</div>")
 
 
 def summary_html(snap: ProgressSnapshot) -> str:

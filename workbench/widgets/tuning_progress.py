@@ -8,7 +8,9 @@ measure_candidates, builder_results, runner_results)`` and turns them into:
   ``is_terminated``; ``flop`` falls back to ``max(1, estimate_tir_flops(ctx.mod))``);
 - one :class:`Measurement` per measured candidate, numbered in measurement order across all
   tasks (the *trial index*, 1-based), with its latency (TVM's rule: the median of
-  ``run_secs`` in ms) and GFLOPS, or the error that replaced them;
+  ``run_secs`` in ms) and GFLOPS, or the error that replaced them, and the cluster worker
+  that measured it (``RunnerResult.worker``, "rpc" runner) -- :meth:`ProgressSnapshot.
+  workers_table` sums those up per worker;
 - totals, the elapsed time and an ETA against a trial budget when one is known.
 
 Every public method takes one lock, so ``record_batch`` may run in the tuner's thread while a
@@ -27,7 +29,11 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["TaskStats", "Measurement", "ProgressSnapshot", "TuningProgress", "TABLE_COLUMNS",
+           "WORKER_COLUMNS",
            "candidate_latency_ms", "candidate_error"]
+
+#: The "which worker measured what" table (cluster runs).
+WORKER_COLUMNS = ("Worker", "Measured", "Errors", "Tasks")
 
 #: TVM's ``print_tuning_statistics`` columns, then ours.
 TABLE_COLUMNS = ("ID", "Name", "FLOP", "Weight", "Speed (GFLOPS)", "Latency (us)",
@@ -65,6 +71,7 @@ class Measurement:
     latency_ms: float
     gflops: float
     error: str | None = None
+    worker: str | None = None  # the cluster worker that measured it ("rpc" runner)
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,26 @@ class ProgressSnapshot:
             rows.append((t.task_id, t.name, int(t.flop), t.weight, t.best_gflops, lat_us,
                          lat_us * t.weight, t.trials, "Y" if t.done else "", t.errors))
         return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+    def workers_table(self) -> pd.DataFrame:
+        """Which worker measured what: one row per cluster worker (``RunnerResult.worker``)
+        with its measurements, errors, and per-task counts; empty when nothing was measured
+        on a cluster."""
+        names = {t.task_id: t.name for t in self.tasks}
+        rows: dict[str, list] = {}
+        for m in self.measurements:
+            if m.worker is None:
+                continue
+            row = rows.setdefault(m.worker, [m.worker, 0, 0, {}])
+            row[1] += 1
+            row[2] += m.error is not None
+            row[3][m.task_id] = row[3].get(m.task_id, 0) + 1
+
+        def label(task_id: int) -> str:
+            return f"#{task_id} {names[task_id]}" if task_id in names else f"#{task_id}"
+        out = [(w, n, e, ", ".join(f"{label(t)} x{c}" for t, c in sorted(per.items())))
+               for w, n, e, per in (rows[k] for k in sorted(rows))]
+        return pd.DataFrame(out, columns=list(WORKER_COLUMNS))
 
     def best_so_far(self, task_id: int, compress: bool = True) -> tuple[list[int], list[float]]:
         """(trial indices, running best GFLOPS) of one task: a non-decreasing series starting
@@ -253,14 +280,15 @@ class TuningProgress:
             for built, ran in zip(builder_results, runner_results):
                 error = candidate_error(built, ran)
                 trial = len(self._measurements) + 1
+                worker = getattr(ran, "worker", None)
                 stats.trials += 1
                 if error is not None:
                     stats.errors += 1
-                    m = Measurement(trial, task_id, math.nan, math.nan, error)
+                    m = Measurement(trial, task_id, math.nan, math.nan, error, worker)
                 else:
                     latency = candidate_latency_ms(ran.run_secs)
                     gflops = stats.flop / latency / 1e6 if latency > 0 else math.inf
-                    m = Measurement(trial, task_id, latency, gflops)
+                    m = Measurement(trial, task_id, latency, gflops, worker=worker)
                     if latency < stats.best_latency_ms:
                         stats.best_latency_ms, stats.best_trial = latency, trial
                 self._measurements.append(m)

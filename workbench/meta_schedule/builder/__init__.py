@@ -2,6 +2,8 @@
 from workbench.meta_schedule.builder.builder import (
     Builder, BuilderInput, BuilderResult, PyBuilder,
 )
+from workbench.meta_schedule.builder.dask_builder import DaskBuilder
 from workbench.meta_schedule.builder.local_builder import LocalBuilder
 
-__all__ = ["Builder", "BuilderInput", "BuilderResult", "PyBuilder", "LocalBuilder"]
+__all__ = ["Builder", "BuilderInput", "BuilderResult", "PyBuilder", "LocalBuilder",
+           "DaskBuilder"]

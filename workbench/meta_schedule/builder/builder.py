@@ -45,11 +45,15 @@ class Builder:
 
     @staticmethod
     def create(kind: str = "local", *args: Any, **kwargs: Any) -> "Builder":
-        """Only "local" exists (:class:`LocalBuilder`)."""
+        """"local" (:class:`LocalBuilder`) or "dask" (:class:`DaskBuilder`: compile on the
+        workers of a Dask cluster; ``rpc_config=RPCConfig(...)``)."""
         if kind == "local":
             from workbench.meta_schedule.builder.local_builder import LocalBuilder
             return LocalBuilder(*args, **kwargs)
-        raise ValueError(f"Builder.create: unknown kind {kind!r}; only 'local' is supported")
+        if kind == "dask":
+            from workbench.meta_schedule.builder.dask_builder import DaskBuilder
+            return DaskBuilder(*args, **kwargs)
+        raise ValueError(f"Builder.create: unknown kind {kind!r}; expected 'local' or 'dask'")
 
 
 class PyBuilder(Builder):

@@ -1,9 +1,12 @@
-"""EvaluatorConfig: how the runner times a kernel (TVM's ``runner.config``)."""
+"""EvaluatorConfig: how the runner times a kernel; RPCConfig: where the "rpc" runner measures
+(TVM's ``runner.config``; RPCConfig lives in :mod:`workbench.rpc.config`)."""
 from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["EvaluatorConfig"]
+from workbench.rpc.config import RPCConfig
+
+__all__ = ["EvaluatorConfig", "RPCConfig"]
 
 
 class EvaluatorConfig(NamedTuple):

@@ -99,7 +99,9 @@ def make_reference(mod: IRModule | PrimFunc, target: Target | str,
     """Compute the expected outputs of the unscheduled ``mod`` once; return the ``.npz`` path
     to put in ``RunnerInput.reference``. Cached by (structural hash, target, args): calling it
     again for the same task returns the existing file. ``runner`` (a LocalRunner) lends its
-    worker pool; otherwise a temporary worker is started. Raises ``RuntimeError`` if the
+    worker pool; a runner with a ``compute_reference(obj_path, args_json, outputs,
+    out_path, timeout_sec)`` method (the "rpc" runner) computes it itself, on the machines it
+    measures on; otherwise a temporary worker is started. Raises ``RuntimeError`` if the
     unscheduled function itself fails, crashes or times out."""
     from workbench.codegen import compile_to_object
     from workbench.workers import WorkerPool
@@ -120,6 +122,9 @@ def make_reference(mod: IRModule | PrimFunc, target: Target | str,
     with open(obj_path, "wb") as f:
         f.write(compile_to_object(mod, target).obj)
     outputs = written_arguments(func)
+    compute = getattr(runner, "compute_reference", None)
+    if callable(compute):  # the runner runs it where it measures (the "rpc" runner)
+        return compute(obj_path, args_json, outputs, out_path, timeout_sec)
     worker = getattr(runner, "_pool", None)
     own = worker is None
     if own:

@@ -37,11 +37,14 @@ class RunnerInput:
 
 
 class RunnerResult:
-    """``run_secs`` (seconds, one per repeat and allocation) or ``error_msg``."""
+    """``run_secs`` (seconds, one per repeat and allocation) or ``error_msg``; ``worker``
+    (Workbench) names the cluster worker that measured it ("rpc" runner), None locally."""
 
-    def __init__(self, run_secs: Sequence[float] | None, error_msg: str | None) -> None:
+    def __init__(self, run_secs: Sequence[float] | None, error_msg: str | None,
+                 worker: str | None = None) -> None:
         self.run_secs = None if run_secs is None else [float(s) for s in run_secs]
         self.error_msg = error_msg
+        self.worker = worker
 
     def __repr__(self) -> str:
         if self.error_msg is not None:
@@ -92,15 +95,16 @@ class Runner:
 
     @staticmethod
     def create(kind: str = "local", *args: Any, **kwargs: Any) -> "Runner":
-        """"local" (:class:`LocalRunner`); "rpc" is not available in Workbench."""
+        """"local" (:class:`LocalRunner`) or "rpc" (:class:`RPCRunner`: measure on the
+        workers of a Dask cluster; ``rpc_config=RPCConfig(...)``)."""
         if kind == "local":
             from workbench.meta_schedule.runner.local_runner import LocalRunner
             kwargs.pop("max_workers", None)  # as TVM: ignored for the local runner
             return LocalRunner(*args, **kwargs)
         if kind == "rpc":
-            raise NotImplementedError("Runner.create('rpc'): Workbench measures on the local "
-                                      "machine only; use 'local'")
-        raise ValueError(f"Runner.create: unknown kind {kind!r}; expected 'local'")
+            from workbench.meta_schedule.runner.rpc_runner import RPCRunner
+            return RPCRunner(*args, **kwargs)
+        raise ValueError(f"Runner.create: unknown kind {kind!r}; expected 'local' or 'rpc'")
 
 
 class PyRunner(Runner):

@@ -223,10 +223,13 @@ class TaskScheduler(abc.ABC):
             from workbench.meta_schedule.runner import make_reference
         except ImportError:  # pragma: no cover - a runner package without output checking
             return None
+        from workbench.rpc.base import RPCError
         try:
             return make_reference(ctx.mod, ctx.target, ArgInfo.from_entry_func(ctx.mod),
                                   os.path.join(ref_dir, "references"),
                                   runner=self._runner)
+        except RPCError:
+            raise  # the cluster cannot measure either: stop rather than tune unchecked
         except Exception as e:  # noqa: BLE001 - tune anyway, just without the output check
             ctx.logger.warning("Cannot compute the reference output of task %r (%s); its "
                                "candidates are measured without an output check",

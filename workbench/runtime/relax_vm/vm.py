@@ -67,6 +67,15 @@ class VirtualMachine:
     NAIVE_ALLOCATOR = 1
     POOLED_ALLOCATOR = 2
 
+    def __new__(cls, rt_mod: Any = None, *args: Any, **kwargs: Any) -> Any:
+        # A module of a remote session (workbench.rpc) makes its own VM, which runs there:
+        # ``relax.VirtualMachine(remote_module, session.cpu())`` as in TVM.
+        factory = None if isinstance(rt_mod, Executable) else \
+            getattr(rt_mod, "_make_virtual_machine", None)
+        if factory is not None:
+            return factory(*args, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, rt_mod: Executable, device: Device | Sequence[Device],
                  memory_cfg: str | Mapping[Device, str] | None = None,
                  profile: bool = False) -> None:
