@@ -171,3 +171,48 @@ def test_tls_security_passes_through(tmp_path):
         rpc.shutdown()
         cluster.stop()
         assert not cluster.pids()
+
+
+def test_nothing_survives_a_killed_test_process(tmp_path):
+    """A test process killed with SIGKILL (no teardown at all) takes its scheduler, workers
+    and their session children with it (process groups, parent-death signal, children
+    watching their parent)."""
+    import sys
+    import textwrap
+
+    script = tmp_path / "holder.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+        from dask_procs import DaskCluster, KEY
+        from workbench import rpc
+        cluster = DaskCluster({str(tmp_path / "dask")!r}, n_workers=1)
+        cluster.wait_for_workers(1)
+        session = rpc.connect(cluster.address, KEY, timeout=60)
+        print(" ".join(map(str, cluster.pids() + [session.info["pid"]])), flush=True)
+        time.sleep(600)
+    """))
+    holder = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        pids = [int(p) for p in holder.stdout.readline().split()]
+        assert len(pids) >= 4  # scheduler, nanny, worker, the session's child
+        holder.kill()
+        holder.wait(10)
+        deadline = time.monotonic() + 30
+        alive = pids
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+            alive = [p for p in pids if _alive(p)]
+        assert not alive, f"left running: {alive}"
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

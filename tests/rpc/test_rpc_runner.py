@@ -145,3 +145,32 @@ def test_tune_tir_on_the_cluster(config, tmp_path):
     assert frame["Measured"].sum() == 8 and set(frame["Worker"]) <= {
         w.address for w in config.cluster().workers(KEY)}
     assert "Measured on:" in out.getvalue() and "worker" in out.getvalue()
+
+
+@pytest.mark.tuning
+def test_tune_relax_with_an_rpc_config_on_the_in_process_cluster(tmp_path):
+    """runner=RPCConfig(...) (short for runner="rpc" + rpc_config) on the in-process
+    cluster; the tuned model still computes what numpy does."""
+    from rpc_helpers import TwoHeads
+    from workbench import relax
+    from workbench.meta_schedule.relax_integration import compile_relax, tune_relax
+    from workbench.relax.frontend import nn
+
+    model = TwoHeads()
+    mod, _ = model.export_tvm({"forward": {"x": nn.spec.Tensor((4, 8), "float32")}})
+    config = RPCConfig("local", session_timeout_sec=60)
+    db = tune_relax(mod, None, "llvm -num-cores=1", str(tmp_path), max_trials_global=4,
+                       num_trials_per_iter=2, strategy="replay-trace", cost_model="random",
+                       runner=config, seed=0)
+    records = db.get_all_tuning_records()
+    assert len(records) == 4 and any(r.run_secs[0] < 1e9 for r in records)
+    exe = compile_relax(db, mod, "llvm -num-cores=1")
+    rng = np.random.default_rng(3)
+    params = {n: rng.standard_normal(p.shape).astype(p.dtype)
+              for n, p in model.named_parameters()}
+    x = rng.standard_normal((4, 8)).astype("float32")
+    y, r = relax.VirtualMachine(exe, wb.cpu())["forward"](
+        *[wb.nd.array(v) for v in [x, *params.values()]])
+    want = x @ params["fc.weight"].T + params["fc.bias"]
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(r.numpy(), np.maximum(want, 0), rtol=1e-5, atol=1e-5)

@@ -34,7 +34,8 @@ from typing import Any, Callable, Sequence
 
 from workbench import options
 
-__all__ = ["Outcome", "RemoteException", "ChildProcess", "describe_exit", "explicit_options"]
+__all__ = ["Outcome", "RemoteException", "ChildProcess", "WarmUp", "describe_exit",
+           "explicit_options"]
 
 
 @dataclass
@@ -75,6 +76,30 @@ def describe_exit(returncode: int | None) -> str:
 def explicit_options() -> dict[str, Any]:
     """The options given with ``options.set`` or an active ``options.override`` here."""
     return options.explicit_values()
+
+
+class WarmUp:
+    """A child's initializer: import ``modules`` (so a first job's timeout is not spent on
+    imports), then call ``user`` (a module-level callable, or None). Equal when both are,
+    so a worker reuses the children made for the same ones."""
+
+    def __init__(self, modules: tuple[str, ...], user: Callable[[], None] | None) -> None:
+        self.modules = modules
+        self.user = user
+
+    def __call__(self) -> None:
+        import importlib
+        for name in self.modules:
+            importlib.import_module(name)
+        if self.user is not None:
+            self.user()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, WarmUp) and (other.modules, other.user) == (self.modules,
+                                                                              self.user)
+
+    def __hash__(self) -> int:
+        return hash(self.modules)
 
 
 class ChildProcess:

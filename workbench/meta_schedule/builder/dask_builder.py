@@ -23,11 +23,13 @@ import tempfile
 from typing import Any, Callable, Sequence
 
 from workbench.meta_schedule.builder.builder import BuilderInput, BuilderResult, PyBuilder
+from workbench.rpc.child import WarmUp
 from workbench.rpc.config import RPCConfig
 
 __all__ = ["DaskBuilder"]
 
 PREFIX = "DaskBuilder: "
+BUILD_MODULES = ("workbench.codegen", "workbench.meta_schedule.builder.local_builder")
 
 
 def _build_to_bytes(mod: Any, target: Any, params: Any, f_build: Any,
@@ -92,7 +94,7 @@ class DaskBuilder(PyBuilder):
         resources = {key: 1} if key is not None and not cluster.is_local else None
         jobs = [ClusterJob(cluster, _build_task,
                            (bi.mod, bi.target, bi.params, self.f_build, self.f_export,
-                            self.timeout_sec, self.initializer),
+                            self.timeout_sec, WarmUp(BUILD_MODULES, self.initializer)),
                            resources=resources, reconnect_timeout=self.reconnect_timeout_sec,
                            what="build") for bi in build_inputs]
         run_jobs(jobs, self.max_workers)

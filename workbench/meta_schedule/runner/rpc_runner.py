@@ -47,6 +47,7 @@ from workbench.meta_schedule.runner.config import EvaluatorConfig
 from workbench.meta_schedule.runner.runner import (
     PyRunner, RunnerFuture, RunnerInput, RunnerResult,
 )
+from workbench.rpc.child import WarmUp
 from workbench.rpc.config import RPCConfig
 
 __all__ = ["RPCRunner", "RPCRunnerFuture"]
@@ -87,6 +88,10 @@ def _prune(folder: str, keep: int) -> None:
             os.remove(entry.path)
     except OSError:
         pass  # another worker on this machine pruned first
+
+
+MEASURE_MODULES = ("workbench.meta_schedule.runner.local_runner",
+                   "workbench.meta_schedule.runner.reference")
 
 
 def _measure_checked(artifact: str, device_type: str, args_json: list,
@@ -288,7 +293,8 @@ class RPCRunner(PyRunner):
                 "f_run_evaluator": self.f_run_evaluator, "f_cleanup": self.f_cleanup,
                 "reference_name": os.path.basename(ri.reference) if ri.reference else None,
                 "reference": self._read(ri.reference) if ri.reference else None,
-                "timeout": timeout, "initializer": self.initializer,
+                "timeout": timeout,
+                "initializer": WarmUp(MEASURE_MODULES, self.initializer),
             }
             cjob = ClusterJob(cluster, _measure_task, (job,), resources=self._resources(cluster),
                               priority=self.rpc_config.session_priority,
@@ -312,7 +318,8 @@ class RPCRunner(PyRunner):
         with open(obj_path, "rb") as f:
             obj = f.read()
         job = ClusterJob(cluster, _reference_task,
-                         (obj, args_json, outputs, timeout_sec, self.initializer),
+                         (obj, args_json, outputs, timeout_sec,
+                          WarmUp(MEASURE_MODULES, self.initializer)),
                          resources=self._resources(cluster),
                          priority=self.rpc_config.session_priority + 1,
                          reconnect_timeout=self.reconnect_timeout_sec, what="reference run")
