@@ -204,15 +204,21 @@ def child_pids(kind: str) -> list[int]:
 
 
 def shutdown_children() -> None:
-    """Stop every idle child of every worker in this process."""
+    """Stop every idle child of every worker in this process. They hold nothing worth a
+    polite exit (a measuring or building child between jobs), and a worker that is closing
+    must not wait for interpreters to wind down: they are killed."""
     with _POOLS_LOCK:
         pools = list(_POOLS.values())
         _POOLS.clear()
+    children: list[ChildProcess] = []
     for pool in pools:
         with pool.lock:
-            children, pool.idle = pool.idle, []
-        for child in children:
-            child.close()
+            children += pool.idle
+            pool.idle = []
+    for child in children:
+        child.kill()
+    for child in children:
+        child.close()
 
 
 atexit.register(shutdown_children)

@@ -65,14 +65,12 @@ def _remote_error(exc: Any, op: str, where: str) -> Exception:
     return err
 
 
-def _close_remote(actor: Any, future: Any) -> None:
-    try:
-        actor.close()
-    except Exception:  # noqa: BLE001 - the worker or the client may be gone already
-        pass
+def _release_remote(future: Any) -> None:
+    # Dropping the actor's key deletes the SessionServer on its worker, which kills the
+    # session's process and removes its directory (a collected, unclosed session).
     try:
         future.release()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - the worker or the client may be gone already
         pass
 
 
@@ -105,7 +103,7 @@ class RemoteSession:
         if getattr(actor, "_client", None) is None:  # bound nowhere: bind it to our client
             actor._client, actor._future = cluster.client, future
         self._actor = actor
-        self._finalizer = weakref.finalize(self, _close_remote, actor, future)
+        self._finalizer = weakref.finalize(self, _release_remote, future)
         self.info: dict[str, Any] = self._call("init")
 
     # -- requests ------------------------------------------------------------------------------
@@ -255,10 +253,14 @@ class RemoteSession:
 
         return Target(self.info["target"])
 
-    def close(self) -> None:
+    def close(self, timeout: float = 10.0) -> None:
         """End the session (its process and files go); later calls raise SessionLost."""
         if self._dead is None:
             self._dead = "the session was closed"
+            try:  # the actor closes its session before its key is released
+                self._actor.close().result(timeout=timeout)
+            except Exception:  # noqa: BLE001 - the worker or the client may be gone
+                pass
         self._finalizer()
 
     def __enter__(self) -> "RemoteSession":
