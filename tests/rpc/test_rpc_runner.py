@@ -174,3 +174,19 @@ def test_tune_relax_with_an_rpc_config_on_the_in_process_cluster(tmp_path):
     want = x @ params["fc.weight"].T + params["fc.bias"]
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(r.numpy(), np.maximum(want, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_max_workers_caps_the_candidates_in_flight(artifacts):
+    """max_workers=1 on the in-process cluster: a thread feeds the candidates one at a time;
+    every one is measured, once."""
+    runner = RPCRunner(RPCConfig("local", session_timeout_sec=60), evaluator_config=FAST,
+                       max_workers=1)
+    futures = runner.run([RunnerInput(artifacts["good"], "cpu", MM_ARGS) for _ in range(3)])
+    in_flight = [sum(f._job.submitted and not f._job.done() for f in futures)]
+    results = []
+    for f in futures:
+        in_flight.append(sum(g._job.submitted and not g._job.done() for g in futures))
+        results.append(f.result())
+    assert max(in_flight) <= 1
+    assert all(r.error_msg is None and len(r.run_secs) == 2 for r in results)
+    assert all(f._job.resubmits == 0 for f in futures)

@@ -154,8 +154,9 @@ def run_jobs(jobs: Sequence[ClusterJob], max_in_flight: int | None) -> None:
                     inflight.append(job)
                 futures = [j.dask_future() for j in inflight if j.dask_future() is not None]
                 if pending and futures:
-                    try:
-                        wait(futures, timeout=1.0, return_when="FIRST_COMPLETED")
+                    try:  # (wait() uses the current client; ours is not the default)
+                        with jobs[0].cluster.client.as_current():
+                            wait(futures, timeout=1.0, return_when="FIRST_COMPLETED")
                     except TimeoutError:
                         pass
         except BaseException as err:  # noqa: BLE001 - never leave a job unsubmitted
