@@ -120,7 +120,10 @@ def test_remote_errors_keep_their_type_and_traceback(session, kernel_file):
         lib["main"](a, wb.cpu())
     with pytest.raises(AttributeError, match="no global function"):
         session.get_function("no.such.function")
-    assert session.alive  # errors do not end the session
+    import threading
+    with pytest.raises((TypeError, rpc.RPCError), match="pickle|serialize"):
+        lib["main"](a, threading.Lock())  # cannot travel: refused, the session lives on
+    assert session.alive and session.listdir()  # errors do not end the session
 
 
 def test_unknown_key_names_what_the_workers_offer(dask_cluster):

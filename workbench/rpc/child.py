@@ -143,8 +143,10 @@ class ChildProcess:
         resp_r, resp_w = os.pipe()
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "workbench.rpc._child_main", str(req_r), str(resp_w),
-                 self.name],
+                # -P: nothing of the current directory shadows a module; the child takes
+                # the caller's sys.path from its first message instead.
+                [sys.executable, "-P", "-m", "workbench.rpc._child_main", str(req_r),
+                 str(resp_w), self.name],
                 pass_fds=(req_r, resp_w), stdin=subprocess.DEVNULL, close_fds=True)
         except BaseException:
             for fd in (req_r, req_w, resp_r, resp_w):

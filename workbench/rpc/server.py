@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
-from workbench.rpc.child import ChildProcess, Outcome
+from workbench.rpc.child import ChildProcess, Outcome, RemoteException
 
 __all__ = ["SessionServer", "isolated_call", "worker_address", "shutdown_children"]
 
@@ -79,7 +79,10 @@ class SessionServer:
         if ended is not None:  # died between two calls: never start a fresh, empty one
             self._end(f"the session process (pid {pid}) died: {ended}")
             return ("lost", self._dead)
-        out: Outcome = self._child.call(serve, (op, args, releases), remaining)
+        try:
+            out: Outcome = self._child.call(serve, (op, args, releases), remaining)
+        except TypeError as err:  # the arguments cannot go to the session's process
+            return ("error", RemoteException("TypeError", str(err), ""))
         if out.kind == "ok":
             if op == "init":
                 self._workdir = out.value.get("workdir")

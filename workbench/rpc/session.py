@@ -125,7 +125,10 @@ class RemoteSession:
             releases, self._releases = self._releases, []
         try:
             status, value = self._actor.call(op, args, releases).result()
-        except Exception as err:  # noqa: BLE001 - comm errors: the worker is gone
+        except Exception as err:  # noqa: BLE001 - sorted out below
+            if self._reachable():  # the request itself could not travel (e.g. pickling)
+                raise RPCError(f"{self}: cannot send {op!r} to the session: "
+                               f"{type(err).__name__}: {err}") from err
             self._dead = (f"the worker {self.worker.address} holding the session left the "
                           f"cluster or cannot be reached ({type(err).__name__}: {err})")
             self._finalizer.detach()
@@ -136,6 +139,13 @@ class RemoteSession:
             raise _remote_error(value, op, self.worker.address)
         self._dead = str(value)
         raise SessionLost(f"{self}: {self._dead}")
+
+    def _reachable(self) -> bool:
+        try:
+            self._actor.info().result(timeout=30)
+            return True
+        except Exception:  # noqa: BLE001 - any failure means the actor is gone
+            return False
 
     def _wrap(self, value: Any) -> Any:
         def leaf(v: Any) -> Any:
