@@ -190,3 +190,19 @@ def test_max_workers_caps_the_candidates_in_flight(artifacts):
     assert max(in_flight) <= 1
     assert all(r.error_msg is None and len(r.run_secs) == 2 for r in results)
     assert all(f._job.resubmits == 0 for f in futures)
+
+
+def test_a_job_dask_cannot_send_fails_alone():
+    """Arguments that cannot be pickled fail that job (TaskFailed), not the cluster."""
+    import threading
+
+    from workbench.rpc import get_cluster
+    from workbench.rpc.tasks import ClusterJob, TaskFailed
+
+    job = ClusterJob(get_cluster("local"), len, (threading.Lock(),), what="test")
+    job.submit()
+    with pytest.raises(TaskFailed, match="pickle|serialize"):
+        job.result()
+    ok = ClusterJob(get_cluster("local"), len, ((1, 2, 3),), what="test")
+    ok.submit()
+    assert ok.result() == 3

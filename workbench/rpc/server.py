@@ -6,7 +6,7 @@ child, never the worker (TVM's RPC server forks per session for the same reason)
 
 - :class:`SessionServer` is a Dask *actor* (``client.submit(SessionServer, actor=True,
   workers=[address])``): one per remote session, holding that session's child process, which
-  runs :func:`workbench.rpc.session_ops.serve`. Calls reach the actor directly from the
+  runs :func:`workbench.rpc.session_ops.serve_pickled`. Calls reach the actor directly from the
   client (no scheduler round trip) and run on a thread of their own, so sessions on one
   worker do not wait for each other. With ``session_timeout`` the child is killed once the
   session is that old (TVM's server-side session timeout).
@@ -20,12 +20,13 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures as cf
+import pickle
 import shutil
 import threading
 import time
 from typing import Any, Callable, Sequence
 
-from workbench.rpc.child import ChildProcess, Outcome, RemoteException
+from workbench.rpc.child import ChildProcess, Outcome
 
 __all__ = ["SessionServer", "isolated_call", "worker_address", "shutdown_children"]
 
@@ -64,10 +65,10 @@ class SessionServer:
             return None
         return self.session_timeout - (time.monotonic() - self._opened)
 
-    def _call_sync(self, op: str, args: tuple, releases: tuple) -> tuple:
+    def _call_sync(self, op: str, payload: bytes) -> tuple:
         if self._dead is not None:
             return ("lost", self._dead)
-        from workbench.rpc.session_ops import serve
+        from workbench.rpc.session_ops import serve_pickled
 
         remaining = self._remaining()
         if remaining is not None and remaining <= 0:
@@ -79,13 +80,10 @@ class SessionServer:
         if ended is not None:  # died between two calls: never start a fresh, empty one
             self._end(f"the session process (pid {pid}) died: {ended}")
             return ("lost", self._dead)
-        try:
-            out: Outcome = self._child.call(serve, (op, args, releases), remaining)
-        except TypeError as err:  # the arguments cannot go to the session's process
-            return ("error", RemoteException("TypeError", str(err), ""))
+        out: Outcome = self._child.call(serve_pickled, (op, payload), remaining)
         if out.kind == "ok":
-            if op == "init":
-                self._workdir = out.value.get("workdir")
+            if op == "init":  # (plain data) where the session's files are, for clean-up
+                self._workdir = pickle.loads(out.value).get("workdir")
             return ("ok", out.value)
         if out.kind == "error":
             return ("error", out.value)
@@ -113,12 +111,14 @@ class SessionServer:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
 
-    async def call(self, op: str, args: tuple = (), releases: tuple = ()) -> tuple:
-        """Run one session operation: ``("ok", value)``, ``("error", RemoteException)`` or
-        ``("lost", why)`` (the session is over)."""
+    async def call(self, op: str, payload: bytes) -> tuple:
+        """Run one session operation. ``payload`` is the pickled ``(args, releases)``: the
+        worker passes the bytes through and never unpickles a client's data (a request
+        that cannot be pickled fails on the client, before anything is sent). Returns
+        ``("ok", pickled result)``, ``("error", RemoteException)`` or ``("lost", why)`` (the
+        session is over)."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._call_sync, op, tuple(args),
-                                          tuple(releases))
+        return await loop.run_in_executor(self._executor, self._call_sync, op, bytes(payload))
 
     def info(self) -> dict[str, Any]:
         return {"worker": self.address, "pid": self._pid, "dead": self._dead}
@@ -131,7 +131,7 @@ class SessionServer:
     def _close_sync(self) -> None:
         if self._dead is None and self._child.alive():
             from workbench.rpc.session_ops import serve
-            self._child.call(serve, ("close", ()), 10)
+            self._child.call(serve, ("close", ()), 10)  # (server-made: plain arguments)
         if self._dead is None:
             self._dead = "the session was closed"
         self._child.close()

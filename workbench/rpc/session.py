@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import pickle
 import tempfile
 import threading
 import weakref
@@ -123,10 +124,18 @@ class RemoteSession:
         self._check_alive()
         with self._lock:
             releases, self._releases = self._releases, []
+        try:  # pickled here: what cannot travel fails now, with the session untouched
+            payload = pickle.dumps((args, tuple(releases)), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as err:  # noqa: BLE001 - pickling raises all sorts
+            with self._lock:
+                self._releases[:0] = releases
+            raise TypeError(f"cannot send {op!r} to the session {self}: {err} (arguments are "
+                            "remote objects of the session, arrays, numbers, strings and "
+                            "tuples of these)") from err
         try:
-            status, value = self._actor.call(op, args, releases).result()
+            status, value = self._actor.call(op, payload).result()
         except Exception as err:  # noqa: BLE001 - sorted out below
-            if self._reachable():  # the request itself could not travel (e.g. pickling)
+            if self._reachable():  # a passing comm failure; the session is still there
                 raise RPCError(f"{self}: cannot send {op!r} to the session: "
                                f"{type(err).__name__}: {err}") from err
             self._dead = (f"the worker {self.worker.address} holding the session left the "
@@ -134,7 +143,7 @@ class RemoteSession:
             self._finalizer.detach()
             raise SessionLost(f"{self}: {self._dead}") from err
         if status == "ok":
-            return self._wrap(value)
+            return self._wrap(pickle.loads(value))
         if status == "error":
             raise _remote_error(value, op, self.worker.address)
         self._dead = str(value)

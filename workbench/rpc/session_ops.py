@@ -9,8 +9,9 @@ itself, see :mod:`workbench.rpc.child`). Its state is process-global, one sessio
 - ``objects``: handle -> object (arrays, modules, executables, VMs, functions) for every
   object the client holds a proxy of; the client releases handles it no longer uses.
 
-:func:`serve` is the one job function the client's calls arrive at: ``serve(op, args,
-releases)`` drops the released handles and runs ``OPS[op](state, *args)``. Arguments are
+:func:`serve_pickled` is the one job function the client's calls arrive at (as bytes the
+worker only passes on): ``serve(op, args, releases)`` drops the released handles and runs
+``OPS[op](state, *args)``. Arguments are
 decoded (:class:`~workbench.rpc.protocol.Ref` -> the object, ``DeviceRef`` -> a Device) and
 results encoded (arrays, functions and other objects stay here behind a
 :class:`~workbench.rpc.protocol.Handle`).
@@ -18,6 +19,7 @@ results encoded (arrays, functions and other objects stay here behind a
 from __future__ import annotations
 
 import os
+import pickle
 import platform
 import shutil
 import socket
@@ -29,7 +31,7 @@ import numpy as np
 
 from workbench.rpc.protocol import DeviceRef, Handle, Ref, walk
 
-__all__ = ["serve", "OPS", "host_info"]
+__all__ = ["serve", "serve_pickled", "OPS", "host_info"]
 
 
 class SessionState:
@@ -289,6 +291,13 @@ OPS: dict[str, Callable[..., Any]] = {
     "numpy": _numpy, "copyfrom": _copyfrom, "call": _call, "time": _time,
     "vm_create": _vm_create, "vm_call": _vm_call, "has_global": _has_global, "close": _close,
 }
+
+
+def serve_pickled(op: str, payload: bytes) -> bytes:
+    """:func:`serve` on a request pickled by the client, ``(args, releases)``; the result
+    goes back pickled too (the worker in between only moves bytes)."""
+    args, releases = pickle.loads(payload)
+    return pickle.dumps(serve(op, args, releases), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def serve(op: str, args: tuple, releases: tuple = ()) -> Any:

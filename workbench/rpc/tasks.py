@@ -15,6 +15,7 @@ Other outcomes are returned, not hidden: the task's own exception (or Dask's
 """
 from __future__ import annotations
 
+import concurrent.futures as cf
 import threading
 from typing import Any, Callable, Sequence
 
@@ -36,6 +37,12 @@ def ready_workers(cluster: Cluster, key: str | None, reconnect_timeout: float,
             f"{what} can start. Tuning stops here: everything measured before is in the "
             "database; run again with the same work_dir when the cluster is back")
     return cluster.wait_for_workers(key, worker_timeout)
+
+
+def _connection_lost(err: BaseException) -> bool:
+    """Cancelled (Dask cancels every future when the scheduler connection drops) or a comm
+    error (``CommClosedError`` is an ``OSError``)."""
+    return isinstance(err, (cf.CancelledError, OSError, TimeoutError))
 
 
 class TaskFailed(Exception):
@@ -79,8 +86,9 @@ class ClusterJob:
             self._future = self.cluster.client.submit(
                 self.fn, *self.args, pure=False, resources=self.resources,
                 priority=self.priority)
-        except Exception as err:  # noqa: BLE001 - a closed or broken client
-            self._error = self._unavailable(err)
+        except Exception as err:  # noqa: BLE001 - a closed client, or arguments Dask refuses
+            self._error = self._unavailable(err) if _connection_lost(err) or \
+                self.cluster.status != "running" else TaskFailed(err)
         finally:
             self._submitted.set()
 
@@ -120,8 +128,8 @@ class ClusterJob:
             try:
                 return future.result()
             except Exception as err:  # noqa: BLE001 - sorted out below
-                if getattr(future, "status", None) == "error":
-                    raise TaskFailed(err) from None
+                if getattr(future, "status", None) == "error" or not _connection_lost(err):
+                    raise TaskFailed(err) from None  # the task's own failure, or unsendable
                 lost = err
             # Cancelled by the client (scheduler connection lost) or a comm failure.
             if self.resubmits >= self.max_resubmits or \
