@@ -61,7 +61,8 @@ def load() -> str:
 
 # ---- 1. tuning ---------------------------------------------------------------------------------
 
-def tune_once(mod, target, trials: int, per_iter: int, cluster_config: RPCConfig | None):
+def tune_once(mod, n: int, target, trials: int, per_iter: int,
+              cluster_config: RPCConfig | None):
     work_dir = tempfile.mkdtemp(prefix="bench_cluster_")
     kwargs = {}
     if cluster_config is None:
@@ -75,8 +76,7 @@ def tune_once(mod, target, trials: int, per_iter: int, cluster_config: RPCConfig
     secs = time.perf_counter() - start
     best = min((r.run_secs for r in db.get_all_tuning_records() if r.run_secs[0] < 1e9),
                key=lambda s: float(np.median(s)), default=None)
-    flop = 2 * int(mod["main"].buffer_map[mod["main"].params[0]].shape[0]) ** 3
-    gflops = flop / float(np.median(best)) / 1e9 if best else float("nan")
+    gflops = 2 * n ** 3 / float(np.median(best)) / 1e9 if best else float("nan")
     return secs, gflops
 
 
@@ -94,8 +94,8 @@ def bench_tuning(trials: int, n: int, per_iter: int, rounds: int) -> None:
     results: dict[str, list] = {"local": [], "cluster": []}
     try:
         for _ in range(rounds):
-            results["local"].append(tune_once(mod, target, trials, per_iter, None))
-            results["cluster"].append(tune_once(mod, target, trials, per_iter, config))
+            results["local"].append(tune_once(mod, n, target, trials, per_iter, None))
+            results["cluster"].append(tune_once(mod, n, target, trials, per_iter, config))
     finally:
         rpc.shutdown()
         cluster.close()

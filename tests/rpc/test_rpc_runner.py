@@ -52,6 +52,12 @@ def test_runner_create_and_config(config):
         RPCConfig("127.0.0.1", "http")._normalized()
     assert RPCConfig("127.0.0.1", "8786").address == "127.0.0.1:8786"
     assert RPCConfig("tcp://h:1").address == "tcp://h:1"
+    with pytest.raises(ValueError, match="full address"):
+        RPCConfig("tcp://h:1", 8786)._normalized()
+    # runner="rpc" with no config reads the options (environment WORKBENCH_RPC_ADDRESS/_KEY)
+    with wb.options.override(rpc_address=config.tracker_host, rpc_key=KEY):
+        from_env = Runner.create("rpc")
+    assert from_env.rpc_config.tracker_host == config.tracker_host and from_env.key == KEY
 
 
 def test_measures_checks_and_isolates_on_the_workers(config, artifacts, tmp_path,

@@ -28,6 +28,10 @@ result, counted once); a lost scheduler connection is waited for and the candida
 resubmitted; a scheduler that stays away raises ``ClusterUnavailable`` from
 ``future.result()``, which ends tuning cleanly (see :mod:`workbench.rpc.tasks`).
 
+Timing: workers on one machine measure at the same time and share its cores (the in-process
+cluster's workers all do). For timings to trust, give each machine one worker offering the
+key with one unit (``--resources "KEY=1"``), as TVM runs one RPC server per device.
+
 ``f_alloc_argument``, ``f_run_evaluator``, ``f_cleanup`` and ``initializer`` take the
 LocalRunner's signatures and run on the worker (module-level functions importable there).
 TVM's ``f_create_session`` / ``f_upload_module`` have no counterpart: sessions and uploads are
