@@ -201,3 +201,42 @@ def test_vnni_microkernel_is_exact(shape):
     mod(wb.nd.array(x), wb.nd.array(_pack(w, 4)), out)
     np.testing.assert_array_equal(out.numpy(), x.astype(np.int32) @ w.astype(np.int32).T)
     assert mod.get_source("asm").count("vpdpbusd") >= mr * (nr // 16)
+
+
+@needs["avx512bf16"]
+@pytest.mark.parametrize("shape", ["4x64x32", "6x32x16"])
+def test_bf16_microkernel_matches_numpy(shape):
+    import ml_dtypes
+    mr, nr, kc = (int(v) for v in shape.split("x"))
+    m, n, k = 24, 64, 64
+    func = _dot_func("bfloat16", "bfloat16", "float32", 2, m=m, n=n, k=k)
+    sch = tir.Schedule(func)
+    i, j, r = sch.get_loops(sch.get_sblock("C"))
+    io, ii = sch.split(i, [None, mr])
+    jo, ji = sch.split(j, [None, nr])
+    ro, ri = sch.split(r, [None, kc])
+    sch.reorder(jo, ro, io, ii, ji, ri)
+    sch.tensorize(ii, f"avx512_bf16_mk_{shape}")
+    verify_trace_roundtrip(sch, func)
+    rng = np.random.default_rng(8)
+    # Small integers: every product and partial sum is exact in float32, whatever the order.
+    x = rng.integers(-8, 9, (m, k)).astype(ml_dtypes.bfloat16)
+    w = rng.integers(-8, 9, (n, k)).astype(ml_dtypes.bfloat16)
+    mod = wb.build(sch.mod, target="llvm")
+    out = wb.nd.empty((m, n), "float32")
+    mod(wb.nd.array(x), wb.nd.array(_pack(w, 2)), out)
+    np.testing.assert_array_equal(out.numpy(), x.astype(np.float32) @ w.astype(np.float32).T)
+    assert mod.get_source("asm").count("vdpbf16ps") >= mr * (nr // 16)
+    # Real-valued data: within float32 rounding of numpy's sum.
+    x = rng.uniform(-1, 1, (m, k)).astype(ml_dtypes.bfloat16)
+    w = rng.uniform(-1, 1, (n, k)).astype(ml_dtypes.bfloat16)
+    mod(wb.nd.array(x), wb.nd.array(_pack(w, 2)), out)
+    np.testing.assert_allclose(out.numpy(), x.astype(np.float32) @ w.astype(np.float32).T,
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_packed_microkernel_shapes_are_checked():
+    with pytest.raises(ValueError, match="KC a multiple of 2"):
+        tir.TensorIntrin.get("avx512_bf16_mk_4x32x3")
+    with pytest.raises(ValueError, match="exceed the 28 vector registers"):
+        tir.TensorIntrin.get("avx512_vnni_mk_8x64x4")

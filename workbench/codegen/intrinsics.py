@@ -176,6 +176,11 @@ def _reinterpret(ctx, call, args):
 # instruction the target lacks would make LLVM abort the process during instruction selection,
 # so codegen refuses it with an error naming the feature instead.
 X86_INTRINSIC_FEATURES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("llvm.x86.tdpbf16ps", ("amx-tile", "amx-bf16")),
+    ("llvm.x86.tdpb", ("amx-tile", "amx-int8")),        # tdpbssd / tdpbsud / tdpbusd / tdpbuud
+    ("llvm.x86.tile", ("amx-tile",)),                   # tileloadd64 / tilestored64 / tilezero...
+    ("llvm.x86.ldtilecfg", ("amx-tile",)),
+    ("llvm.x86.sttilecfg", ("amx-tile",)),
     ("llvm.x86.avx512.vpdpbusd", ("avx512vnni",)),
     ("llvm.x86.avx512.vpdpwssd", ("avx512vnni",)),
     ("llvm.x86.avx512bf16.", ("avx512bf16",)),
@@ -184,6 +189,15 @@ X86_INTRINSIC_FEATURES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("llvm.x86.avx512.", ("avx512f",)),
     ("llvm.x86.avx2.", ("avx2",)),
     ("llvm.x86.fma.", ("fma",)),
+)
+
+
+# Intrinsics that use CPU state the OS hands out on request: the compiled module's metadata
+# lists the state ("cpu_state"), and the runtime requests it before running the code (AMX tiles
+# need Linux's arch_prctl(ARCH_REQ_XCOMP_PERM) once per process, else the first one is SIGILL).
+CPU_STATE_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("llvm.x86.tdp", "amx"), ("llvm.x86.tile", "amx"), ("llvm.x86.ldtilecfg", "amx"),
+    ("llvm.x86.sttilecfg", "amx"),
 )
 
 
@@ -205,8 +219,13 @@ def emit_llvm_intrin_call(ctx, call) -> ir.Value:
     if missing:
         raise RenderError(f"in {ctx.name!r}: intrinsic {name!r} needs CPU feature(s) "
                           f"{', '.join(missing)}, which target {str(ctx.target)!r} lacks")
+    for prefix, state in CPU_STATE_PREFIXES:
+        if name.startswith(prefix):
+            states = ctx.renderer.metadata.setdefault("cpu_state", [])
+            if state not in states:
+                states.append(state)
     args = [ctx.expr(a) for a in call.args[1:]]
-    ret = value_type(call.dtype)
+    ret = ir.VoidType() if call.dtype == "void" else value_type(call.dtype)
     fn = ctx.module.globals.get(name)
     if fn is None:
         fn = ir.Function(ctx.module, ir.FunctionType(ret, [a.type for a in args]), name)

@@ -372,10 +372,21 @@ def _call(ctx: FunctionContext, e: E.Call) -> ir.Value:
         return _if_then_else(ctx, e)
     if e.op in ("call_llvm_pure_intrin", "call_llvm_intrin"):
         return emit_llvm_intrin_call(ctx, e)
+    if e.op == "address_of":
+        return _address_of(ctx, e.args[0])
     rule = INTRINSIC_RULES.get(e.op)
     if rule is None:
         raise RenderError(f"in {ctx.name!r}: no code generation rule for intrinsic {e.op!r}")
     return rule(ctx, e, [ctx.expr(a) for a in e.args])
+
+
+def _address_of(ctx: FunctionContext, load: E.BufferLoad) -> ir.Value:
+    if not isinstance(load, E.BufferLoad) or len(load.indices) != 1:
+        raise RenderError(f"in {ctx.name!r}: address_of takes a flattened scalar BufferLoad, "
+                          f"got {load}")
+    ptr = ctx.buffer_ptr(load.buffer, load.dtype)
+    addr = ctx.b.gep(ptr, [ctx.expr(load.indices[0])], inbounds=True)
+    return ctx.b.bitcast(addr, I8P)
 
 
 def _if_then_else(ctx: FunctionContext, e: E.Call) -> ir.Value:

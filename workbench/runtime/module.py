@@ -18,7 +18,7 @@ import html
 import os
 from typing import Any, Callable
 
-from . import loader
+from . import cpu_state, loader
 from .device import Device
 from .evaluator import TimeEvaluator, time_evaluator as _time_evaluator
 from .packed_func import PackedFunc, ParamInfo, make_kernel_func, parse_params
@@ -36,6 +36,8 @@ class Module:
                  uses_gomp: bool = False) -> None:
         """Internal: use :meth:`from_object` or :func:`load_module`."""
         meta = loader.read_metadata(code)
+        for state in meta.get("cpu_state", ()):
+            cpu_state.require(state)   # e.g. AMX: before any of this code can run
         self._code = code
         self._object = object_code
         self._library = library

@@ -26,8 +26,8 @@ CPU_FEATURES: dict[str, tuple[str, ...]] = {
     "cascadelake": _AVX512 + ("avx512vnni",),
     "cooperlake": _AVX512 + ("avx512vnni", "avx512bf16"),
     "icelake-server": _AVX512 + ("avx512vnni",),
-    "sapphirerapids": _AVX512 + ("avx512vnni", "avx512bf16", "avxvnni", "amx-int8",
-                                 "amx-bf16"),
+    "sapphirerapids": _AVX512 + ("avx512vnni", "avx512bf16", "avxvnni", "amx-tile",
+                                 "amx-int8", "amx-bf16"),
     "znver4": _AVX512 + ("avx512vnni", "avx512bf16"),
 }
 

@@ -13,7 +13,7 @@ from workbench.tir.function import PrimFunc, prim_func
 from workbench.tir.tensor_intrin import TensorIntrin
 from workbench.tir.op import (
     abs, all, any, atan, atan2, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, call, cast,
-    call_llvm_intrin, call_llvm_pure_intrin, reinterpret,
+    address_of, call_llvm_intrin, call_llvm_pure_intrin, reinterpret,
     ceil, const, cos, erf, exp, exp2, exp10, fabs, floor, floordiv, floormod, fmod,
     if_then_else, infinity, isfinite, isinf, isnan, log, log1p, log2, log10, logical_and,
     logical_not, logical_or, max, max_value, min, min_value, nearbyint, popcount, pow, round,

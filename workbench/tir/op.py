@@ -467,8 +467,19 @@ def call_llvm_pure_intrin(dtype: str, name: str, *args: ExprLike) -> PrimExpr:
 
 
 def call_llvm_intrin(dtype: str, name: str, *args: ExprLike) -> PrimExpr:
-    """Like :func:`call_llvm_pure_intrin` for an intrinsic that may have side effects."""
+    """Like :func:`call_llvm_pure_intrin` for an intrinsic that may have side effects;
+    ``dtype`` may be ``"void"`` (use the call as an ``Evaluate`` statement)."""
     return _llvm_intrin("call_llvm_intrin", dtype, name, args)
+
+
+def address_of(load: Any) -> PrimExpr:
+    """The address of the element ``load`` reads, as a ``handle`` (TVM's ``T.address_of``):
+    for intrinsics that take a pointer (AMX tile loads and stores, tile configurations).
+    ``load`` must be a scalar ``BufferLoad``; nothing is read."""
+    from workbench.tir.expr import BufferLoad
+    if not isinstance(load, BufferLoad) or dt.lanes_of(load.dtype) != 1:
+        raise TypeError(f"address_of: expects a scalar BufferLoad such as B[i, j], got {load!r}")
+    return Call("handle", "address_of", (load,))
 
 
 def max_value(dtype: str) -> PrimExpr:

@@ -32,7 +32,7 @@ __all__ = ["TensorIntrin", "list_intrins", "register_intrin_factory"]
 _TABLE: dict[str, "TensorIntrin"] = {}
 _LOCK = threading.Lock()
 # Modules that register built-in intrinsics when imported.
-_BUILTIN_MODULES = ("workbench.tir.tensor_intrin.x86",)
+_BUILTIN_MODULES = ("workbench.tir.tensor_intrin.x86", "workbench.tir.tensor_intrin.amx")
 _builtins_loaded = False
 
 

@@ -20,10 +20,9 @@ held in vector registers across the ``KC`` loop (outer products: ``NR/16`` vecto
 row of B and one broadcast of A per row and k). Built on first use by name; it needs AVX-512F
 (``avx2_fp32_mk_<MR>x<NR>x<KC>``, ``NR`` a multiple of 8, is the AVX2 version).
 
-An int8 register-blocked family, ``avx512_vnni_mk_<MR>x<NR>x<KC>``: ``C[MR, NR] i32 += A[MR, KC]
-u8 . B[NR, KC] s8`` with the weight in TVM's packed VNNI layout ``[N/16, K/4, 16, 4]`` (the
-description indexes it ``B[j // 16, k // 4, j % 16, k % 4]``), ``MR x NR/16`` accumulators in
-registers and one ``vpdpbusd`` per accumulator and 4 k (needs AVX-512 VNNI).
+Register-blocked int8 (``avx512_vnni_mk_*``) and bf16 (``avx512_bf16_mk_*``) kernels on
+packed weights are in :mod:`workbench.tir.tensor_intrin.x86_packed`, AMX tile kernels in
+:mod:`workbench.tir.tensor_intrin.amx`.
 
 Buffers of the 16 x k intrinsics are compact (the weight must be packed ``[.., 16, k]``); the
 micro-kernel's buffers are strided (any row-major sub-block).
@@ -31,15 +30,18 @@ micro-kernel's buffers are strided (any row-major sub-block).
 from __future__ import annotations
 
 from workbench.tir import op
-from workbench.tir.buffer import Buffer, BufferRegion, Range, decl_buffer
-from workbench.tir.expr import Broadcast, BufferLoad, Cast, PrimExpr, Ramp, Shuffle, Var
-from workbench.tir.function import PrimFunc, prim_func
-from workbench.tir.functor import post_order_visit
-from workbench.tir.stmt import (
-    Allocate, Block, BlockRealize, BufferStore, DeclBuffer, For, ForKind, IterType, IterVar,
-    SeqStmt, Stmt,
-)
+from workbench.tir.buffer import Buffer, decl_buffer
+from workbench.tir.expr import Broadcast, BufferLoad, Cast, PrimExpr, Shuffle, Var
+from workbench.tir.function import PrimFunc
+from workbench.tir.stmt import Allocate, BufferStore, DeclBuffer, For, ForKind, IterType, \
+    SeqStmt, Stmt
 from workbench.tir.tensor_intrin import TensorIntrin, register_intrin_factory
+from workbench.tir.tensor_intrin._build import MAX_ACC as _MAX_ACC
+from workbench.tir.tensor_intrin._build import i32 as _i
+from workbench.tir.tensor_intrin._build import impl_func as _impl
+from workbench.tir.tensor_intrin._build import ramp as _ramp
+from workbench.tir.tensor_intrin._build import reduction_desc as _reduction_desc
+from workbench.tir.tensor_intrin._build import strided as _strided
 
 VNNI_DOT_16x4_INTRIN = "dot_16x4_vnni"
 AVX512_DOT_16x4_INTRIN = "dot_16x4_avx512"
@@ -49,64 +51,7 @@ GENERIC_BF16_DOT_16x2_INTRIN = "dot_16x2_bf16_generic"
 
 __all__ = ["VNNI_DOT_16x4_INTRIN", "AVX512_DOT_16x4_INTRIN", "GENERIC_DOT_16x4_INTRIN",
            "BF16_DOT_16x2_INTRIN", "GENERIC_BF16_DOT_16x2_INTRIN", "fp32_microkernel_name",
-           "vnni_microkernel_name"]
-
-
-# ---- building blocks --------------------------------------------------------------------------
-
-def _i(v: int) -> PrimExpr:
-    return op.const(v, "int32")
-
-
-def _ramp(base: int | PrimExpr, lanes: int, stride: int = 1) -> Ramp:
-    base = _i(base) if isinstance(base, int) else base
-    return Ramp(base, _i(stride), lanes, f"int32x{lanes}")
-
-
-def _strided(name: str, shape: tuple[int, ...], dtype: str) -> Buffer:
-    strides = [Var(f"{name}_s{k}", "int32") for k in range(len(shape) - 1)] + [1]
-    return decl_buffer(shape, dtype, name, strides=strides)
-
-
-def _full(buf: Buffer) -> BufferRegion:
-    return BufferRegion.full(buf)
-
-
-def _root(body: Stmt, reads: list[Buffer], writes: list[Buffer]) -> BlockRealize:
-    block = Block((), tuple(_full(b) for b in reads), tuple(_full(b) for b in writes), "root",
-                  body)
-    return BlockRealize((), op.const(True), block)
-
-
-def _reduction_desc(params: list[Buffer], out: Buffer, loops: list[tuple[str, int, int]],
-                    store_index, addend, nest: tuple[int, ...] | None = None) -> PrimFunc:
-    """``for <loops>: out[store_index(v)] = out[...] + addend(v)`` in one block "update"
-    (no init), under a root block reading every buffer (output first) and writing ``out``.
-    The block's iter vars follow ``loops``; the loops nest in the order ``nest`` (indices into
-    ``loops``, outermost first; default: as listed)."""
-    loop_vars = [Var(name, "int32") for name, _, _ in loops]
-    ivs = [IterVar(Range(_i(0), _i(ext)), Var(f"v{name}", "int32"), kind)
-           for name, ext, kind in loops]
-    bvars = [iv.var for iv in ivs]
-    idx = tuple(store_index(*bvars))
-    value = addend(*bvars)
-    loads: list[BufferLoad] = []
-    post_order_visit(value, lambda n: loads.append(n) if isinstance(n, BufferLoad) else None)
-    point = lambda ld: BufferRegion(ld.buffer, tuple(Range(i, _i(1)) for i in ld.indices))  # noqa: E731
-    out_load = BufferLoad(out, idx, out.dtype)
-    block = Block(tuple(ivs), tuple(point(ld) for ld in [out_load] + loads),
-                  (point(out_load),), "update",
-                  BufferStore(out, op.add(out_load, value), idx))
-    body: Stmt = BlockRealize(tuple(loop_vars), op.const(True), block)
-    for k in reversed(nest if nest is not None else range(len(loops))):
-        body = For(loop_vars[k], _i(0), _i(loops[k][1]), ForKind.SERIAL, body)
-    inputs = [b for b in params if b is not out]
-    return prim_func(params, _root(body, [out] + inputs, [out]))
-
-
-def _impl(params: list[Buffer], out: Buffer, body: Stmt) -> PrimFunc:
-    inputs = [b for b in params if b is not out]
-    return prim_func(params, _root(body, [out] + inputs, [out]))
+           "vnni_microkernel_name", "bf16_microkernel_name"]
 
 
 # ---- int8 dot product: C[16] i32 += A[4] u8 . B[16, 4] i8 -------------------------------------
@@ -204,9 +149,6 @@ def _dot_16x2_bf16_generic_impl() -> PrimFunc:
 # ---- float32 register-blocked micro-kernel ----------------------------------------------------
 
 MICROKERNEL_PATTERN = r"(?P<isa>avx512|avx2)_fp32_mk_(?P<mr>\d+)x(?P<nr>\d+)x(?P<kc>\d+)"
-# At most this many accumulator registers (of 32 zmm / 16 ymm), leaving room for B's row
-# vectors and A's broadcast.
-_MAX_ACC = {"avx512": 28, "avx2": 12}
 _LANES = {"avx512": 16, "avx2": 8}
 
 
@@ -263,68 +205,6 @@ def _microkernel_body(A: Buffer, B: Buffer, C: Buffer, m: int, n: int, k: int,
     return Allocate(acc.data, "float32", (_i(m), _i(n)), op.const(True), DeclBuffer(acc, body))
 
 
-# ---- int8 VNNI register-blocked micro-kernel ----------------------------------------------------
-
-VNNI_MICROKERNEL_PATTERN = r"avx512_vnni_mk_(?P<mr>\d+)x(?P<nr>\d+)x(?P<kc>\d+)"
-
-
-def vnni_microkernel_name(mr: int, nr: int, kc: int) -> str:
-    """The name of the int8 VNNI micro-kernel intrinsic of that shape."""
-    return f"avx512_vnni_mk_{mr}x{nr}x{kc}"
-
-
-def _vnni_microkernel(mr: str, nr: str, kc: str) -> tuple[PrimFunc, PrimFunc]:
-    """``C[MR, NR] i32 += A[MR, KC] u8 . B[NR, KC] s8`` with B packed ``[NR/16, KC/4, 16, 4]``
-    (TVM's VNNI weight layout): ``MR x NR/16`` int32x16 accumulators in registers, one
-    ``vpdpbusd`` per accumulator and 4 k."""
-    m, n, k = int(mr), int(nr), int(kc)
-    if m < 1 or n < 16 or n % 16 or k < 4 or k % 4:
-        raise ValueError("MR must be >= 1, NR a multiple of 16 and KC a multiple of 4")
-    nv = n // 16
-    if m * nv > _MAX_ACC["avx512"]:
-        raise ValueError(f"{m} x {nv} accumulators exceed the {_MAX_ACC['avx512']} vector "
-                         "registers the micro-kernel may use")
-    A, B, C = (decl_buffer((m, k), "uint8", "A"),
-               decl_buffer((nv, k // 4, 16, 4), "int8", "B"),
-               decl_buffer((m, n), "int32", "C"))
-    desc = _reduction_desc(
-        [A, B, C], C, [("i", m, IterType.DATA_PAR), ("j", n, IterType.DATA_PAR),
-                       ("k", k, IterType.COMM_REDUCE)],
-        lambda i, j, kk: (i, j),
-        lambda i, j, kk: op.mul(op.cast("int32", A[i, kk]), op.cast("int32", B[
-            op.floordiv(j, 16), op.floordiv(kk, 4), op.floormod(j, 16), op.floormod(kk, 4)])))
-    A = _strided("A", (m, k), "uint8")
-    C = _strided("C", (m, n), "int32")
-    # B's last two dimensions (16 x 4 bytes) are whole in any packed weight: a 64-byte load
-    # runs across them.
-    B = decl_buffer((nv, k // 4, 16, 4), "int8", "B",
-                    strides=[Var("B_s0", "int32"), Var("B_s1", "int32"), 4, 1])
-    acc = decl_buffer((m, n), "int32", "acc", scope="local")
-    tiles = [(i, v) for i in range(m) for v in range(nv)]
-    vec = "int32x16"
-    load = [BufferStore(acc, BufferLoad(C, (_i(i), _ramp(v * 16, 16)), vec),
-                        (_i(i), _ramp(v * 16, 16))) for i, v in tiles]
-    k4 = Var("k4", "int32")
-    cols = [op.reinterpret(vec, BufferLoad(B, (_i(v), k4, _i(0), _ramp(0, 64)), "int8x64"))
-            for v in range(nv)]
-    update = []
-    for i in range(m):
-        a = Broadcast(op.reinterpret("int32", BufferLoad(
-            A, (_i(i), _ramp(op.mul(k4, 4), 4)), "uint8x4")), 16, vec)
-        for v in range(nv):
-            idx = (_i(i), _ramp(v * 16, 16))
-            update.append(BufferStore(acc, op.call_llvm_pure_intrin(
-                vec, "llvm.x86.avx512.vpdpbusd.512", BufferLoad(acc, idx, vec), a, cols[v]),
-                idx))
-    loop = For(k4, _i(0), _i(k // 4), ForKind.SERIAL, SeqStmt(tuple(update)))
-    store = [BufferStore(C, BufferLoad(acc, (_i(i), _ramp(v * 16, 16)), vec),
-                         (_i(i), _ramp(v * 16, 16))) for i, v in tiles]
-    body = SeqStmt(tuple(load) + (loop,) + tuple(store))
-    impl = _impl([A, B, C], C, Allocate(acc.data, "int32", (_i(m), _i(n)), op.const(True),
-                                        DeclBuffer(acc, body)))
-    return desc, impl
-
-
 # ---- registration -----------------------------------------------------------------------------
 
 def _register() -> None:
@@ -336,7 +216,10 @@ def _register() -> None:
             (GENERIC_BF16_DOT_16x2_INTRIN, _dot_16x2_bf16_desc, _dot_16x2_bf16_generic_impl)):
         TensorIntrin.register(name, desc(), impl(), override=True)
     register_intrin_factory(MICROKERNEL_PATTERN, _fp32_microkernel)
-    register_intrin_factory(VNNI_MICROKERNEL_PATTERN, _vnni_microkernel)
 
 
 _register()
+# The families on packed weights register their factories when imported.
+from workbench.tir.tensor_intrin.x86_packed import (  # noqa: E402
+    bf16_microkernel_name, vnni_microkernel_name,
+)

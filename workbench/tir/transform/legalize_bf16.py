@@ -14,7 +14,7 @@ from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator
 
 _PASS_THROUGH_CALLS = ("reinterpret", "if_then_else", "call_llvm_pure_intrin",
-                       "call_llvm_intrin")
+                       "call_llvm_intrin", "address_of")
 
 
 def _is_bf16(e: PrimExpr) -> bool:
