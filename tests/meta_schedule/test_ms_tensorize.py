@@ -89,14 +89,34 @@ def _run_stripped(sch, args):
     return nd[-1].numpy()
 
 
-def test_int8_dense_design_spaces_use_vnni_and_pack_the_weight():
+def _before_postproc(sch):
+    kinds = [i.kind.name for i in sch.trace.insts]
+    at = kinds.index("EnterPostproc")
+    return kinds[:at], kinds[at:]
+
+
+def test_int8_dense_design_spaces_pack_the_weight_for_the_vnni_micro_kernel():
     func = int8_dense()
     spaces, cands = _candidates(func, VNNI)
     assert all(any(i.kind.name == "Blockize" for i in s.trace.insts) for s in spaces)
+    assert cands and all(_tensorized(c)[0].startswith("avx512_vnni_mk_") for c in cands)
+    for sch in cands:
+        # The rule packs the layout-free weight [N/16, K/4, 16, 4] before tiling; RewriteLayout
+        # leaves it alone.
+        before, post = _before_postproc(sch)
+        assert before.index("TransformLayout") < before.index("Blockize")
+        assert "TransformLayout" not in post and post.index("Tensorize") > 0
+        packed = RemoveWeightLayoutRewriteBlock()(sch.mod)["main"]
+        assert [r.packed_shape for r in layout_rewrites(packed)] == [(2, 16, 16, 4)]
+        verify_trace_roundtrip(sch, func)
+
+
+def test_int8_dense_without_a_micro_kernel_shape_uses_the_16x4_dot_product():
+    func = int8_dense(m=13)          # no register tile (MR 4, 6, 7, 8) divides 13 rows
+    _, cands = _candidates(func, VNNI)
     assert cands and all(_tensorized(c) == ["dot_16x4_vnni"] for c in cands)
     for sch in cands:
-        kinds = [i.kind.name for i in sch.trace.insts]
-        post = kinds[kinds.index("EnterPostproc"):]
+        _, post = _before_postproc(sch)
         assert post.index("TransformLayout") < post.index("Tensorize")
         verify_trace_roundtrip(sch, func)
 
@@ -109,9 +129,55 @@ def test_int8_dense_candidates_match_numpy_exactly():
     x = rng.integers(0, 256, (16, 64)).astype("uint8")
     w = rng.integers(-128, 128, (32, 64)).astype("int8")
     want = x.astype(np.int32) @ w.astype(np.int32).T
+    family = "amx_int8_mk_" if HOST.has_feature("amx-int8") else "avx512_vnni_mk_"
+    for sch in cands:
+        assert _tensorized(sch)[0].startswith(family)
+        got = _run_stripped(sch, [x, w, np.zeros((16, 32), "int32")])
+        np.testing.assert_array_equal(got, want)
+    _, cands = _candidates(int8_dense(m=13), TARGET)
     for sch in cands:
         assert _tensorized(sch) == ["dot_16x4_vnni"]
-        got = _run_stripped(sch, [x, w, np.zeros((16, 32), "int32")])
+        got = _run_stripped(sch, [x[:13], w, np.zeros((13, 32), "int32")])
+        np.testing.assert_array_equal(got, want[:13])
+
+
+def bf16_matmul(m=32, n=64, k=64):
+    a = te.placeholder((m, k), "bfloat16", name="A")
+    b = te.placeholder((k, n), "bfloat16", name="B")
+    return te.create_prim_func([a, b, topi.nn.matmul(a, b, out_dtype="float32")])
+
+
+@pytest.mark.parametrize("target,family", [
+    ("llvm -num-cores=2 -mcpu=cooperlake", "avx512_bf16_mk_"),
+    ("llvm -num-cores=2 -mcpu=sapphirerapids", "amx_bf16_mk_")])
+def test_bf16_matmul_packs_the_weight_for_the_bf16_kernels(target, family):
+    func = bf16_matmul()
+    _, cands = _candidates(func, target)
+    assert cands and all(_tensorized(c)[0].startswith(family) for c in cands)
+    for sch in cands:
+        before, post = _before_postproc(sch)
+        assert before.index("TransformLayout") < before.index("Blockize")
+        assert "TransformLayout" not in post
+        packed = RemoveWeightLayoutRewriteBlock()(sch.mod)["main"]
+        # matmul's B[K, N] packed [N/16, K/2, 16, 2]
+        assert [r.packed_shape for r in layout_rewrites(packed)] == [(4, 32, 16, 2)]
+        verify_trace_roundtrip(sch, func)
+
+
+@pytest.mark.skipif(not HOST.has_feature("avx512bf16"), reason="host lacks AVX512-BF16")
+def test_bf16_matmul_candidates_match_numpy():
+    import ml_dtypes
+    rng = np.random.default_rng(9)
+    # Small integers: exact in float32 whatever the order of the sums.
+    a = rng.integers(-8, 9, (32, 64)).astype(ml_dtypes.bfloat16)
+    b = rng.integers(-8, 9, (64, 64)).astype(ml_dtypes.bfloat16)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    family = "amx_bf16_mk_" if HOST.has_feature("amx-bf16") else "avx512_bf16_mk_"
+    _, cands = _candidates(bf16_matmul(), TARGET)
+    assert cands
+    for sch in cands:
+        assert _tensorized(sch)[0].startswith(family)
+        got = _run_stripped(sch, [a, b, np.zeros((32, 64), "float32")])
         np.testing.assert_array_equal(got, want)
 
 
@@ -149,7 +215,7 @@ def test_rewrite_tensorize_rejects_a_block_that_does_not_match():
 
 @pytest.mark.tuning
 @needs_vnni
-def test_tune_tir_int8_dense_picks_vnni_and_compile_tir_is_exact(tmp_path):
+def test_tune_tir_int8_dense_picks_the_vnni_kernel_and_compile_tir_is_exact(tmp_path):
     func = int8_dense(16, 32, 32)
     db = ms.tune_tir(func, TARGET, str(tmp_path), max_trials_global=4, num_trials_per_iter=4,
                      strategy="replay-trace", runner=fast_runner(), cost_model=xgb_1thread(),
@@ -157,7 +223,8 @@ def test_tune_tir_int8_dense_picks_vnni_and_compile_tir_is_exact(tmp_path):
     recs = db.get_all_tuning_records()
     assert recs and all(r.is_valid() for r in recs), [r.run_secs for r in recs]
     sch = ms.compile_tir(db, func, TARGET)
-    assert _tensorized(sch) == ["dot_16x4_vnni"]
+    # K = 32 is below AMX's 64-deep int8 tile step: the VNNI register-blocked kernel.
+    assert _tensorized(sch)[0].startswith("avx512_vnni_mk_")
     rng = np.random.default_rng(3)
     x = rng.integers(0, 256, (16, 32)).astype("uint8")
     w = rng.integers(-128, 128, (32, 32)).astype("int8")
@@ -192,7 +259,12 @@ def test_tune_relax_int8_model_uses_vnni_and_matches_numpy(tmp_path):
     exe = compile_relax(db, mod, TARGET)
     from workbench.tir import PrimFunc
     kernels = [f for _, f in exe.lowered_mod.items() if isinstance(f, PrimFunc)]
-    assert any("llvm.x86.avx512.vpdpbusd.512" in f.script() for f in kernels)
+    scripts = "".join(f.script() for f in kernels)
+    # The register-blocked kernel (AMX tiles where the CPU has them), its weight packed once
+    # at compile time: no packing block is left in the kernels.
+    assert ("llvm.x86.tdpbusd" if HOST.has_feature("amx-int8")
+            else "llvm.x86.avx512.vpdpbusd.512") in scripts
+    assert "layout_rewrite_preproc" not in scripts
     vm = relax.VirtualMachine(exe, wb.cpu())
     xv = rng.integers(0, 256, (16, 64)).astype("uint8")
     got = vm["main"](wb.nd.array(xv)).numpy()
@@ -213,13 +285,12 @@ def packed_int8_dense(m=32, n=64, k=64):
     return te.create_prim_func([x, w, c])
 
 
-def test_packed_int8_weight_takes_the_vnni_micro_kernel():
-    spaces, cands = _candidates(packed_int8_dense(), VNNI)
+def test_packed_int8_weight_takes_the_vnni_micro_kernel_as_it_is():
+    func = packed_int8_dense()
+    spaces, cands = _candidates(func, VNNI)
     assert cands and all(_tensorized(c)[0].startswith("avx512_vnni_mk_") for c in cands)
-    # An unpacked weight cannot take it (RewriteLayout cannot produce that layout): the rule
-    # checks the match up front and the 16x4 dot product is used instead.
-    _, cands = _candidates(int8_dense(), VNNI)
-    assert cands and all(_tensorized(c) == ["dot_16x4_vnni"] for c in cands)
+    # Nothing to pack: the weight parameter is read as it is.
+    assert all("CacheRead" not in _before_postproc(c)[0] for c in cands)
 
 
 @needs_vnni

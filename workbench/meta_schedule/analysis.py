@@ -74,12 +74,16 @@ def const_int(e: Any) -> int | None:
 
 
 def has_trivial_binding(info: BlockInfo) -> bool:
-    """Each block variable is bound to exactly the loop at the same depth (as te emits)."""
+    """Each block variable is bound to exactly the loop at the same depth (as te emits), or
+    to the only value of a unit loop at that depth (a blockized tile whose reduction fits one
+    intrinsic call binds its outer iter var to 0: it is still that loop's)."""
     loops = info.loops
     values = info.realize.iter_values
     if len(loops) != len(values):
         return False
-    return all(v is lp.loop_var for v, lp in zip(values, loops))
+    return all(v is lp.loop_var or (const_int(lp.extent) == 1 and const_int(v) is not None
+                                    and const_int(v) == const_int(lp.min))
+               for v, lp in zip(values, loops))
 
 
 def iter_types_of_loops(info: BlockInfo) -> list[int]:

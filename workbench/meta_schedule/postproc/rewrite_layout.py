@@ -16,6 +16,10 @@ the PrimFunc attr ``layout_free_buffers`` (topi's conv2d and dense mark their we
    so it is a bijection and transform_layout is told so (``assume_injective_transform``):
    enumerating every element to prove it cost ~7 ms per candidate.
 
+A weight that a preproc block already reads -- packed by a schedule rule in the design space
+(``schedule_rule/pack_weight.py``: the layouts the int8 / bf16 micro-kernels need) -- is left
+as it is.
+
 Everything goes through traced Schedule methods (GetSBlock, CacheRead, Annotate,
 TransformLayout), so the candidate's trace replays it. Any failure rejects the candidate
 (``apply`` returns False), as in TVM; a function without layout-free buffers is untouched.
@@ -106,8 +110,17 @@ def _same_shape(a: Buffer, b: Buffer) -> bool:
         structural_equal(x, y) for x, y in zip(a.shape, b.shape))
 
 
+def _packed_already(func: PrimFunc, buffer: Buffer) -> bool:
+    """Does a preproc block read ``buffer`` directly (a schedule rule packed it, e.g. for a
+    micro-kernel: ``schedule_rule/pack_weight.py``)?"""
+    return any(PREPROC_ANNOTATION in blk.annotations and
+               any(r.buffer is buffer for r in blk.reads) for blk in blocks_under(func.body))
+
+
 def _rewrite_layout(sch: Schedule) -> bool:
     for buffer in layout_free_buffers(sch._func):
+        if _packed_already(sch._func, buffer):
+            continue
         chain = cache_read_chain(sch._func, buffer)
         if not chain:
             # The common case: an anchor block (conv2d, dense) reads the weight directly.

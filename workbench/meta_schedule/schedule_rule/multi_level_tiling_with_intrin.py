@@ -19,16 +19,20 @@ The rule checks at construction that each name is registered, and at initializat
 candidates whose implementation needs a CPU feature the target lacks.
 
 ``MultiLevelTilingMicroKernel`` picks shapes of a register-blocked micro-kernel family (float32
-``avx512_fp32_mk_<MR>x<NR>x<KC>``, int8 ``avx512_vnni_mk_*``) that divide the block's loops.
-With ``strict``, a candidate is kept only if the blockized tile matches the intrinsic as it is
-(not after RewriteLayout re-lays out a weight).
+``avx512_fp32_mk_<MR>x<NR>x<KC>``; int8 / bf16 on packed weights: ``avx512_vnni_mk_*``,
+``avx512_bf16_mk_*``, AMX ``amx_int8_mk_*`` / ``amx_bf16_mk_*``) that divide the block's loops,
+packing a layout-free weight for the latter first. With ``strict``, a candidate is kept only if
+the blockized tile matches the intrinsic as it is (not after RewriteLayout re-lays out a
+weight).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from workbench.meta_schedule import analysis as A
 from workbench.meta_schedule.schedule_rule.multi_level_tiling import MultiLevelTiling
+from workbench.meta_schedule.schedule_rule.pack_weight import pack_weight
 from workbench.meta_schedule.schedule_rule.schedule_rule import register_schedule_rule
 from workbench.tir.expr import Call
 from workbench.tir.functor import post_order_visit
@@ -85,6 +89,10 @@ class MultiLevelTilingWithIntrin(MultiLevelTiling):
         info = A.block_info(sch, block)
         if not A.needs_multi_level_tiling(info, sch._index()):
             return [sch]
+        return self._tile_all(sch, block, info) or [sch]
+
+    def _tile_all(self, sch: Schedule, block: BlockRV, info: Any) -> list[Schedule]:
+        """One tiled schedule per matching candidate intrinsic (none: empty)."""
         out: list[Schedule] = []
         for name in self._names_for(info):
             mapping = tensorize_loop_mapping(info, TensorIntrin.get(name).desc)
@@ -99,7 +107,7 @@ class MultiLevelTilingWithIntrin(MultiLevelTiling):
                 continue
             new.annotate(outer, AUTO_TENSORIZE, name)
             out.extend(MultiLevelTiling.apply(self, new, outer))
-        return out or [sch]
+        return out
 
     def _names_for(self, info: Any) -> list[str]:
         return list(self.candidates)
@@ -130,49 +138,94 @@ def tile_with_tensor_intrin(sch: Schedule, block: BlockRV, mapping: Any) -> Bloc
     return sch.blockize(ordered[0])
 
 
-def _micro_kernel_name(family: str, mr: int, nr: int, kc: int) -> str:
-    from workbench.tir.tensor_intrin.x86 import fp32_microkernel_name, vnni_microkernel_name
-    if family == "vnni":
-        return vnni_microkernel_name(mr, nr, kc)
-    return fp32_microkernel_name(mr, nr, kc, family)
+@dataclass(frozen=True)
+class _Family:
+    """A micro-kernel family: its intrinsic names, the granularity of its (MR, NR, KC), the
+    weight packing it needs (P of ``[N/16, K/P, 16, P]``, None: a plain row-major weight
+    that RewriteLayout lays out), and the register tiles tried by default."""
+
+    prefix: str
+    units: tuple[int, int, int]
+    pack: tuple[str, int] | None
+    shapes: tuple[tuple[int, int], ...]
+    max_kc: int = 256
+
+    def name(self, mr: int, nr: int, kc: int) -> str:
+        return f"{self.prefix}_{mr}x{nr}x{kc}"
 
 
-# family: (NR granularity, KC granularity, strict): the int8 kernel needs the weight already
-# in the packed VNNI layout (RewriteLayout cannot produce it), so its match is checked up front.
-_FAMILIES = {"avx512": (16, 1, False), "avx2": (8, 1, False), "vnni": (16, 4, True)}
+_AVX512_SHAPES = ((4, 64), (6, 64), (7, 64), (8, 32))
+_AMX_SHAPES = ((32, 32), (16, 32), (32, 16), (16, 16))
+_FAMILIES = {
+    "avx512": _Family("avx512_fp32_mk", (1, 16, 1), None, _AVX512_SHAPES),
+    "avx2": _Family("avx2_fp32_mk", (1, 8, 1), None, ((4, 24), (6, 16), (3, 32))),
+    "vnni": _Family("avx512_vnni_mk", (1, 16, 4), ("int8", 4), _AVX512_SHAPES),
+    "avx512-bf16": _Family("avx512_bf16_mk", (1, 16, 2), ("bfloat16", 2), _AVX512_SHAPES),
+    # AMX: a call configures and releases the tiles; a long KC loop amortizes that.
+    "amx-int8": _Family("amx_int8_mk", (16, 16, 64), ("int8", 4), _AMX_SHAPES, 1024),
+    "amx-bf16": _Family("amx_bf16_mk", (16, 16, 32), ("bfloat16", 2), _AMX_SHAPES, 1024),
+}
 
 
 @register_schedule_rule("multi-level-tiling-micro-kernel")
 class MultiLevelTilingMicroKernel(MultiLevelTilingWithIntrin):
     """MultiLevelTilingWithIntrin over register-blocked micro-kernel shapes that divide the
-    block: ``family`` "avx512" / "avx2" (float32, ``<isa>_fp32_mk_*``) or "vnni" (uint8 x int8
-    with a packed weight, ``avx512_vnni_mk_*``).
+    block. ``family``:
 
-    ``shapes`` are the ``(MR, NR)`` register tiles to try, in order of preference; at most
-    ``max_candidates`` that divide the block give design spaces. ``KC`` is the largest divisor
-    of the covered reduction loop that is at most ``max_kc`` (a multiple of 4 for "vnni").
+    - "avx512" / "avx2": float32 ``<isa>_fp32_mk_*`` (the weight is laid out by RewriteLayout);
+    - "vnni": uint8 x int8 ``avx512_vnni_mk_*``; "avx512-bf16": ``avx512_bf16_mk_*``;
+    - "amx-int8" / "amx-bf16": AMX tile kernels ``amx_int8_mk_*`` / ``amx_bf16_mk_*``.
+
+    The last four read the weight packed ``[N/16, K/P, 16, P]``: a block whose weight is
+    already in that layout matches as it is; otherwise a layout-free 2-d weight is packed in
+    the design space first (``pack_weight.py``). Their match is checked up front (strict).
+
+    ``shapes`` are the ``(MR, NR)`` register tiles to try, in order of preference (default:
+    the family's); at most ``max_candidates`` that divide the block give design spaces.
+    ``KC`` is the largest divisor of the covered reduction loop that is at most ``max_kc``
+    (default: the family's) and a multiple of the family's k granularity.
     """
 
     def __init__(self, family: str = "avx512",
-                 shapes: Sequence[tuple[int, int]] = ((4, 64), (6, 64), (7, 64), (8, 32)),
-                 max_candidates: int = 2, max_kc: int = 256, **kwargs: Any) -> None:
+                 shapes: Sequence[tuple[int, int]] | None = None,
+                 max_candidates: int = 2, max_kc: int | None = None, **kwargs: Any) -> None:
         if family not in _FAMILIES:
             raise ValueError(f"MultiLevelTilingMicroKernel: family must be one of "
                              f"{sorted(_FAMILIES)}, got {family!r}")
+        fam = _FAMILIES[family]
         self.family = family
-        self.shapes = [tuple(s) for s in shapes]
+        self.shapes = [tuple(s) for s in (shapes if shapes is not None else fam.shapes)]
         self.max_candidates = max_candidates
-        self.max_kc = max_kc
-        nr_unit, kc_unit, strict = _FAMILIES[family]
-        probe = _micro_kernel_name(family, 1, nr_unit, kc_unit)
-        super().__init__(probe, strict=strict, **kwargs)
+        self.max_kc = fam.max_kc if max_kc is None else max_kc
+        super().__init__(fam.name(*fam.units), strict=fam.pack is not None, **kwargs)
+
+    def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
+        fam = _FAMILIES[self.family]
+        if fam.pack is None or not self.candidates:
+            out = MultiLevelTilingWithIntrin.apply(self, sch, block)
+            if fam.pack is not None or out == [sch]:
+                return out
+            # float32 also keeps the untensorized block as a design space of its own (the
+            # plain MultiLevelTiling after this rule tiles it): a micro-kernel space has few
+            # decisions (a 128^3 matmul gave 8 distinct candidates, the best 5x slower than the
+            # tiled space), so the search must be free to prefer ordinary tiling.
+            return [*out, sch]
+        info = A.block_info(sch, block)
+        if not A.needs_multi_level_tiling(info, sch._index()):
+            return [sch]
+        out = self._tile_all(sch, block, info)      # a weight packed already
+        if not out:
+            packed = pack_weight(sch, block, *fam.pack)
+            if packed is not None:
+                out = self._tile_all(packed, block, A.block_info(packed, block))
+        return out or [sch]
 
     def _names_for(self, info: Any) -> list[str]:
         if not self.candidates:
             return []  # the target lacks the ISA
-        nr_unit, kc_unit, _ = _FAMILIES[self.family]
-        probe = tensorize_loop_mapping(info, TensorIntrin.get(
-            _micro_kernel_name(self.family, 1, nr_unit, kc_unit)).desc)
+        fam = _FAMILIES[self.family]
+        m_unit, n_unit, kc_unit = fam.units
+        probe = tensorize_loop_mapping(info, TensorIntrin.get(fam.name(*fam.units)).desc)
         if probe is None:
             return []
         loops = {lp.loop_var: lp for lp in info.loops}
@@ -180,16 +233,6 @@ class MultiLevelTilingMicroKernel(MultiLevelTilingWithIntrin):
         kcs = [d for d in range(kc_unit, min(k, self.max_kc) + 1, kc_unit) if k % d == 0]
         if not kcs:
             return []
-        names = [_micro_kernel_name(self.family, mr, nr, kcs[-1]) for mr, nr in self.shapes
-                 if m % mr == 0 and n % nr == 0]
+        names = [fam.name(mr, nr, kcs[-1]) for mr, nr in self.shapes
+                 if m % mr == 0 and n % nr == 0 and mr % m_unit == 0 and nr % n_unit == 0]
         return names[:self.max_candidates]
-
-    def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
-        out = super().apply(sch, block)
-        if self.family == "vnni" or out == [sch]:
-            return out
-        # float32 also keeps the untensorized block as a design space of its own (the plain
-        # MultiLevelTiling after this rule tiles it): a micro-kernel space has few decisions
-        # (a 128^3 matmul gave 8 distinct candidates, the best 5x slower than the tiled space),
-        # so the search must be free to prefer ordinary tiling.
-        return [*out, sch]

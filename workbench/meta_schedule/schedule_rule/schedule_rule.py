@@ -104,11 +104,12 @@ def _default_llvm() -> list[ScheduleRule]:
 
 
 def _default_x86(kind: str) -> list[ScheduleRule]:
-    """TVM's ``ScheduleRule::DefaultX86(kind)`` extended: on "vnni" the int8 register-blocked
-    micro-kernel for weights in the packed VNNI layout, the int8 dot product ("vnni":
-    ``dot_16x4_vnni``; "avx512": the exact ``dot_16x4_u8i8i32_generic`` -- TVM uses the
-    saturating ``dot_16x4_avx512``), the bf16 dot product (``dot_16x2_bf16`` where the target
-    has AVX512-BF16, else its generic form) and the float32 AVX-512 micro-kernel, each through
+    """TVM's ``ScheduleRule::DefaultX86(kind)`` extended: on "vnni" the int8 AMX and VNNI
+    register-blocked micro-kernels (weights packed [N/16, K/4, 16, 4]), the int8 dot product
+    ("vnni": ``dot_16x4_vnni``; "avx512": the exact ``dot_16x4_u8i8i32_generic`` -- TVM uses the
+    saturating ``dot_16x4_avx512``), the bf16 AMX and AVX512-BF16 micro-kernels (weights packed
+    [N/16, K/2, 16, 2]), the bf16 dot product (``dot_16x2_bf16`` where the target has
+    AVX512-BF16, else its generic form) and the float32 AVX-512 micro-kernel, each through
     MultiLevelTilingWithIntrin, then plain MultiLevelTiling for blocks none of them matches.
     A rule whose intrinsic the target cannot run drops it at initialization and passes blocks
     on, so a fallback rule placed after it takes them."""
@@ -121,9 +122,13 @@ def _default_x86(kind: str) -> list[ScheduleRule]:
                   reuse_write=ReuseType(req="may", levels=[1, 2], scope="global"))
     int8 = "dot_16x4_vnni" if kind == "vnni" else "dot_16x4_u8i8i32_generic"
     with_intrin: list[ScheduleRule] = [
-        # An int8 weight already packed [N/16, K/4, 16, 4] takes the register-blocked kernel.
-        *([MultiLevelTilingMicroKernel("vnni", **common)] if kind == "vnni" else []),
+        # int8 / bf16 weights are packed [N/16, K/P, 16, P] for the register-blocked kernels
+        # (in the design space when layout-free); AMX tiles first where the CPU has them.
+        *([MultiLevelTilingMicroKernel("amx-int8", **common),
+           MultiLevelTilingMicroKernel("vnni", **common)] if kind == "vnni" else []),
         MultiLevelTilingWithIntrin(int8, **common),
+        MultiLevelTilingMicroKernel("amx-bf16", **common),
+        MultiLevelTilingMicroKernel("avx512-bf16", **common),
         MultiLevelTilingWithIntrin("dot_16x2_bf16", **common),
         MultiLevelTilingWithIntrin("dot_16x2_bf16_generic", **common),
         MultiLevelTilingMicroKernel("avx512", **common),
