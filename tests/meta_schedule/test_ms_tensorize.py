@@ -305,3 +305,69 @@ def test_vnni_micro_kernel_candidates_are_exact():
         got = _run_stripped(sch, [x, wp, np.zeros((32, 64), "int32")])
         np.testing.assert_array_equal(got, x.astype(np.int32) @ w.astype(np.int32).T)
         verify_trace_roundtrip(sch, func)
+
+
+def int8_conv2d_nhwc(h=8, c=32, o=32):
+    data = te.placeholder((1, h, h, c), "uint8", name="data")
+    weight = te.placeholder((3, 3, c, o), "int8", name="weight")
+    out = topi.nn.conv2d_nhwc(data, weight, 1, 1, 1, out_dtype="int32")
+    return te.create_prim_func([data, weight, out])
+
+
+def _conv_ref(x, w):
+    h = x.shape[1]
+    xp = np.pad(x.astype(np.int64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    want = np.zeros((1, h, h, w.shape[3]), np.int64)
+    for dh in range(3):
+        for dw in range(3):
+            want += np.einsum("nhwc,co->nhwo", xp[:, dh:dh + h, dw:dw + h, :],
+                              w[dh, dw].astype(np.int64))
+    return want.astype(np.int32)
+
+
+def test_int8_conv2d_hwio_weight_is_packed_for_the_vnni_micro_kernel():
+    func = int8_conv2d_nhwc()
+    _, cands = _candidates(func, VNNI)
+    assert cands and all(_tensorized(c)[0].startswith("avx512_vnni_mk_") for c in cands)
+    for sch in cands:
+        packed = RemoveWeightLayoutRewriteBlock()(sch.mod)["main"]
+        # HWIO [3, 3, 32, 32] -> [KH, KW, O/16, I/4, 16, 4]
+        assert [r.packed_shape for r in layout_rewrites(packed)] == [(3, 3, 2, 8, 16, 4)]
+        verify_trace_roundtrip(sch, func)
+    if HOST.has_feature("avx512vnni"):
+        rng = np.random.default_rng(4)
+        x = rng.integers(0, 256, (1, 8, 8, 32)).astype("uint8")
+        w = rng.integers(-128, 128, (3, 3, 32, 32)).astype("int8")
+        for sch in cands:
+            got = _run_stripped(sch, [x, w, np.zeros((1, 8, 8, 32), "int32")])
+            np.testing.assert_array_equal(got, _conv_ref(x, w))
+
+
+@pytest.mark.tuning
+@needs_vnni
+def test_tune_relax_int8_conv2d_model_packs_the_weight_and_is_exact(tmp_path):
+    from workbench import relax
+    from workbench.meta_schedule.relax_integration import compile_relax, tune_relax
+    from workbench.relax import op as R
+    from workbench.relax.struct_info import TensorStructInfo
+    from workbench.tir import PrimFunc
+    rng = np.random.default_rng(6)
+    w = rng.integers(-128, 128, (3, 3, 32, 32)).astype("int8")      # HWIO, a constant
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", TensorStructInfo((1, 8, 8, 32), "uint8"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(R.nn.conv2d(x, relax.const(w), padding=(1, 1),
+                                             data_layout="NHWC", out_dtype="int32"))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    db = tune_relax(mod, None, TARGET, str(tmp_path), max_trials_global=4,
+                    num_trials_per_iter=4, strategy="replay-trace", runner=fast_runner(),
+                    cost_model=xgb_1thread(), seed=1)
+    exe = compile_relax(db, mod, TARGET)
+    scripts = "".join(f.script() for _, f in exe.lowered_mod.items() if isinstance(f, PrimFunc))
+    assert "llvm.x86.avx512.vpdpbusd.512" in scripts
+    assert "layout_rewrite_preproc" not in scripts       # packed once at compile time
+    vm = relax.VirtualMachine(exe, wb.cpu())
+    xv = rng.integers(0, 256, (1, 8, 8, 32)).astype("uint8")
+    np.testing.assert_array_equal(vm["main"](wb.nd.array(xv)).numpy(), _conv_ref(xv, w))

@@ -7,6 +7,12 @@ the parallel limit) and mark it parallel; fuse the innermost run of data-paralle
 accesses stay contiguous (up to the vector limit) and mark it vectorized; put
 ``pragma_auto_unroll_max_step`` / ``pragma_unroll_explicit`` on the outermost loop of a block
 that is not all-spatial. A schedule error rejects the candidate.
+
+Weight-packing *preproc* blocks (``meta_schedule.layout_rewrite_preproc``, made in the design
+space by ``schedule_rule/pack_weight.py``) are left alone, as TVM's RewriteLayout preproc
+blocks are (that postproc runs after this one): the builder strips them
+(RemoveWeightLayoutRewriteBlock needs their plain loop nest) and constant weights are packed
+once at compile time.
 """
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ from workbench.meta_schedule import analysis as A
 from workbench.meta_schedule.postproc.postproc import Postproc, register_postproc
 from workbench.tir.schedule import Schedule, ScheduleError
 from workbench.tir.stmt import For, ForKind, IterType
+from workbench.tir.transform.remove_weight_layout_rewrite_block import PREPROC_ANNOTATION
 
 _KEYS = ("meta_schedule.parallel", "meta_schedule.vectorize", "meta_schedule.unroll_explicit",
          "meta_schedule.unroll_implicit")
@@ -38,7 +45,8 @@ class RewriteParallelVectorizeUnroll(Postproc):
                 return True
             root = sch.get_sblock(A.root_block_name(sch._index()))
             for block in sch.get_child_blocks(root):
-                self._rewrite_block(sch, block, parsed)
+                if PREPROC_ANNOTATION not in A.block_info(sch, block).block.annotations:
+                    self._rewrite_block(sch, block, parsed)
         except ScheduleError:
             return False
         return True

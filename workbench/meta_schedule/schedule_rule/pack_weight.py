@@ -18,9 +18,12 @@ a Relax build packs constant weights once (``PrepackConstantWeights``), and
 ``compile_tir`` without constants packs on each call. RewriteLayout leaves a weight that a
 preproc block already reads alone.
 
-Only a 2-d weight that the function marks layout-free, that only this block reads, indexed by
-one spatial and one reduction iter var (``W[k, j]`` as in ``matmul``, or ``W[j, k]`` as in
-``dense``) with N % 16 == 0 and K % P == 0, is packed.
+A weight is packed when the function marks it layout-free, only this block reads it, and
+each of its dimensions is indexed by a distinct block iter var: exactly one spatial var ``j``
+(the output column / channel, N % 16 == 0) and reduction vars, the last of which is ``k``
+(K % P == 0). The other dimensions keep their order in front: ``W[k, j]`` (``matmul``) and
+``W[j, k]`` (``dense``) become ``[N/16, K/P, 16, P]``, a conv2d HWIO weight ``W[rh, rw, rc,
+o]`` becomes ``[KH, KW, O/16, I/P, 16, P]`` (OHWI likewise).
 """
 from __future__ import annotations
 
@@ -35,19 +38,26 @@ from workbench.tir.transform.remove_weight_layout_rewrite_block import PREPROC_A
 __all__ = ["packed_weight_map", "pack_weight"]
 
 
-def packed_weight_map(order: str, pack_k: int, dtype: str = "int32") -> IndexMap:
-    """The packing map of a 2-d weight indexed ``order`` ("kj" or "jk"):
+def packed_weight_map(ndim: int, j_dim: int, k_dim: int, pack_k: int,
+                      dtype: str = "int32") -> IndexMap:
+    """The packing map of an ``ndim``-d weight whose dimension ``j_dim`` is the output column
+    and ``k_dim`` the packed reduction: the other dimensions in order, then
     ``(j // 16, k // P, j % 16, k % P)``."""
-    a, b = Var("i0", dtype), Var("i1", dtype)
-    k, j = (a, b) if order == "kj" else (b, a)
+    if ndim < 2 or j_dim == k_dim or not (0 <= j_dim < ndim and 0 <= k_dim < ndim):
+        raise ValueError(f"packed_weight_map: j_dim {j_dim} and k_dim {k_dim} must be distinct "
+                         f"dimensions of a weight of rank {ndim} >= 2")
+    vs = tuple(Var(f"i{d}", dtype) for d in range(ndim))
+    j, k = vs[j_dim], vs[k_dim]
     c16, cp = op.const(16, dtype), op.const(pack_k, dtype)
-    return IndexMap((a, b), (op.floordiv(j, c16), op.floordiv(k, cp), op.floormod(j, c16),
-                             op.floormod(k, cp)))
+    rest = tuple(v for d, v in enumerate(vs) if d not in (j_dim, k_dim))
+    return IndexMap(vs, rest + (op.floordiv(j, c16), op.floordiv(k, cp), op.floormod(j, c16),
+                                op.floormod(k, cp)))
 
 
 def _weight_read(sch: Schedule, block: BlockRV, dtype: str, pack_k: int
-                 ) -> tuple[int, str] | None:
-    """(read index, "kj" | "jk") of the block's layout-free weight that can be packed."""
+                 ) -> tuple[int, int, int, int] | None:
+    """(read index, rank, j dimension, k dimension) of the block's layout-free weight that
+    can be packed (module docstring), or None."""
     from workbench.meta_schedule.postproc.rewrite_layout import layout_free_buffers
     func = sch._func
     free = {id(b) for b in layout_free_buffers(func)}
@@ -57,24 +67,24 @@ def _weight_read(sch: Schedule, block: BlockRV, dtype: str, pack_k: int
     loads = A.loads_in(blk.body)
     for idx, region in enumerate(blk.reads):
         buf = region.buffer
-        if id(buf) not in free or buf.dtype != dtype or len(buf.shape) != 2:
+        if id(buf) not in free or buf.dtype != dtype or len(buf.shape) < 2:
             continue
         mine = [ld for ld in loads if ld.buffer is buf]
         if len(mine) != 1 or _readers(sch, buf) != 1:
             continue
         ix = mine[0].indices
-        if not all(isinstance(v, Var) and v in kinds for v in ix) or ix[0] is ix[1]:
+        if not all(isinstance(v, Var) and v in kinds for v in ix) or \
+                len({id(v) for v in ix}) != len(ix):
             continue
-        (t0, e0), (t1, e1) = kinds[ix[0]], kinds[ix[1]]
-        if (t0, t1) == (IterType.COMM_REDUCE, IterType.DATA_PAR):
-            order, n, k = "kj", e1, e0
-        elif (t0, t1) == (IterType.DATA_PAR, IterType.COMM_REDUCE):
-            order, n, k = "jk", e0, e1
-        else:
+        spatial = [d for d, v in enumerate(ix) if kinds[v][0] == IterType.DATA_PAR]
+        reduce = [d for d, v in enumerate(ix) if kinds[v][0] == IterType.COMM_REDUCE]
+        if len(spatial) != 1 or len(spatial) + len(reduce) != len(ix) or not reduce:
             continue
+        j_dim, k_dim = spatial[0], reduce[-1]
+        n, k = kinds[ix[j_dim]][1], kinds[ix[k_dim]][1]
         if n is None or k is None or n % 16 or k % pack_k:
             continue
-        return idx, order
+        return idx, len(ix), j_dim, k_dim
     return None
 
 
@@ -86,17 +96,18 @@ def _readers(sch: Schedule, buf) -> int:
 
 def pack_weight(sch: Schedule, block: BlockRV, dtype: str, pack_k: int) -> Schedule | None:
     """A copy of ``sch`` with the block's layout-free ``dtype`` weight packed
-    ``[N/16, K/P, 16, P]`` through a preproc block (module docstring); None when the block
+    ``[.., N/16, K/P, 16, P]`` through a preproc block (module docstring); None when the block
     has no such weight. The block's handle stays valid in the copy."""
     found = _weight_read(sch, block, dtype, pack_k)
     if found is None:
         return None
-    idx, order = found
+    idx, ndim, j_dim, k_dim = found
     out = sch.copy()
     try:
         preproc = out.cache_read(block, idx, "global")
         out.annotate(preproc, PREPROC_ANNOTATION, 1)
-        out.transform_layout(block, ("read", idx), packed_weight_map(order, pack_k),
+        out.transform_layout(block, ("read", idx),
+                             packed_weight_map(ndim, j_dim, k_dim, pack_k),
                              assume_injective_transform=True)
     except ScheduleError:
         return None
