@@ -1,0 +1,228 @@
+"""The CPU's arithmetic peaks, measured with llvmlite loops of independent accumulator chains.
+
+Kinds (ops count 2 per multiply-add):
+
+- ``fp32``: ``llvm.fma.v16f32`` (32 flops per instruction);
+- ``int8``: AVX-512 VNNI ``vpdpbusd`` (64 u8 x s8 products: 128 ops);
+- ``bf16``: AVX512-BF16 ``vdpbf16ps`` (32 bf16 products: 64 flops);
+- ``amx-int8``: AMX ``tdpbusd`` on 16 x 64-byte tiles (16 x 16 x 64 products: 32768 ops);
+- ``amx-bf16``: AMX ``tdpbf16ps`` (16 x 16 x 32 products: 16384 flops).
+
+:func:`measure` runs the loop on one thread (the per-core peak) and on ``cores`` threads at
+once (the all-core peak). The threads are started once and released together by a barrier for
+each round; a round's rate is the total work over the span from the first start to the last
+end, so only rounds in which the threads really ran side by side reach the peak. ctypes
+releases the GIL for the calls. Each figure is the best round in a time budget: on a shared,
+loaded machine that is a moment when the cores were free, like the best-single-call timing of
+the kernels it is compared with.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from dataclasses import dataclass
+
+__all__ = ["PEAK_KINDS", "Peak", "measure", "available"]
+
+_N_ACC = 12  # vector accumulator chains: more than latency x throughput on current cores
+
+
+@dataclass(frozen=True)
+class _Kind:
+    features: tuple[str, ...]   # target features the instruction needs
+    ops: int                    # ops per instruction
+    ir: str                     # LLVM IR defining void @peak(i64 n, i8* scratch)
+    cpu_state: str | None = None
+
+
+def _vector_ir(decl: str, call: str, ty: str, add: str) -> str:
+    """``_N_ACC`` independent chains ``acc = call(acc, x, y)``, summed and stored at the end
+    (so the loop is not dead code)."""
+    ones = "<" + ", ".join(["i32 1065353216"] * 16) + ">"
+    lines = [decl, "define void @peak(i64 %n, i8* %scratch) {", "entry:",
+             f"  %xi = bitcast <16 x i32> {ones} to <16 x i32>",
+             "  %x = bitcast <16 x i32> %xi to <16 x float>",
+             "  %yi = add <16 x i32> %xi, zeroinitializer",
+             "  %y = bitcast <16 x i32> %yi to <16 x float>",
+             "  br label %loop", "loop:", "  %i = phi i64 [0, %entry], [%inext, %loop]"]
+    lines += [f"  %a{k} = phi {ty} [zeroinitializer, %entry], [%b{k}, %loop]"
+              for k in range(_N_ACC)]
+    lines += [f"  %b{k} = " + call.format(acc=f"%a{k}") for k in range(_N_ACC)]
+    lines += ["  %inext = add i64 %i, 1", "  %c = icmp slt i64 %inext, %n",
+              "  br i1 %c, label %loop, label %exit", "exit:"]
+    acc = "%b0"
+    for k in range(1, _N_ACC):
+        lines.append(f"  %s{k} = {add} {ty} {acc}, %b{k}")
+        acc = f"%s{k}"
+    lines += [f"  %p = bitcast i8* %scratch to {ty}*", f"  store {ty} {acc}, {ty}* %p, align 4",
+              "  ret void", "}"]
+    return "\n".join(lines)
+
+
+def _amx_ir(dot: str) -> str:
+    """Four independent C tiles (0-3) += A tiles (4, 5) x B tiles (6, 7), all 16 rows x 64
+    bytes; the configuration is the first 64 bytes of ``scratch``, the C tiles are stored
+    after it."""
+    lines = ["declare void @llvm.x86.ldtilecfg(i8*)", "declare void @llvm.x86.tilezero(i8)",
+             f"declare void @{dot}(i8, i8, i8)",
+             "declare void @llvm.x86.tilestored64(i8, i8*, i64)",
+             "declare void @llvm.x86.tilerelease()",
+             "define void @peak(i64 %n, i8* %scratch) {", "entry:",
+             "  call void @llvm.x86.ldtilecfg(i8* %scratch)"]
+    lines += [f"  call void @llvm.x86.tilezero(i8 {t})" for t in range(8)]
+    lines += ["  br label %loop", "loop:", "  %i = phi i64 [0, %entry], [%inext, %loop]"]
+    lines += [f"  call void @{dot}(i8 {c}, i8 {a}, i8 {b})"
+              for c, a, b in ((0, 4, 6), (1, 4, 7), (2, 5, 6), (3, 5, 7))]
+    lines += ["  %inext = add i64 %i, 1", "  %c = icmp slt i64 %inext, %n",
+              "  br i1 %c, label %loop, label %exit", "exit:"]
+    for t in range(4):
+        lines += [f"  %o{t} = getelementptr i8, i8* %scratch, i64 {64 + 1024 * t}",
+                  f"  call void @llvm.x86.tilestored64(i8 {t}, i8* %o{t}, i64 64)"]
+    lines += ["  call void @llvm.x86.tilerelease()", "  ret void", "}"]
+    return "\n".join(lines)
+
+
+PEAK_KINDS: dict[str, _Kind] = {
+    "fp32": _Kind(("avx512f",), 32, _vector_ir(
+        "declare <16 x float> @llvm.fma.v16f32(<16 x float>, <16 x float>, <16 x float>)",
+        "call <16 x float> @llvm.fma.v16f32(<16 x float> %x, <16 x float> %y, "
+        "<16 x float> {acc})", "<16 x float>", "fadd")),
+    "int8": _Kind(("avx512vnni",), 128, _vector_ir(
+        "declare <16 x i32> @llvm.x86.avx512.vpdpbusd.512(<16 x i32>, <16 x i32>, <16 x i32>)",
+        "call <16 x i32> @llvm.x86.avx512.vpdpbusd.512(<16 x i32> {acc}, <16 x i32> %xi, "
+        "<16 x i32> %yi)", "<16 x i32>", "add")),
+    "bf16": _Kind(("avx512bf16",), 64, _vector_ir(
+        "declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <16 x i32>, "
+        "<16 x i32>)",
+        "call <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float> {acc}, "
+        "<16 x i32> %xi, <16 x i32> %yi)", "<16 x float>", "fadd")),
+    "amx-int8": _Kind(("amx-tile", "amx-int8"), 2 * 16 * 16 * 64 * 4,
+                      _amx_ir("llvm.x86.tdpbusd"), "amx"),
+    "amx-bf16": _Kind(("amx-tile", "amx-bf16"), 2 * 16 * 16 * 32 * 4,
+                      _amx_ir("llvm.x86.tdpbf16ps"), "amx"),
+}
+# _vector_ir's loop issues _N_ACC instructions per iteration, _amx_ir's four (counted above).
+_PER_ITER = {k: (_N_ACC if not v.cpu_state else 1) for k, v in PEAK_KINDS.items()}
+
+
+def available(kind: str, target) -> str | None:
+    """None when ``target`` (a workbench Target) can run the ``kind`` loop here, else why not."""
+    spec = PEAK_KINDS[kind]
+    missing = [f for f in spec.features if not target.has_feature(f)]
+    if missing:
+        return f"the CPU lacks {', '.join(missing)}"
+    if spec.cpu_state:
+        from workbench.runtime import cpu_state
+        try:
+            cpu_state.require(spec.cpu_state)
+        except RuntimeError as e:
+            return str(e)
+    return None
+
+
+@dataclass(frozen=True)
+class Peak:
+    per_core: float     # ops/s of one thread
+    all_cores: float    # ops/s of ``cores`` threads side by side
+    cores: int
+
+
+_engines: list = []  # keep the JIT engines (and their code) alive
+
+
+def _compile(kind: str):
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    tm = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=2)
+    mod = llvm.parse_assembly(PEAK_KINDS[kind].ir)
+    mod.verify()
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    _engines.append(engine)
+    return ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)(
+        engine.get_function_address("peak"))
+
+
+def _scratch() -> ctypes.Array:
+    """64 bytes of AMX configuration (palette 1, every tile 16 rows x 64 bytes) followed by
+    room for four stored tiles; the vector loops store their sum at the start."""
+    buf = (ctypes.c_uint8 * (64 + 4 * 1024 + 64))()
+    buf[0] = 1
+    for t in range(8):
+        buf[16 + 2 * t] = 64
+        buf[48 + t] = 16
+    return buf
+
+
+class _Team:
+    """``n`` threads that each run ``fn(iters, scratch)`` when released by a barrier."""
+
+    def __init__(self, fn, n: int) -> None:
+        self.fn, self.n = fn, n
+        self.scratch = [_scratch() for _ in range(n)]
+        self.times = [(0.0, 0.0)] * n
+        self.iters = 0
+        self.start = threading.Barrier(n + 1)
+        self.done = threading.Barrier(n + 1)
+        self.stop = False
+        self.threads = [threading.Thread(target=self._work, args=(k,), daemon=True)
+                        for k in range(n)]
+        for t in self.threads:
+            t.start()
+
+    def _work(self, k: int) -> None:
+        addr = ctypes.addressof(self.scratch[k])
+        while True:
+            self.start.wait()
+            if self.stop:
+                return
+            t0 = time.perf_counter()
+            self.fn(self.iters, addr)
+            self.times[k] = (t0, time.perf_counter())
+            self.done.wait()
+
+    def round(self, iters: int) -> float:
+        """Seconds from the first thread's start to the last one's end."""
+        self.iters = iters
+        self.start.wait()
+        self.done.wait()
+        return max(e for _, e in self.times) - min(s for s, _ in self.times)
+
+    def close(self) -> None:
+        self.stop = True
+        self.start.wait()
+        for t in self.threads:
+            t.join()
+
+
+def _best_rate(fn, threads: int, iters: int, ops_per_call: float, budget: float,
+               min_rounds: int) -> float:
+    team = _Team(fn, threads)
+    try:
+        best, rounds, t_end = float("inf"), 0, time.perf_counter() + budget
+        while rounds < min_rounds or time.perf_counter() < t_end:
+            best = min(best, team.round(iters))
+            rounds += 1
+    finally:
+        team.close()
+    return ops_per_call * threads / best
+
+
+def measure(kind: str, cores: int, budget: float = 1.5, min_rounds: int = 10) -> Peak:
+    """The per-core and ``cores``-thread peaks of ``kind`` (call :func:`available` first).
+    Each is the best round within ``budget`` seconds (at least ``min_rounds`` rounds) of a
+    loop sized to run about 3 ms."""
+    spec = PEAK_KINDS[kind]
+    fn = _compile(kind)
+    warm = _scratch()
+    fn(1000, ctypes.addressof(warm))
+    t0 = time.perf_counter()
+    fn(100_000, ctypes.addressof(warm))
+    iters = max(1000, int(100_000 * 0.003 / max(time.perf_counter() - t0, 1e-6)))
+    ops = spec.ops * _PER_ITER[kind] * iters
+    one = _best_rate(fn, 1, iters, ops, budget, min_rounds)
+    many = _best_rate(fn, cores, iters, ops, budget, min_rounds) if cores > 1 else one
+    return Peak(one, many, cores)
