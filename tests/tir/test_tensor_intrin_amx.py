@@ -159,3 +159,37 @@ def test_loading_an_amx_module_requests_the_permission_in_a_fresh_process(tmp_pa
     x = np.load(tmp_path / "x.npy")
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"),
                                   x.astype(np.int64) @ w.astype(np.int64).T)
+
+
+@needs_amx
+def test_amx_kernel_reconfigures_tiles_another_user_left_configured():
+    # Another AMX user in this thread leaves a different configuration (8-row tiles) loaded:
+    # the kernel sees that it differs and loads its own.
+    import ctypes
+
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    tm = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten())
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(
+        "declare void @llvm.x86.ldtilecfg(i8*)\n"
+        "define void @other(i8* %cfg) {\n  call void @llvm.x86.ldtilecfg(i8* %cfg)\n"
+        "  ret void\n}"), tm)
+    engine.finalize_object()
+    other = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(engine.get_function_address("other"))
+    cfg = (ctypes.c_uint8 * 64)()
+    cfg[0] = 1
+    for t in range(8):
+        cfg[16 + 2 * t], cfg[48 + t] = 32, 8
+    m, n, k = 32, 32, 128
+    sch, p = _amx_schedule("int8", "32x32x64", m, n, k)
+    mod = wb.build(sch.mod, target="llvm")           # one thread: the ctypes call's thread
+    rng = np.random.default_rng(14)
+    x = rng.integers(0, 256, (m, k)).astype("uint8")
+    w = rng.integers(-128, 128, (n, k)).astype("int8")
+    out = wb.nd.empty((m, n), "int32")
+    for _ in range(2):
+        other(ctypes.addressof(cfg))
+        mod(wb.nd.array(x), wb.nd.array(_pack(w, p)), out)
+        np.testing.assert_array_equal(out.numpy(), x.astype(np.int64) @ w.astype(np.int64).T)

@@ -13,12 +13,15 @@ the KC loop; per step of 32 (bf16) or 64 (int8) k the kernel loads one A tile pe
 dot product per C tile. Eight tile registers hold C tiles + A tiles + B tiles, so
 ``MR/16 * NR/16 + MR/16 + NR/16 <= 8`` (32 x 32 is the largest square block).
 
-Each call configures the tiles (``ldtilecfg`` from a 64-byte palette-1 configuration built on
-the stack: every tile 16 rows x 64 bytes), loads the C tiles, runs the k loop, stores C and
-releases the tiles (``tilerelease``), so calls are independent of each other and of any other
-AMX code. ``tdpbf16ps`` rounds like ``vdpbf16ps`` (pairs summed before accumulating,
-denormals flushed). The compiled module records ``"cpu_state": ["amx"]`` and the runtime asks
-Linux for AMX permission before loading it (:mod:`workbench.runtime.cpu_state`).
+Each call makes sure the tiles are configured as it needs (palette 1, every tile 16 rows x 64
+bytes): it reads the thread's current configuration (``sttilecfg``, a few cycles) and loads its
+own (``ldtilecfg``, ~500 cycles) only when they differ, then loads the C tiles, runs the k loop
+and stores C. It leaves the tiles configured for the next call: the x86-64 ABI makes the tile
+configuration and data call-clobbered, so other AMX code configures its own (LLVM re-issues
+``ldtilecfg`` after calls), and a call never depends on what an earlier one left in the tiles.
+``tdpbf16ps`` rounds like ``vdpbf16ps`` (pairs summed before accumulating, denormals flushed).
+The compiled module records ``"cpu_state": ["amx"]`` and the runtime asks Linux for AMX
+permission before loading it (:mod:`workbench.runtime.cpu_state`).
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from workbench.tir.buffer import Buffer, decl_buffer
 from workbench.tir.expr import BufferLoad, PrimExpr, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.stmt import Allocate, BufferStore, DeclBuffer, Evaluate, For, ForKind, \
-    SeqStmt, Stmt
+    IfThenElse, SeqStmt, Stmt
 from workbench.tir.tensor_intrin import register_intrin_factory
 from workbench.tir.tensor_intrin._build import i32, impl_func, packed_matmul_desc, strided
 
@@ -61,13 +64,21 @@ def _row_bytes(buf: Buffer, dim: int) -> PrimExpr:
     return op.cast("int64", op.mul(buf.strides[dim], _ELEM_BYTES[buf.dtype]))
 
 
-def _config(cfg: Buffer) -> list[Stmt]:
-    """Palette 1; tiles 0..7 all 16 rows x 64 bytes (bytes 16..31: colsb as uint16, 48..55:
-    rows as uint8; the rest zero)."""
-    colsb = sum(64 << (16 * t) for t in range(4))     # four uint16 per int64 word
-    rows = sum(16 << (8 * t) for t in range(8))       # eight uint8 per int64 word
-    words = [1, 0, colsb, colsb, 0, 0, rows, 0]
-    return [BufferStore(cfg, op.const(w, "int64"), (i32(k),)) for k, w in enumerate(words)]
+# The 64-byte palette-1 configuration as eight int64 words: tiles 0..7 all 16 rows x 64 bytes
+# (bytes 16..31: colsb as uint16, 48..55: rows as uint8; the rest zero).
+_COLSB = sum(64 << (16 * t) for t in range(4))     # four uint16 per int64 word
+_ROWS = sum(16 << (8 * t) for t in range(8))       # eight uint8 per int64 word
+CONFIG_WORDS = (1, 0, _COLSB, _COLSB, 0, 0, _ROWS, 0)
+
+
+def _configure(cfg: Buffer) -> list[Stmt]:
+    """Store the thread's tile configuration in ``cfg`` and load ours when it differs."""
+    addr = op.address_of(BufferLoad(cfg, (i32(0),), "int64"))
+    differs = op.any(*(op.ne(BufferLoad(cfg, (i32(k),), "int64"), op.const(w, "int64"))
+                       for k, w in enumerate(CONFIG_WORDS)))
+    ours = [BufferStore(cfg, op.const(w, "int64"), (i32(k),)) for k, w in enumerate(CONFIG_WORDS)]
+    return [_call("llvm.x86.sttilecfg", addr),
+            IfThenElse(differs, SeqStmt(tuple(ours) + (_call("llvm.x86.ldtilecfg", addr),)))]
 
 
 def _amx_microkernel(family: str, mr: str, nr: str, kc: str) -> tuple[PrimFunc, PrimFunc]:
@@ -100,14 +111,12 @@ def _amx_microkernel(family: str, mr: str, nr: str, kc: str) -> tuple[PrimFunc, 
              for tj in range(tn)]
     step += [_call(dot, _tile(c_tile[t]), _tile(a_tile[t[0]]), _tile(b_tile[t[1]]))
              for t in c_tile]
-    body: list[Stmt] = _config(cfg)
-    body.append(_call("llvm.x86.ldtilecfg", op.address_of(BufferLoad(cfg, (i32(0),), "int64"))))
+    body: list[Stmt] = _configure(cfg)
     body += [_call("llvm.x86.tileloadd64", _tile(c_tile[t]), c_at(*t), _row_bytes(C, 0))
              for t in c_tile]
     body.append(For(ks, i32(0), i32(k // kstep), ForKind.SERIAL, SeqStmt(tuple(step))))
     body += [_call("llvm.x86.tilestored64", _tile(c_tile[t]), c_at(*t), _row_bytes(C, 0))
              for t in c_tile]
-    body.append(_call("llvm.x86.tilerelease"))
     impl = impl_func([A, B, C], C, Allocate(cfg.data, "int64", (i32(8),), op.const(True),
                                             DeclBuffer(cfg, SeqStmt(tuple(body)))))
     return desc, impl
