@@ -13,7 +13,7 @@ from workbench.tir.stmt import Block, BlockRealize, BufferStore, For, ForKind, I
     IterVar, Stmt
 
 __all__ = ["i32", "ramp", "strided", "root_block", "reduction_desc", "impl_func",
-           "packed_matmul_desc", "MAX_ACC"]
+           "packed_matmul_desc", "k_loop", "MAX_ACC"]
 
 # At most this many accumulator registers (of 32 zmm / 16 ymm), leaving room for the weight's
 # vectors and A's broadcast.
@@ -92,3 +92,17 @@ def packed_matmul_desc(m: int, n: int, k: int, a_dtype: str, b_dtype: str, acc_d
         lambda i, j, kk: (i, j),
         lambda i, j, kk: op.mul(op.cast(acc_dtype, A[i, kk]), op.cast(acc_dtype, B[
             op.floordiv(j, c16), op.floordiv(kk, cp), op.floormod(j, c16), op.floormod(kk, cp)])))
+
+
+def k_loop(name: str, extent: int, body: Callable[[PrimExpr], Stmt], unroll: int = 4) -> Stmt:
+    """``for k in range(extent): body(k)`` with ``body`` repeated ``u`` times per iteration
+    (an unrolled inner loop; ``u`` the largest of ``unroll``, 2, 1 dividing ``extent``): in a
+    micro-kernel the loop counter's uops otherwise compete with the vector ops for issue
+    ports (unrolling by 4 gave the fp32 4x64 kernel ~10%)."""
+    u = next(d for d in (unroll, 2, 1) if d >= 1 and extent % d == 0)
+    if u == 1:
+        k = Var(name, "int32")
+        return For(k, i32(0), i32(extent), ForKind.SERIAL, body(k))
+    ko, ku = Var(f"{name}_o", "int32"), Var(f"{name}_u", "int32")
+    return For(ko, i32(0), i32(extent // u), ForKind.SERIAL,
+               For(ku, i32(0), i32(u), ForKind.UNROLLED, body(op.add(op.mul(ko, u), ku))))

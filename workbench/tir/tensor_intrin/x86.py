@@ -31,14 +31,15 @@ from __future__ import annotations
 
 from workbench.tir import op
 from workbench.tir.buffer import Buffer, decl_buffer
-from workbench.tir.expr import Broadcast, BufferLoad, Cast, PrimExpr, Shuffle, Var
+from workbench.tir.expr import Broadcast, BufferLoad, Cast, PrimExpr, Shuffle
 from workbench.tir.function import PrimFunc
-from workbench.tir.stmt import Allocate, BufferStore, DeclBuffer, For, ForKind, IterType, \
+from workbench.tir.stmt import Allocate, BufferStore, DeclBuffer, IterType, \
     SeqStmt, Stmt
 from workbench.tir.tensor_intrin import TensorIntrin, register_intrin_factory
 from workbench.tir.tensor_intrin._build import MAX_ACC as _MAX_ACC
 from workbench.tir.tensor_intrin._build import i32 as _i
 from workbench.tir.tensor_intrin._build import impl_func as _impl
+from workbench.tir.tensor_intrin._build import k_loop as _k_loop
 from workbench.tir.tensor_intrin._build import ramp as _ramp
 from workbench.tir.tensor_intrin._build import reduction_desc as _reduction_desc
 from workbench.tir.tensor_intrin._build import strided as _strided
@@ -189,16 +190,18 @@ def _microkernel_body(A: Buffer, B: Buffer, C: Buffer, m: int, n: int, k: int,
     tiles = [(i, v) for i in range(m) for v in range(nv)]
     load = [BufferStore(acc, BufferLoad(C, (_i(i), _ramp(v * lanes, lanes)), vec),
                         (_i(i), _ramp(v * lanes, lanes))) for i, v in tiles]
-    kv = Var("k", "int32")
-    rows = [BufferLoad(B, (kv, _ramp(v * lanes, lanes)), vec) for v in range(nv)]
-    update = []
-    for i in range(m):
-        a = Broadcast(BufferLoad(A, (_i(i), kv), "float32"), lanes, vec)
-        for v in range(nv):
-            idx = (_i(i), _ramp(v * lanes, lanes))
-            update.append(BufferStore(acc, op.add(BufferLoad(acc, idx, vec),
-                                                  op.mul(a, rows[v])), idx))
-    loop = For(kv, _i(0), _i(k), ForKind.SERIAL, SeqStmt(tuple(update)))
+
+    def step(kv: PrimExpr) -> Stmt:
+        rows = [BufferLoad(B, (kv, _ramp(v * lanes, lanes)), vec) for v in range(nv)]
+        update = []
+        for i in range(m):
+            a = Broadcast(BufferLoad(A, (_i(i), kv), "float32"), lanes, vec)
+            for v in range(nv):
+                idx = (_i(i), _ramp(v * lanes, lanes))
+                update.append(BufferStore(acc, op.add(BufferLoad(acc, idx, vec),
+                                                      op.mul(a, rows[v])), idx))
+        return SeqStmt(tuple(update))
+    loop = _k_loop("k", k, step)
     store = [BufferStore(C, BufferLoad(acc, (_i(i), _ramp(v * lanes, lanes)), vec),
                          (_i(i), _ramp(v * lanes, lanes))) for i, v in tiles]
     body = SeqStmt(tuple(load) + (loop,) + tuple(store))

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from workbench.tir import op
 from workbench.tir.buffer import decl_buffer
-from workbench.tir.expr import Broadcast, BufferLoad, Var
+from workbench.tir.expr import Broadcast, BufferLoad, PrimExpr
 from workbench.tir.function import PrimFunc
-from workbench.tir.stmt import Allocate, BufferStore, DeclBuffer, For, ForKind, SeqStmt
+from workbench.tir.stmt import Allocate, BufferStore, DeclBuffer, SeqStmt
 from workbench.tir.tensor_intrin import register_intrin_factory
 from workbench.tir.tensor_intrin._build import (
-    MAX_ACC, i32, impl_func, packed_matmul_desc, ramp, strided,
+    MAX_ACC, i32, impl_func, k_loop, packed_matmul_desc, ramp, strided,
 )
 
 __all__ = ["vnni_microkernel_name", "bf16_microkernel_name", "PACKED_FAMILIES"]
@@ -69,19 +69,21 @@ def _packed_microkernel(family: str, mr: str, nr: str, kc: str) -> tuple[PrimFun
     tiles = [(i, v) for i in range(m) for v in range(nv)]
     load = [BufferStore(acc, BufferLoad(C, (i32(i), ramp(v * 16, 16)), vec),
                         (i32(i), ramp(v * 16, 16))) for i, v in tiles]
-    kp = Var("kp", "int32")
-    cols = [op.reinterpret("int32x16", BufferLoad(B, (i32(v), kp, i32(0), ramp(0, 16 * p)),
-                                                  f"{b_t}x{16 * p}"))
-            for v in range(nv)]
-    update = []
-    for i in range(m):
-        a = Broadcast(op.reinterpret("int32", BufferLoad(
-            A, (i32(i), ramp(op.mul(kp, p), p)), f"{a_t}x{p}")), 16, "int32x16")
-        for v in range(nv):
-            idx = (i32(i), ramp(v * 16, 16))
-            update.append(BufferStore(acc, op.call_llvm_pure_intrin(
-                vec, intrin, BufferLoad(acc, idx, vec), a, cols[v]), idx))
-    loop = For(kp, i32(0), i32(k // p), ForKind.SERIAL, SeqStmt(tuple(update)))
+
+    def step(kp: PrimExpr) -> SeqStmt:
+        cols = [op.reinterpret("int32x16", BufferLoad(B, (i32(v), kp, i32(0), ramp(0, 16 * p)),
+                                                      f"{b_t}x{16 * p}"))
+                for v in range(nv)]
+        update = []
+        for i in range(m):
+            a = Broadcast(op.reinterpret("int32", BufferLoad(
+                A, (i32(i), ramp(op.mul(kp, p), p)), f"{a_t}x{p}")), 16, "int32x16")
+            for v in range(nv):
+                idx = (i32(i), ramp(v * 16, 16))
+                update.append(BufferStore(acc, op.call_llvm_pure_intrin(
+                    vec, intrin, BufferLoad(acc, idx, vec), a, cols[v]), idx))
+        return SeqStmt(tuple(update))
+    loop = k_loop("kp", k // p, step)
     store = [BufferStore(C, BufferLoad(acc, (i32(i), ramp(v * 16, 16)), vec),
                          (i32(i), ramp(v * 16, 16))) for i, v in tiles]
     body = SeqStmt(tuple(load) + (loop,) + tuple(store))
