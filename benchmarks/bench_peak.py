@@ -15,8 +15,8 @@ bf16 matmuls and conv2d as fractions of them, next to numpy and PyTorch.
    blocked fp32 / VNNI / BF16 micro-kernels, AMX tiles) and packs the weights for them.
    Weights are packed once up front, as the tuner measures (a Relax build with constant
    weights does the same at compile time).
-3. References, timed in turns with the tuned kernels (the best single call of 60 rounds each,
-   so load on a shared machine hits all alike and quiet moments count): numpy float32
+3. References, timed in turns with the tuned kernels (the best single warm call of 60 rounds
+   each, so load on a shared machine hits all alike and quiet moments count): numpy float32
    (``np.matmul``; conv2d as im2col + matmul), PyTorch float32, PyTorch int8
    (``torch._int_mm``, matmul only) and PyTorch bf16 when torch is installed.
 
@@ -25,8 +25,13 @@ instructions they use (fp32 FMA, VNNI, BF16, or AMX); the references against fp3
 float32 and against the highest int8 / bf16 peak of the CPU. Then int8 / fp32 of our tuned
 kernels (target >= 2.5) and fp32 vs numpy (target >= 1.0, and >= 0.6 of the FMA peak).
 
+The tuner times each candidate as the table does, the best of 20 single calls
+(:func:`best_call_evaluator`; ``--measure mean`` restores the runner's default mean over
+100 ms, which on a loaded machine favours single-threaded schedules).
+
 Usage: ``python benchmarks/bench_peak.py [--trials 64] [--only matmul512,matmul1024,conv2d]
-[--dtypes fp32,int8,bf16] [--cores N] [--strategy evolutionary|replay-trace]``
+[--dtypes fp32,int8,bf16] [--cores N] [--strategy evolutionary|replay-trace]
+[--measure best-call|mean]``
 """
 from __future__ import annotations
 
@@ -53,13 +58,17 @@ def best_of_interleaved(fns: dict, rounds: int = 60) -> dict:
 
     Timing single calls and keeping the minimum finds the quiet moments of a shared, loaded
     machine (averaging over a window would fold other jobs' time slices into every kernel);
-    taking turns keeps the comparison fair when the load changes."""
+    taking turns keeps the comparison fair when the load changes. Each turn first sleeps (so
+    the previous library's thread pool stops spinning), then makes an untimed call (which
+    wakes this one's pool: OpenMP / OpenBLAS threads sleep after a pause) and times the next
+    one: the steady-state time of a call, as in a model running layer after layer."""
     for fn in fns.values():
         fn()
     best = {k: float("inf") for k in fns}
     for _ in range(rounds):
         for k, fn in fns.items():
-            time.sleep(0.05)  # let the previous library's thread pool stop spinning
+            time.sleep(0.05)
+            fn()
             t0 = time.perf_counter()
             fn()
             best[k] = min(best[k], time.perf_counter() - t0)
@@ -128,12 +137,31 @@ def tuned_kernel_fn(sch, func, target: str):
     return lambda: f(*args)
 
 
-def tune(name: str, dtype: str, trials: int, target: str, strategy: str = "evolutionary"):
+def best_call_evaluator(rt_mod, device, evaluator_config, repeated_args) -> list[float]:
+    """The tuner's measurement as this benchmark times the final kernels: the best of
+    ``evaluator_config.repeat`` single calls (per argument set), after a warm-up call.
+
+    The runner's default averages calls over ``min_repeat_ms``; on a shared, loaded machine
+    that folds other jobs' time slices into every candidate, and a parallel kernel, which waits
+    for its slowest thread, loses to a single-threaded one that is slower on a quiet machine."""
+    evaluator = rt_mod.time_evaluator(rt_mod.entry_name, device, number=1,
+                                      repeat=evaluator_config.repeat, min_repeat_ms=0)
+    return [min(evaluator(*args).results) for args in repeated_args]
+
+
+def tune(name: str, dtype: str, trials: int, target: str, strategy: str = "evolutionary",
+         measure: str = "best-call"):
     func = WORKLOADS[name][0](dtype)
     work_dir = tempfile.mkdtemp(prefix=f"bench_peak_{name}_{dtype}_")
+    runner = "local"
+    if measure == "best-call":
+        runner = ms.runner.LocalRunner(
+            evaluator_config=ms.runner.EvaluatorConfig(number=1, repeat=20, min_repeat_ms=0),
+            f_run_evaluator=best_call_evaluator)
     t0 = time.perf_counter()
     db = ms.tune_tir(func, target, work_dir, max_trials_global=trials,
-                     num_trials_per_iter=min(64, trials), seed=0, strategy=strategy)
+                     num_trials_per_iter=min(64, trials), seed=0, strategy=strategy,
+                     runner=runner)
     wall = time.perf_counter() - t0
     sch = ms.compile_tir(db, func, target)
     if sch is None:
@@ -257,11 +285,15 @@ def main() -> None:
     ap.add_argument("--strategy", default="evolutionary",
                     help="tune_tir's search strategy; 'replay-trace' (random candidates from "
                          "the design spaces) generates them much faster on a loaded machine")
+    ap.add_argument("--measure", default="best-call", choices=["best-call", "mean"],
+                    help="how the tuner times a candidate: the best of 20 single calls (as "
+                         "the table is timed; robust on a loaded machine) or the runner's "
+                         "default mean over 100 ms")
     args = ap.parse_args()
     target = f"llvm -num-cores={args.cores}"
     host = wb.target.Target(target)
-    print(f"target: {target}; trials per kernel: {args.trials} ({args.strategy}); load: "
-          f"{os.getloadavg()}")
+    print(f"target: {target}; trials per kernel: {args.trials} ({args.strategy}, "
+          f"{args.measure} measurement); load: {os.getloadavg()}")
     peaks: dict = {}
     _measure_peaks(args.cores, host, peaks)
     _print_peaks(peaks, args.cores, "start")
@@ -271,7 +303,8 @@ def main() -> None:
         fns, info, used_by = {}, {}, {}
         for dtype in [d for d in args.dtypes.split(",") if d]:
             try:
-                fn, wall, used = tune(name, dtype, args.trials, target, args.strategy)
+                fn, wall, used = tune(name, dtype, args.trials, target, args.strategy,
+                                      args.measure)
             except Exception as e:  # noqa: BLE001 - report and go on with the others
                 print(f"[{name} {dtype}] tuning failed: {e}")
                 continue
