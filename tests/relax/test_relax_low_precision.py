@@ -145,3 +145,68 @@ def test_bf16_padding_constant():
     mod(wb.nd.array(xv), out)
     np.testing.assert_array_equal(out.numpy().astype(np.float32),
                                   np.pad(xv.astype(np.float32), 1, constant_values=0.5))
+
+
+def _ort_run(node_type, inputs, attrs=None, out_dtype=None):
+    """Run one ONNX node (inputs: name -> array, the first a graph input, the rest
+    initializers) in onnxruntime."""
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import helper, numpy_helper
+    names = list(inputs)
+    first = inputs[names[0]]
+    x_info = helper.make_tensor_value_info(names[0], helper.np_dtype_to_tensor_dtype(first.dtype),
+                                           first.shape)
+    y_info = helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(
+        np.dtype(out_dtype)), first.shape)
+    inits = [numpy_helper.from_array(inputs[n], n) for n in names[1:]]
+    node = helper.make_node(node_type, names, ["y"], **(attrs or {}))
+    graph = helper.make_graph([node], "g", [x_info], [y_info], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, {names[0]: first})[0]
+
+
+@pytest.mark.parametrize("out_dtype", ["uint8", "int8"])
+def test_quantize_matches_onnxruntime_exactly(out_dtype):
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((6, 40)) * 30).astype("float32")
+    x[0, :8] = [0.25, 0.75, 1.25, -0.25, -1.25, 1e30, -1e30, 0.0]  # exact ties; saturation
+    scale = np.float32(0.5)
+    zp = np.array(3 if out_dtype == "uint8" else -2, out_dtype)
+    want = _ort_run("QuantizeLinear", {"x": x, "s": np.array(scale), "z": zp},
+                    out_dtype=out_dtype)
+    mod = _build(lambda xv: R.quantize(xv, relax.const(scale), relax.const(zp),
+                                       out_dtype=out_dtype), ("x", (6, 40), "float32"))
+    got = _run(mod, x)
+    assert got.dtype == np.dtype(out_dtype)
+    np.testing.assert_array_equal(got, want)
+    from workbench.relax.testing import evaluate_numpy
+    np.testing.assert_array_equal(evaluate_numpy(mod, "main", x), want)
+
+
+def test_per_channel_quantize_and_dequantize_match_onnxruntime_exactly():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 5, 3)).astype("float32")
+    scale = rng.uniform(0.005, 0.05, 5).astype("float32")
+    zp = rng.integers(-10, 10, 5).astype("int8")
+    want_q = _ort_run("QuantizeLinear", {"x": x, "s": scale, "z": zp}, {"axis": 1}, "int8")
+    q = _run(_build(lambda xv: R.quantize(xv, relax.const(scale), relax.const(zp), axis=1),
+                    ("x", x.shape, "float32")), x)
+    np.testing.assert_array_equal(q, want_q)
+    want_d = _ort_run("DequantizeLinear", {"q": q, "s": scale, "z": zp}, {"axis": 1}, "float32")
+    d = _run(_build(lambda qv: R.dequantize(qv, relax.const(scale), relax.const(zp), axis=1),
+                    ("q", q.shape, "int8")), q)
+    assert d.dtype == np.float32
+    np.testing.assert_array_equal(d, want_d)
+
+
+def test_quantize_checks_its_arguments():
+    from workbench.relax.op import OpError
+    with pytest.raises(OpError, match="data must be a float tensor"):
+        _build(lambda xv: R.quantize(xv, relax.const(np.float32(1)), relax.const(np.int8(0))),
+               ("x", (4,), "int32"))
+    with pytest.raises(OpError, match="out_dtype must be a float type"):
+        _build(lambda xv: R.dequantize(xv, relax.const(np.float32(1)), relax.const(np.int8(0)),
+                                       out_dtype="int32"), ("x", (4,), "int8"))

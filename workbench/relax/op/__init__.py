@@ -14,7 +14,7 @@ from workbench.relax.op.linear_algebra import linear, matmul
 from workbench.relax.op.manipulate import (
     broadcast_to, concat, expand_dims, flatten, permute_dims, reshape, split, squeeze,
 )
-from workbench.relax.op.quantize import requantize
+from workbench.relax.op.quantize import dequantize, quantize, requantize
 from workbench.relax.op.search import argmax, argmin, where
 from workbench.relax.op.statistical import max, mean, min, prod, sum  # noqa: A004
 from workbench.relax.op.unary import (
@@ -32,5 +32,5 @@ __all__ = [
     "split", "squeeze", "argmax", "argmin", "where", "sum", "mean", "max", "min", "prod",
     "abs", "ceil", "clip", "cos", "erf", "exp", "floor", "log", "logical_not", "negative",
     "round", "rsqrt", "sigmoid", "sin", "sqrt", "square", "tanh", "nn", "get_op", "list_ops",
-    "OpError", "requantize",
+    "OpError", "requantize", "quantize", "dequantize",
 ]

@@ -9,7 +9,7 @@ from workbench.topi.nn.elemwise import gelu, leaky_relu, relu, silu
 from workbench.topi.nn.layer_norm import layer_norm
 from workbench.topi.nn.pad import pad
 from workbench.topi.nn.pooling import adaptive_avg_pool2d, adaptive_pool, global_pool, pool2d
-from workbench.topi.nn.quantize import requantize
+from workbench.topi.nn.quantize import dequantize, quantize, requantize
 from workbench.topi.nn.softmax import log_softmax, softmax
 from workbench.topi.transform import flatten
 
@@ -18,4 +18,5 @@ __all__ = [
     "group_conv2d_nchw", "group_conv2d_nhwc", "get_pad_tuple", "batch_matmul", "dense",
     "matmul", "gelu", "leaky_relu", "relu", "silu", "layer_norm", "pad", "adaptive_avg_pool2d",
     "adaptive_pool", "global_pool", "pool2d", "log_softmax", "softmax", "flatten", "requantize",
+    "quantize", "dequantize",
 ]

@@ -1,4 +1,5 @@
-"""Quantized-integer helpers: ``requantize`` (TVM's ``qnn.requantize`` semantics).
+"""Quantized-integer helpers: ``requantize`` (TVM's ``qnn.requantize`` semantics),
+``quantize`` and ``dequantize`` (ONNX QuantizeLinear / DequantizeLinear arithmetic).
 
 int8/uint8 matrix products and convolutions are the ordinary ``dense`` / ``matmul`` /
 ``conv2d`` with ``out_dtype="int32"`` (their operands are cast before multiplying, so they
@@ -14,7 +15,7 @@ from workbench.te.tensor import Tensor
 from workbench.tir import op
 from workbench.tir.expr import PrimExpr
 
-__all__ = ["requantize"]
+__all__ = ["requantize", "quantize", "dequantize"]
 
 
 def _per_channel(t: Tensor | float | int, idx: tuple[PrimExpr, ...], axis: int,
@@ -26,8 +27,16 @@ def _per_channel(t: Tensor | float | int, idx: tuple[PrimExpr, ...], axis: int,
         return op.cast(dtype, t[()])
     if t.ndim == 1:
         return op.cast(dtype, t[idx[axis]])
-    raise ValueError(f"requantize: scales and zero points must be scalars or 1-d, got a "
+    raise ValueError(f"scales and zero points must be scalars or 1-d, got a "
                      f"{t.ndim}-d tensor")
+
+
+def _axis(name: str, data: Tensor, axis: int) -> int:
+    ndim = data.ndim
+    a = axis + ndim if axis < 0 else axis
+    if not 0 <= a < max(ndim, 1):
+        raise ValueError(f"{name}: axis {axis} is out of range for {ndim}-d data")
+    return a
 
 
 def requantize(data: Tensor, input_scale: Any, input_zero_point: Any, output_scale: Any,
@@ -62,3 +71,50 @@ def requantize(data: Tensor, input_scale: Any, input_zero_point: Any, output_sca
         q = op.max(op.min(q, op.cast("int64", hi)), op.cast("int64", lo))
         return op.cast(out_dtype, q)
     return te.compute(data.shape, f, name="T_requantize", tag="elemwise")
+
+
+def quantize(data: Tensor, scale: Any, zero_point: Any, axis: int = -1,
+             out_dtype: str = "int8") -> Tensor:
+    """``clip(round(data / scale) + zero_point)`` in ``out_dtype`` (an 8/16/32-bit integer):
+    ONNX ``QuantizeLinear``. ``data`` is float32 (or another float type; the arithmetic is
+    in that type, as onnxruntime does in float32), ``round`` is half to even, the sum is
+    taken in int64 and saturated to ``out_dtype``. ``scale`` / ``zero_point`` are numbers, 0-d,
+    or 1-d along ``axis`` (per channel)."""
+    out_dtype = dt.normalize(out_dtype)
+    if not dt.parse(out_dtype).is_integer:
+        raise ValueError(f"quantize: out_dtype must be an integer type, got {out_dtype}")
+    ft = data.dtype
+    if not dt.parse(ft).is_float:
+        raise ValueError(f"quantize: data must be a float tensor, got {ft}")
+    axis = _axis("quantize", data, axis)
+    lo, hi = op.min_value(out_dtype), op.max_value(out_dtype)
+
+    # Bound the rounded value before the int64 conversion (inf or a huge quotient would not
+    # convert); anything beyond saturates anyway.
+    big = 65504.0 if ft == "float16" else 2.0 ** 40
+
+    def f(*idx: PrimExpr) -> PrimExpr:
+        q = op.round(op.div(data[idx], _per_channel(scale, idx, axis, ft)))
+        q = op.max(op.min(q, op.const(big, ft)), op.const(-big, ft))
+        q = op.add(op.cast("int64", q), _per_channel(zero_point, idx, axis, "int64"))
+        q = op.max(op.min(q, op.cast("int64", hi)), op.cast("int64", lo))
+        return op.cast(out_dtype, q)
+    return te.compute(data.shape, f, name="T_quantize", tag="elemwise")
+
+
+def dequantize(data: Tensor, scale: Any, zero_point: Any, axis: int = -1,
+               out_dtype: str = "float32") -> Tensor:
+    """``(data - zero_point) * scale`` in ``out_dtype``: ONNX ``DequantizeLinear`` (the
+    difference is exact in int64, then converted and multiplied in ``out_dtype``, as
+    onnxruntime does in float32)."""
+    out_dtype = dt.normalize(out_dtype)
+    if not dt.parse(out_dtype).is_float:
+        raise ValueError(f"dequantize: out_dtype must be a float type, got {out_dtype}")
+    if not dt.parse(data.dtype).is_integer:
+        raise ValueError(f"dequantize: data must be an integer tensor, got {data.dtype}")
+    axis = _axis("dequantize", data, axis)
+
+    def f(*idx: PrimExpr) -> PrimExpr:
+        d = op.sub(op.cast("int64", data[idx]), _per_channel(zero_point, idx, axis, "int64"))
+        return op.mul(op.cast(out_dtype, d), _per_channel(scale, idx, axis, out_dtype))
+    return te.compute(data.shape, f, name="T_dequantize", tag="elemwise")
