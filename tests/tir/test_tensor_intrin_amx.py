@@ -58,7 +58,8 @@ def _amx_schedule(kind: str, shape: str, m: int, n: int, k: int):
 
 @needs_amx
 @pytest.mark.parametrize("shape,mnk", [("32x32x64", (64, 64, 128)), ("16x16x128", (32, 48, 256)),
-                                       ("16x32x64", (48, 64, 64))])
+                                       ("16x32x64", (48, 64, 64)), ("28x32x64", (56, 64, 128)),
+                                       ("7x16x64", (14, 16, 64))])
 def test_amx_int8_kernel_is_exact_on_full_range_int8(shape, mnk):
     m, n, k = mnk
     sch, p = _amx_schedule("int8", shape, m, n, k)
@@ -74,7 +75,8 @@ def test_amx_int8_kernel_is_exact_on_full_range_int8(shape, mnk):
 
 
 @needs_amx
-@pytest.mark.parametrize("shape,mnk", [("32x32x32", (64, 64, 64)), ("16x16x64", (32, 32, 128))])
+@pytest.mark.parametrize("shape,mnk", [("32x32x32", (64, 64, 64)), ("16x16x64", (32, 32, 128)),
+                                       ("28x16x32", (56, 32, 64))])
 def test_amx_bf16_kernel_matches_numpy(shape, mnk):
     import ml_dtypes
     m, n, k = mnk
@@ -116,8 +118,8 @@ def test_amx_kernel_shapes_are_checked():
         tir.TensorIntrin.get("amx_int8_mk_48x32x64")
     with pytest.raises(ValueError, match="KC a multiple of 32"):
         tir.TensorIntrin.get("amx_bf16_mk_16x16x48")
-    with pytest.raises(ValueError, match="MR and NR must be multiples of 16"):
-        tir.TensorIntrin.get("amx_int8_mk_8x16x64")
+    with pytest.raises(ValueError, match="NR a multiple of 16"):
+        tir.TensorIntrin.get("amx_int8_mk_8x24x64")
 
 
 def test_amx_without_the_feature_is_a_clear_error():

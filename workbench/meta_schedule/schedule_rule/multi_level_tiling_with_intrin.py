@@ -155,15 +155,16 @@ class _Family:
 
 
 _AVX512_SHAPES = ((4, 64), (6, 64), (7, 64), (8, 32))
-_AMX_SHAPES = ((32, 32), (16, 32), (32, 16), (16, 16))
+# AMX: MR in row groups of up to 16 (28 = 16 + 12 fits a 56-wide image), NR multiples of 16.
+_AMX_SHAPES = ((32, 32), (28, 32), (16, 32), (32, 16), (28, 16), (16, 16))
 _FAMILIES = {
     "avx512": _Family("avx512_fp32_mk", (1, 16, 1), None, _AVX512_SHAPES),
     "avx2": _Family("avx2_fp32_mk", (1, 8, 1), None, ((4, 24), (6, 16), (3, 32))),
     "vnni": _Family("avx512_vnni_mk", (1, 16, 4), ("int8", 4), _AVX512_SHAPES),
     "avx512-bf16": _Family("avx512_bf16_mk", (1, 16, 2), ("bfloat16", 2), _AVX512_SHAPES),
     # AMX: a call configures and releases the tiles; a long KC loop amortizes that.
-    "amx-int8": _Family("amx_int8_mk", (16, 16, 64), ("int8", 4), _AMX_SHAPES, 1024),
-    "amx-bf16": _Family("amx_bf16_mk", (16, 16, 32), ("bfloat16", 2), _AMX_SHAPES, 1024),
+    "amx-int8": _Family("amx_int8_mk", (1, 16, 64), ("int8", 4), _AMX_SHAPES, 1024),
+    "amx-bf16": _Family("amx_bf16_mk", (1, 16, 32), ("bfloat16", 2), _AMX_SHAPES, 1024),
 }
 
 

@@ -7,14 +7,16 @@ for bf16, 4 for int8): the same description and weight layout as the AVX-512 ker
 :mod:`workbench.tir.tensor_intrin.x86_packed`, because 16 rows of that layout are exactly an AMX
 ``B`` tile (16 rows of 16 columns x P values, 64 bytes per row).
 
-The C block is ``MR/16 x NR/16`` tiles of 16 x 16 accumulators held in tile registers across
-the KC loop; per step of 32 (bf16) or 64 (int8) k the kernel loads one A tile per 16 rows
-(16 rows x 64 bytes of A, any row stride) and one B tile per 16 columns, and issues one tile
-dot product per C tile. Eight tile registers hold C tiles + A tiles + B tiles, so
-``MR/16 * NR/16 + MR/16 + NR/16 <= 8`` (32 x 32 is the largest square block).
+The C block is ``ceil(MR/16) x NR/16`` tiles of up to 16 x 16 accumulators held in tile
+registers across the KC loop (a last row group of ``MR % 16`` rows uses shorter tiles, so MR
+need not be a multiple of 16); per step of 32 (bf16) or 64 (int8) k the kernel loads one A
+tile per row group (up to 16 rows x 64 bytes of A, any row stride) and one B tile per 16
+columns, and issues one tile dot product per C tile. Eight tile registers hold C tiles + A
+tiles + B tiles, so ``TM * TN + TM + TN <= 8`` with ``TM = ceil(MR/16)``, ``TN = NR/16``
+(32 x 32 is the largest square block).
 
-Each call makes sure the tiles are configured as it needs (palette 1, every tile 16 rows x 64
-bytes): it reads the thread's current configuration (``sttilecfg``, a few cycles) and loads its
+Each call makes sure the tiles are configured as it needs (palette 1, every tile 64 bytes
+wide, 16 rows or its row group's): it reads the thread's current configuration (``sttilecfg``, a few cycles) and loads its
 own (``ldtilecfg``, ~500 cycles) only when they differ, then loads the C tiles, runs the k loop
 and stores C. It leaves the tiles configured for the next call: the x86-64 ABI makes the tile
 configuration and data call-clobbered, so other AMX code configures its own (LLVM re-issues
@@ -64,19 +66,21 @@ def _row_bytes(buf: Buffer, dim: int) -> PrimExpr:
     return op.cast("int64", op.mul(buf.strides[dim], _ELEM_BYTES[buf.dtype]))
 
 
-# The 64-byte palette-1 configuration as eight int64 words: tiles 0..7 all 16 rows x 64 bytes
-# (bytes 16..31: colsb as uint16, 48..55: rows as uint8; the rest zero).
-_COLSB = sum(64 << (16 * t) for t in range(4))     # four uint16 per int64 word
-_ROWS = sum(16 << (8 * t) for t in range(8))       # eight uint8 per int64 word
-CONFIG_WORDS = (1, 0, _COLSB, _COLSB, 0, 0, _ROWS, 0)
+def config_words(rows: list[int]) -> tuple[int, ...]:
+    """The 64-byte palette-1 configuration as eight int64 words: every tile 64 bytes wide
+    (bytes 16..31: colsb as uint16), tile ``t`` ``rows[t]`` rows high (bytes 48..55, uint8;
+    16 for tiles past the list); the rest zero."""
+    colsb = sum(64 << (16 * t) for t in range(4))     # four uint16 per int64 word
+    heights = list(rows) + [16] * (AMX_TILES - len(rows))
+    return (1, 0, colsb, colsb, 0, 0, sum(h << (8 * t) for t, h in enumerate(heights)), 0)
 
 
-def _configure(cfg: Buffer) -> list[Stmt]:
+def _configure(cfg: Buffer, words: tuple[int, ...]) -> list[Stmt]:
     """Store the thread's tile configuration in ``cfg`` and load ours when it differs."""
     addr = op.address_of(BufferLoad(cfg, (i32(0),), "int64"))
     differs = op.any(*(op.ne(BufferLoad(cfg, (i32(k),), "int64"), op.const(w, "int64"))
-                       for k, w in enumerate(CONFIG_WORDS)))
-    ours = [BufferStore(cfg, op.const(w, "int64"), (i32(k),)) for k, w in enumerate(CONFIG_WORDS)]
+                       for k, w in enumerate(words)))
+    ours = [BufferStore(cfg, op.const(w, "int64"), (i32(k),)) for k, w in enumerate(words)]
     return [_call("llvm.x86.sttilecfg", addr),
             IfThenElse(differs, SeqStmt(tuple(ours) + (_call("llvm.x86.ldtilecfg", addr),)))]
 
@@ -84,9 +88,12 @@ def _configure(cfg: Buffer) -> list[Stmt]:
 def _amx_microkernel(family: str, mr: str, nr: str, kc: str) -> tuple[PrimFunc, PrimFunc]:
     a_t, b_t, acc_t, p, kstep, dot = AMX_FAMILIES[family]
     m, n, k = int(mr), int(nr), int(kc)
-    if m < 16 or m % 16 or n < 16 or n % 16 or k < kstep or k % kstep:
-        raise ValueError(f"MR and NR must be multiples of 16 and KC a multiple of {kstep}")
-    tm, tn = m // 16, n // 16
+    if m < 1 or n < 16 or n % 16 or k < kstep or k % kstep:
+        raise ValueError(f"MR must be >= 1, NR a multiple of 16 and KC a multiple of {kstep}")
+    # Row groups of up to 16 rows: one A tile and a row of C tiles each (the last may be
+    # shorter: MR = 28 is 16 + 12 rows, for a 56-wide image).
+    rows = [16] * (m // 16) + ([m % 16] if m % 16 else [])
+    tm, tn = len(rows), n // 16
     if tm * tn + tm + tn > AMX_TILES:
         raise ValueError(f"{tm} x {tn} C tiles + {tm} A tiles + {tn} B tiles exceed the "
                          f"{AMX_TILES} AMX tile registers")
@@ -111,7 +118,14 @@ def _amx_microkernel(family: str, mr: str, nr: str, kc: str) -> tuple[PrimFunc, 
              for tj in range(tn)]
     step += [_call(dot, _tile(c_tile[t]), _tile(a_tile[t[0]]), _tile(b_tile[t[1]]))
              for t in c_tile]
-    body: list[Stmt] = _configure(cfg)
+    heights = [0] * AMX_TILES
+    for (ti, _), t in c_tile.items():
+        heights[t] = rows[ti]
+    for ti, t in a_tile.items():
+        heights[t] = rows[ti]
+    for t in b_tile.values():
+        heights[t] = 16
+    body: list[Stmt] = _configure(cfg, config_words(heights[:tm * tn + tm + tn]))
     body += [_call("llvm.x86.tileloadd64", _tile(c_tile[t]), c_at(*t), _row_bytes(C, 0))
              for t in c_tile]
     body.append(For(ks, i32(0), i32(k // kstep), ForKind.SERIAL, SeqStmt(tuple(step))))
