@@ -371,3 +371,19 @@ def test_tune_relax_int8_conv2d_model_packs_the_weight_and_is_exact(tmp_path):
     vm = relax.VirtualMachine(exe, wb.cpu())
     xv = rng.integers(0, 256, (1, 8, 8, 32)).astype("uint8")
     np.testing.assert_array_equal(vm["main"](wb.nd.array(xv)).numpy(), _conv_ref(xv, w))
+
+
+def test_amx_is_dropped_where_the_os_refuses_the_tile_state(monkeypatch):
+    from workbench.meta_schedule.schedule_rule.multi_level_tiling_with_intrin import (
+        intrin_supported,
+    )
+    from workbench.runtime import cpu_state
+    spr = Target("llvm -mcpu=sapphirerapids")
+    monkeypatch.setitem(cpu_state._granted, "amx", None)
+    assert intrin_supported("amx_int8_mk_32x32x64", spr)
+    monkeypatch.setitem(cpu_state._granted, "amx", "refused (test)")
+    assert not cpu_state.available("amx")
+    assert not intrin_supported("amx_int8_mk_32x32x64", spr)
+    assert intrin_supported("avx512_vnni_mk_4x64x64", spr)
+    _, cands = _candidates(int8_dense(), "llvm -num-cores=2 -mcpu=sapphirerapids")
+    assert cands and all(_tensorized(c)[0].startswith("avx512_vnni_mk_") for c in cands)

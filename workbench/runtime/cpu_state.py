@@ -16,7 +16,7 @@ import ctypes
 import sys
 import threading
 
-__all__ = ["require", "granted", "CPU_STATES"]
+__all__ = ["require", "available", "granted", "CPU_STATES"]
 
 _SYS_ARCH_PRCTL = 158          # x86-64 syscall number
 _ARCH_GET_XCOMP_PERM = 0x1022
@@ -69,3 +69,12 @@ def require(state: str) -> None:
 def granted(state: str) -> bool:
     """Has ``state`` been requested and granted in this process?"""
     return _granted.get(state, "") is None
+
+
+def available(state: str) -> bool:
+    """Can this process use ``state`` (requesting it once, like :func:`require`)?"""
+    try:
+        require(state)
+    except RuntimeError:
+        return False
+    return True

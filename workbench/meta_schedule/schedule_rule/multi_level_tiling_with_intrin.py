@@ -51,17 +51,24 @@ AUTO_TENSORIZE = "meta_schedule.auto_tensorize"
 
 
 def intrin_supported(name: str, target: Any) -> bool:
-    """Can ``target`` run the implementation of intrinsic ``name`` (all the CPU features of the
-    LLVM intrinsics it calls)?"""
-    from workbench.codegen.intrinsics import required_features
+    """Can ``target`` run the implementation of intrinsic ``name``: all the CPU features of
+    the LLVM intrinsics it calls, and the CPU state some of them need (AMX tiles) granted to
+    this process -- the candidates are measured here; where the OS refuses it (a sandbox that
+    blocks ``arch_prctl``) the rule falls back to the other kernels."""
+    from workbench.codegen.intrinsics import CPU_STATE_PREFIXES, required_features
+    from workbench.runtime import cpu_state
     impl = TensorIntrin.get(name).impl
     needed: set[str] = set()
+    states: set[str] = set()
 
     def visit(n: Any) -> None:
         if isinstance(n, Call) and n.op in ("call_llvm_pure_intrin", "call_llvm_intrin"):
-            needed.update(required_features(n.args[0].value))
+            llvm_name = n.args[0].value
+            needed.update(required_features(llvm_name))
+            states.update(s for prefix, s in CPU_STATE_PREFIXES if llvm_name.startswith(prefix))
     post_order_visit(impl.body, visit)
-    return all(target.has_feature(f) for f in needed)
+    return all(target.has_feature(f) for f in needed) and \
+        all(cpu_state.available(s) for s in states)
 
 
 @register_schedule_rule("multi-level-tiling-with-intrin")
