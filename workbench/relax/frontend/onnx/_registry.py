@@ -50,7 +50,9 @@ def converter(*op_types: str, fold: Callable[..., Any] | None = None,
 
 
 def load_all() -> dict[str, Converter]:
-    from workbench.relax.frontend.onnx import ops_elementwise, ops_nn, ops_shape  # noqa: F401
+    from workbench.relax.frontend.onnx import (  # noqa: F401
+        ops_elementwise, ops_nn, ops_quant, ops_shape,
+    )
     return CONVERTERS
 
 

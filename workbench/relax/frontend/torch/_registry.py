@@ -48,7 +48,7 @@ def converter(*names: str, check: CheckFn | None = None) -> Callable[[ConvertFn]
 def load_all() -> dict[str, Converter]:
     """The full table (importing every family registers its converters)."""
     from workbench.relax.frontend.torch import (  # noqa: F401
-        ops_elementwise, ops_nn, ops_shape, ops_misc,
+        ops_elementwise, ops_misc, ops_nn, ops_quant, ops_shape,
     )
     return CONVERTERS
 
