@@ -122,3 +122,38 @@ def test_conv_integer_is_exact():
                    {"w": w, "xz": np.uint8(17), "wz": np.uint8(200)},
                    {"y": ("int32", [1, 6, 7, 8])})
     _compare(model, {"x": x})
+
+
+@pytest.mark.tuning
+def test_tuned_qlinear_matmul_packs_its_weight_for_the_int8_kernels(tmp_path):
+    # The imported uint8 x int8 product is what the tuner's int8 kernels take: the constant
+    # weight is packed once at compile time and the result still matches onnxruntime.
+    from workbench.meta_schedule.relax_integration import compile_relax, tune_relax
+    from workbench.target import Target
+    from workbench.tir import PrimFunc
+    if not Target("llvm").has_feature("avx512vnni"):
+        pytest.skip("host lacks AVX-512 VNNI")
+    rng = np.random.default_rng(5)
+    inits = {"as": np.float32(0.02), "az": np.uint8(131),
+             "b": rng.integers(-128, 128, (64, 32)).astype("int8"), "bs": np.float32(0.003),
+             "bz": np.int8(0), "ys": np.float32(0.07), "yz": np.uint8(128)}
+    node = helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"],
+                            ["y"])
+    model = _model([node], {"a": ("uint8", [16, 64])}, inits, {"y": ("uint8", [16, 32])})
+    mod = from_onnx(model)
+    target = "llvm -num-cores=2"
+    from workbench.meta_schedule.cost_model import XGBModel
+    from workbench.meta_schedule.runner import EvaluatorConfig, LocalRunner
+    runner = LocalRunner(evaluator_config=EvaluatorConfig(number=1, repeat=1, min_repeat_ms=1))
+    db = tune_relax(mod, None, target, str(tmp_path), max_trials_global=4,
+                    num_trials_per_iter=4, strategy="replay-trace", seed=1, runner=runner,
+                    cost_model=XGBModel(num_tuning_cores=1))
+    exe = compile_relax(db, mod, target)
+    scripts = "".join(f.script() for _, f in exe.lowered_mod.items() if isinstance(f, PrimFunc))
+    assert "llvm.x86.tdpbusd" in scripts or "llvm.x86.avx512.vpdpbusd.512" in scripts
+    assert "layout_rewrite_preproc" not in scripts
+    a = rng.integers(0, 256, (16, 64)).astype("uint8")
+    got = relax.VirtualMachine(exe, wb.cpu())["main"](wb.nd.array(a)).numpy()
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"a": a})[0]
+    np.testing.assert_array_equal(got, want)
