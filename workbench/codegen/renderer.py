@@ -16,6 +16,7 @@ import llvmlite.ir as ir
 from workbench.codegen.intrinsics import INTRINSIC_RULES, emit_llvm_intrin_call
 from workbench.codegen.llvm_types import I8, I32, I64, I8P, element_bytes, memory_type, \
     value_type
+from workbench.codegen.wide_index import widen
 from workbench.ir import dtype as dt
 from workbench.ir.module import IRModule
 from workbench.target import Target
@@ -385,7 +386,7 @@ def _address_of(ctx: FunctionContext, load: E.BufferLoad) -> ir.Value:
         raise RenderError(f"in {ctx.name!r}: address_of takes a flattened scalar BufferLoad, "
                           f"got {load}")
     ptr = ctx.buffer_ptr(load.buffer, load.dtype)
-    addr = ctx.b.gep(ptr, [ctx.expr(load.indices[0])], inbounds=True)
+    addr = ctx.b.gep(ptr, [ctx.expr(widen(load.indices[0]))], inbounds=True)
     return ctx.b.bitcast(addr, I8P)
 
 
@@ -432,7 +433,7 @@ _MAX_SHUFFLE_STRIDE = 4
 def _buffer_load(ctx: FunctionContext, e: E.BufferLoad) -> ir.Value:
     if len(e.indices) != 1:
         raise RenderError(f"in {ctx.name!r}: load of {e.buffer.name!r} is not flattened")
-    idx = e.indices[0]
+    idx = widen(e.indices[0])
     ptr = ctx.buffer_ptr(e.buffer, e.dtype)
     align = element_bytes(e.dtype)
     lanes = dt.lanes_of(e.dtype)
@@ -493,7 +494,7 @@ def _seq(ctx: FunctionContext, s: S.SeqStmt) -> None:
 def _buffer_store(ctx: FunctionContext, s: S.BufferStore) -> None:
     if len(s.indices) != 1:
         raise RenderError(f"in {ctx.name!r}: store to {s.buffer.name!r} is not flattened")
-    idx = s.indices[0]
+    idx = widen(s.indices[0])
     vdtype = s.value.dtype
     value = _to_memory(ctx, ctx.expr(s.value), vdtype)
     ptr = ctx.buffer_ptr(s.buffer, vdtype)
