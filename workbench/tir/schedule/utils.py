@@ -173,3 +173,13 @@ def const_extent(loop: For) -> int | None:
 
 def and_predicate(pred: PrimExpr, extra: PrimExpr) -> PrimExpr:
     return op.logical_and(pred, extra)
+
+
+def unique_name(base: str, taken: set[str]) -> str:
+    """``base``, or ``base_1``, ``base_2``... when taken (our block names must be unique)."""
+    if base not in taken:
+        return base
+    k = 1
+    while f"{base}_{k}" in taken:
+        k += 1
+    return f"{base}_{k}"

@@ -29,7 +29,7 @@ from workbench.tir.schedule.analysis.dataflow import check_block_dataflow
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.primitive import annotations as A
 from workbench.tir.schedule.state import BlockInfo, FuncIndex, replace_stmt
-from workbench.tir.schedule.utils import blocks_under, realizes_under
+from workbench.tir.schedule.utils import blocks_under, realizes_under, unique_name
 from workbench.tir.stmt import (
     Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar, SeqStmt, Stmt,
 )
@@ -63,16 +63,6 @@ def scope_path(info: BlockInfo) -> tuple[Block, tuple[Stmt, ...]]:
         if isinstance(info.ancestors[k], Block):
             return info.ancestors[k], info.ancestors[:k]
     raise AssertionError("every block but the root has a scope block")
-
-
-def unique_name(base: str, taken: set[str]) -> str:
-    """``base``, or ``base_1``, ``base_2``... when taken (our block names must be unique)."""
-    if base not in taken:
-        return base
-    k = 1
-    while f"{base}_{k}" in taken:
-        k += 1
-    return f"{base}_{k}"
 
 
 def buffer_names(func: PrimFunc) -> set[str]:

@@ -21,7 +21,7 @@ from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.primitive import annotations as A
 from workbench.tir.schedule.primitive.reducer import match_reducer
 from workbench.tir.schedule.state import BlockInfo, FuncIndex, replace_stmt
-from workbench.tir.schedule.utils import realizes_under
+from workbench.tir.schedule.utils import realizes_under, unique_name
 from workbench.tir.stmt import (
     Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar, LetStmt, SeqStmt, Stmt,
     seq,
@@ -226,10 +226,8 @@ def rfactor(func: PrimFunc, index: FuncIndex, loop_var: Var,
                             f"{comps[0][0].buffer.name!r}, got {factor_axis}")
     if factor_axis < 0:
         factor_axis += ndim + 1
-    rf_name = f"{block_name}_rf"
-    if rf_name in index.blocks:
-        raise ScheduleError(prim, f"block {block_name!r}", f"a block named {rf_name!r} "
-                            "already exists")
+    # A second rfactor (of the write-back block) gets ``<name>_rf_1``, as cache stages do.
+    rf_name = unique_name(f"{block_name}_rf", set(index.blocks))
     scope = info.scope_block
     if scope is None:
         raise ScheduleError(prim, f"block {block_name!r}", "the block has no enclosing block "
@@ -239,10 +237,8 @@ def rfactor(func: PrimFunc, index: FuncIndex, loop_var: Var,
     rf_bufs = []
     for update, *_ in comps:
         buf = update.buffer
-        rf_buf_name = f"{buf.name}_rf"
-        if rf_buf_name in taken:
-            raise ScheduleError(prim, f"block {block_name!r}", f"a buffer named "
-                                f"{rf_buf_name!r} already exists")
+        rf_buf_name = unique_name(f"{buf.name}_rf", taken)
+        taken.add(rf_buf_name)
         shape = list(buf.shape)
         shape.insert(factor_axis, rf_loop.extent)
         rf_bufs.append(Buffer(Var(rf_buf_name, "handle"), buf.dtype, tuple(shape), rf_buf_name,
@@ -250,7 +246,7 @@ def rfactor(func: PrimFunc, index: FuncIndex, loop_var: Var,
                               offset_factor=buf.offset_factor))
 
     rf_realize, rf_iv, rf_indices = _rf_block(block, realize, loops, rf_loop, comps, rf_bufs,
-                                              factor_axis)
+                                              factor_axis, rf_name)
     wb_realize = _write_back_block(block, realize, rf_loop, comps, rf_bufs, rf_iv, rf_indices)
     rf_nest = _copy_loop_nest(rf_realize, loops)
 
@@ -354,7 +350,7 @@ def _loads(e: PrimExpr) -> list[BufferLoad]:
 
 
 def _rf_block(block: Block, realize: BlockRealize, loops: list[For], rf_loop: For,
-              comps: list, rf_bufs: list[Buffer], factor_axis: int
+              comps: list, rf_bufs: list[Buffer], factor_axis: int, rf_name: str
               ) -> tuple[BlockRealize, IterVar, list[PrimExpr]]:
     """The rfactor block: the rf loop becomes a spatial iter var; each reduction iter var that
     used the rf loop is replaced by one reduction iter var per loop its binding used. One
@@ -405,7 +401,7 @@ def _rf_block(block: Block, realize: BlockRealize, loops: list[For], rf_loop: Fo
         return tuple(out)
 
     rf_block = Block(tuple(ivs), regions(block.reads), regions(block.writes),
-                     f"{block.name_hint}_rf", seq(*stores), seq(*inits),
+                     rf_name, seq(*stores), seq(*inits),
                      annotations=block.annotations)
     # storage_align entries named the original buffer, which the rfactor block no longer
     # writes (its rf buffer has another shape): they stay with the write-back block only.
