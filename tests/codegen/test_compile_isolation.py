@@ -286,6 +286,35 @@ def test_cache_hit_sends_nothing_to_a_helper(cache):
     assert isolation.stats()["requests"] == requests
 
 
+def test_an_interpreter_that_cannot_start_a_helper_compiles_in_process(tmp_path):
+    """Where no Python process can be started (an embedded interpreter, a sandbox), a cache
+    miss compiles in-process after one line saying so, instead of failing every build."""
+    script = tmp_path / "no_helper.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import numpy as np
+        import workbench as wb
+        from workbench import te
+        sys.executable = "/nonexistent/python3"
+        for scale in (2.0, 3.0):   # two cache misses: one warning
+            a = te.placeholder((64,), name="A")
+            b = te.compute((64,), lambda i: a[i] * scale, name="B")
+            x = np.arange(64, dtype="float32")
+            out = wb.nd.empty((64,), "float32")
+            wb.build(te.create_prim_func([a, b]))["main"](wb.nd.array(x), out)
+            np.testing.assert_allclose(out.numpy(), x * scale)
+        print("BUILT")
+    """))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "WORKBENCH_CACHE_DIR": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "BUILT" in proc.stdout
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(
+        "LLVM compile helper: cannot start a Python process (FileNotFoundError"), lines
+    assert "compiling in this process from now on" in lines[0]
+
+
 def test_isolation_off_compiles_in_process(cache):
     requests = isolation.stats()["requests"]
     with options.override(compile_isolation=False):

@@ -5,6 +5,7 @@ finishes -- with no tracebacks or warnings; and a machine where no worker proces
 gets one line per pool saying why and what happens instead, then tunes in-process."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -35,11 +36,15 @@ print("TUNED", len(database.get_all_tuning_records()))
 """
 
 
-def _run(tmp_path: Path, source: str, timeout: float) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, source: str, timeout: float, cold_cache: bool = False
+         ) -> subprocess.CompletedProcess:
     script = tmp_path / "tune_matmul.py"
     script.write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n" + source)
+    env = dict(os.environ)
+    if cold_cache:   # every kernel is compiled, none comes from the object cache
+        env["WORKBENCH_CACHE_DIR"] = str(tmp_path / "cache")
     return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=timeout, cwd=tmp_path)
+                          timeout=timeout, cwd=tmp_path, env=env)
 
 
 @pytest.mark.slow
@@ -86,7 +91,7 @@ print("TUNED", len(database.get_all_tuning_records()), "VALID", len(valid))
 
 @pytest.mark.tuning
 def test_no_worker_processes_one_line_per_pool_then_in_process(tmp_path):
-    out = _run(tmp_path, FALLBACK, timeout=600)
+    out = _run(tmp_path, FALLBACK, timeout=600, cold_cache=True)
     assert out.returncode == 0, out.stderr[-3000:]
     assert re.search(r"TUNED 8 VALID [1-8]\b", out.stdout), out.stdout[-2000:]
     text = out.stdout + out.stderr
@@ -99,4 +104,10 @@ def test_no_worker_processes_one_line_per_pool_then_in_process(tmp_path):
                                 "on (no time limit; a crashing kernel would end this process)")
     assert warnings[1].endswith(f"LocalBuilder: {reason}; building in this process from now "
                                 "on (no time limit, no crash isolation)")
+    # LLVM's compile helper (a cache miss) falls back the same way, once
+    compile_lines = [line for line in text.splitlines() if "LLVM compile helper" in line]
+    assert compile_lines == [
+        "LLVM compile helper: cannot start a Python process (FileNotFoundError: [Errno 2] No "
+        "such file or directory: '/nonexistent/python3'); compiling in this process from now "
+        "on (no crash isolation: an LLVM abort would end this process)"], compile_lines
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import logging
 import os
 import re
 import signal
@@ -122,9 +123,7 @@ class _Helper:
 
     def __init__(self) -> None:
         if not sys.executable:
-            raise RuntimeError("cannot start the LLVM compile helper: sys.executable is not "
-                               "known in this interpreter; set option compile_isolation=False "
-                               "to compile in-process")
+            raise OSError("sys.executable is not known in this interpreter")
         self.log = tempfile.TemporaryFile(prefix="workbench-compile-helper-")
         try:
             self.proc = subprocess.Popen(
@@ -298,16 +297,38 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_after_fork)
 
 
+_NO_HELPERS: list[str] = []   # why helpers cannot be started, once that is known
+
+
+def _no_helpers(err: OSError) -> None:
+    with _POOL_LOCK:
+        if _NO_HELPERS:
+            return
+        _NO_HELPERS.append(f"{type(err).__name__}: {err}")
+    logging.getLogger("workbench.codegen").warning(
+        "LLVM compile helper: cannot start a Python process (%s); compiling in this process "
+        "from now on (no crash isolation: an LLVM abort would end this process)",
+        _NO_HELPERS[0])
+
+
 def run(kind: str, ll: str, spec: TargetSpec) -> bytes | str:
     """Compile ``ll`` in a helper: object code ("object") or assembly text ("assembly").
 
     Raises what LLVM raised for a module it refuses (``RuntimeError`` for a parse or verify
     error, as in-process), or :class:`LLVMCrashError` if the helper dies or times out."""
+    if _NO_HELPERS:
+        return llvm_stages.run(kind, ll, spec)
     pool = _pool()
     timeout = options.get("compile_timeout")
     _count("requests")
     for attempt in (1, 2):
-        helper = pool.acquire()
+        try:
+            helper = pool.acquire()
+        except OSError as err:
+            # This interpreter cannot start another (an embedded Python, a sandbox without
+            # fork, a process limit): compile here, as the tuner's pools do in that case.
+            _no_helpers(err)
+            return llvm_stages.run(kind, ll, spec)
         try:
             result = helper.request(kind, ll, spec, timeout)
         except _HelperDied as died:
