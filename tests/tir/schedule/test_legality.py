@@ -404,6 +404,36 @@ def test_fuse_refuses_an_inner_extent_that_depends_on_the_outer_loop():
     refused(sch, lambda: sch.fuse(i, j), "fuse", "depends on the outer loop 'i'")
 
 
+# ---- reorder of a reduction (fuzzer case random:9453) --------------------------------------------
+
+def test_reorder_refuses_splitting_a_fused_reduction_out_of_order():
+    """matmul with i, j, k fused into one loop and split by 16, which cuts across the runs of
+    12 k values: putting the inner half outside runs updates of an element before the
+    iteration with k == 0, whose init then wipes them. TVM refuses it as a non-affine binding."""
+    a, b = rand(10, 12), rand(12, 8, seed=1)
+    x, y = te.placeholder((10, 12), name="A"), te.placeholder((12, 8), name="B")
+    sch = Schedule(wb.IRModule({"main": te.create_prim_func([x, y, topi.matmul(x, y)])}))
+    mm = sch.get_block("T_matmul_NN")
+    fused = sch.fuse(*sch.get_loops(mm))
+    outer, inner = sch.split(fused, [60, 16])
+    refused(sch, lambda: sch.reorder(inner, outer), "reorder", "T_matmul_NN", "not affine",
+            "before its init")
+    np.testing.assert_allclose(run(sch.mod, a, b, out_shape=(10, 8)), a @ b, rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_reorder_of_split_reduction_loops_stays_allowed():
+    """Affine bindings (what split makes) keep the init first in any loop order."""
+    a, b = rand(8, 8), rand(8, 8, seed=1)
+    sch = Schedule(_matmul())
+    mm = sch.get_block("T_matmul_NN")
+    i, j, k = sch.get_loops(mm)
+    k0, k1 = sch.split(k, [None, 4])
+    sch.reorder(k1, i, k0, j)
+    np.testing.assert_allclose(run(sch.mod, a, b, out_shape=(8, 8)), a @ b, rtol=1e-5,
+                               atol=1e-5)
+
+
 # ---- parallel / vectorize ------------------------------------------------------------------------
 
 def _matmul(n: int = 8):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from workbench.tir import op
 from workbench.tir.arith import NEG_INF, POS_INF, Analyzer, IntervalSet
 from workbench.tir.buffer import Buffer, Range
-from workbench.tir.expr import BufferLoad, IntImm, PrimExpr, Ramp, Var
+from workbench.tir.expr import BufferLoad, IntImm, PrimExpr, Ramp, Var, is_const_int
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, IRVisitor, uses_var
 from workbench.tir.stmt import (
@@ -124,8 +124,17 @@ class _BlockAccessPaths(IRVisitor):
             if writes:
                 feeds = [v for iv, v in zip(block.iter_vars, realize.iter_values)
                          if iv.iter_type != IterType.DATA_PAR]
+                # A loop the block's predicate depends on while no binding does decides
+                # *whether* the same elements are written, not which: in the iterations where
+                # the predicate is false a reader under that loop reads what an earlier
+                # iteration wrote, so the buffer must outlive the loop (fuzzer random:12028:
+                # a cache_write copy under a predicated producer read a fresh buffer).
+                pred = realize.predicate
+                gates = [] if pred is None or is_const_int(pred, 1) else [pred]
                 for pos, lp in enumerate(path):
-                    if any(_uses(v, lp.loop_var) for v in feeds):
+                    if any(_uses(v, lp.loop_var) for v in feeds) or (
+                            any(_uses(g, lp.loop_var) for g in gates) and
+                            not any(_uses(v, lp.loop_var) for v in realize.iter_values)):
                         path = path[:pos]
                         break
             self.paths.append(path)

@@ -15,9 +15,10 @@ from workbench.tir import op
 from workbench.tir.arith import Analyzer
 from workbench.tir.expr import IntImm, PrimExpr, Var
 from workbench.tir.function import PrimFunc
-from workbench.tir.functor import IRMutator, substitute
+from workbench.tir.functor import IRMutator, collect_vars, substitute
 from workbench.tir.schedule.analysis.dataflow import check_parallelizable
 from workbench.tir.schedule.error import ScheduleError
+from workbench.tir.schedule.primitive.blockize import linear_form
 from workbench.tir.schedule.primitive import annotations as A
 from workbench.tir.schedule.state import FuncIndex, replace_stmt
 from workbench.tir.schedule.utils import (
@@ -179,11 +180,46 @@ def reorder(func: PrimFunc, index: FuncIndex, loop_vars: Sequence[Var]) -> PrimF
             if uses_var(lp.extent, inner.loop_var) or uses_var(lp.min, inner.loop_var):
                 raise ScheduleError(name, _loop_name(lp), f"its bounds depend on "
                                     f"{_loop_name(inner)}, which would move inside it")
+    _check_reduction_order(name, chain, new_order)
     body: Stmt = chain[-1].body
     for lp in reversed(new_order):
         body = lp.replace(body=body)
     info = index.loops[top]
     return replace_stmt(func, info.ancestors, chain[0], body)
+
+
+def _check_reduction_order(name: str, chain: list[For], new_order: list[For]) -> None:
+    """Refuse a reorder that could run a reduction's update before its init.
+
+    A reduction block's init runs where its reduction variables are at their minimum. When
+    every binding of the block is a sum of the moved loops with non-negative constant
+    coefficients, each loop feeding one iteration variable only (what split and reorder make),
+    the first iteration that reaches an output element -- all its reduction loops at 0 -- is
+    that init in any loop order. A binding through ``//`` or ``%`` of a moved loop (a fused loop
+    split across its components) has no such order: after the reorder an update can come first
+    and the init then wipes it (fuzzer case random:9453). TVM refuses these as non-affine
+    bindings; so do we."""
+    moved = {a.loop_var for a, b in zip(chain, new_order) if a is not b}
+    if not moved:
+        return
+    for realize in realizes_under(chain[-1].body):
+        block = realize.block
+        if block.init is None:
+            continue
+        owner: dict[Var, str] = {}
+        for iv, value in zip(block.iter_vars, realize.iter_values):
+            used = moved & collect_vars(value)
+            if not used:
+                continue
+            form = linear_form(value)
+            bad = form is None or any(form[0].get(v, 0) < 0 for v in used) or \
+                any(owner.get(v, iv.var.name) != iv.var.name for v in used)
+            if bad:
+                raise ScheduleError(name, f"block {block.name_hint!r}", f"its binding "
+                                    f"{iv.var.name} = {value} is not affine in the reordered "
+                                    "loops, so the new order could run an update of the "
+                                    "reduction before its init")
+            owner.update((v, iv.var.name) for v in used)
 
 
 def add_unit_loop(func: PrimFunc, index: FuncIndex, target: str | Var) -> tuple[PrimFunc, Var]:
