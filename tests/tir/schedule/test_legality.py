@@ -434,6 +434,29 @@ def test_reorder_of_split_reduction_loops_stays_allowed():
                                atol=1e-5)
 
 
+def test_rfactor_refuses_a_tuple_reduction_whose_values_are_stored_apart():
+    """Fuzzer case random:17677: a layout change of one of layer norm's two running sums (mean
+    and square) left rfactor building a 3-d rf buffer indexed with 2 indices (malformed TIR at
+    build time). Refused now, with the reason; the rfactor of the untouched reduction works."""
+    sch = Schedule(_layer_norm())
+    norm = sch.get_block("T_layer_norm")
+    sch.transform_layout(norm, ("read", 2), lambda i0: (i0 // 2, i0 % 2))
+    red = sch.get_block("T_layer_norm_red_temp")
+    _, k = sch.get_loops(red)
+    refused(sch, lambda: sch.rfactor(k, 1), "rfactor", "T_layer_norm_red_temp",
+            "stored at different indices")
+
+    sch = Schedule(_layer_norm())
+    red = sch.get_block("T_layer_norm_red_temp")
+    _, k = sch.get_loops(red)
+    sch.rfactor(k, 1)
+    x, g, b = rand(4, 6), rand(6, seed=1), rand(6, seed=2)
+    mean, var = x.mean(1, keepdims=True), x.var(1, keepdims=True)
+    want = (x - mean) / np.sqrt(var + 1e-5) * g + b
+    np.testing.assert_allclose(run(sch.mod, x, g, b, out_shape=(4, 6)), want, rtol=1e-4,
+                               atol=1e-4)
+
+
 # ---- parallel / vectorize ------------------------------------------------------------------------
 
 def _matmul(n: int = 8):

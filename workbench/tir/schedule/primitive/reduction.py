@@ -219,7 +219,17 @@ def rfactor(func: PrimFunc, index: FuncIndex, loop_var: Var,
                                 "'buf[idx] = combine(buf[idx], value)' and the init its "
                                 "identity")
         comps.append((update, *matched))
-    ndim = len(comps[0][0].buffer.shape)
+    first = comps[0][0]
+    for update, *_ in comps[1:]:
+        # One rf axis is inserted into every reduced buffer at the same place, indexed alike:
+        # a tuple reduction must store all its values at the same indices (TVM's rule too).
+        if len(update.indices) != len(first.indices) or not all(
+                structural_equal(a, b) for a, b in zip(update.indices, first.indices)):
+            raise ScheduleError(prim, f"block {block_name!r}", f"its reduced buffers "
+                                f"{first.buffer.name!r} and {update.buffer.name!r} are "
+                                "stored at different indices (a layout changed one of them); "
+                                "rfactor needs every value of a tuple reduction stored alike")
+    ndim = len(first.buffer.shape)
     if not -(ndim + 1) <= factor_axis <= ndim:
         raise ScheduleError(prim, _loop_subject(rf_loop), f"factor_axis must be in "
                             f"[{-(ndim + 1)}, {ndim}] for the {ndim}-d buffer "
