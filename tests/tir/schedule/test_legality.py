@@ -22,6 +22,7 @@ from workbench import te, topi
 from workbench.ir.structural import structural_equal
 from workbench.tir.schedule import Schedule, ScheduleError
 from workbench.tir.schedule.testing import verify_trace_roundtrip
+from workbench.tir.schedule.utils import realizes_under
 
 
 def refused(sch: Schedule, call: Callable[[], object], primitive: str, *words: str
@@ -416,7 +417,7 @@ def test_reorder_refuses_splitting_a_fused_reduction_out_of_order():
     mm = sch.get_block("T_matmul_NN")
     fused = sch.fuse(*sch.get_loops(mm))
     outer, inner = sch.split(fused, [60, 16])
-    refused(sch, lambda: sch.reorder(inner, outer), "reorder", "T_matmul_NN", "not affine",
+    refused(sch, lambda: sch.reorder(inner, outer), "reorder", "T_matmul_NN", "feeds both",
             "before its init")
     np.testing.assert_allclose(run(sch.mod, a, b, out_shape=(10, 8)), a @ b, rtol=1e-5,
                                atol=1e-5)
@@ -454,6 +455,54 @@ def test_rfactor_refuses_a_tuple_reduction_whose_values_are_stored_apart():
     mean, var = x.mean(1, keepdims=True), x.var(1, keepdims=True)
     want = (x - mean) / np.sqrt(var + 1e-5) * g + b
     np.testing.assert_allclose(run(sch.mod, x, g, b, out_shape=(4, 6)), want, rtol=1e-4,
+                               atol=1e-4)
+
+
+def test_decompose_reduction_refuses_a_fused_loop_that_reaches_a_row_several_times():
+    """Fuzzer case random:23113: layer norm's mean/variance computed at the loop fused from
+    the normalisation's rows and columns runs once per element (6 times per row), each time
+    from its own init. Decomposed at that loop, the init would run once and the 6 runs add
+    up. The loop binds the row (``f // 6``), so the "binds nothing" rule missed it."""
+    sch = Schedule(_layer_norm())
+    norm = sch.get_block("T_layer_norm")
+    fused = sch.fuse(*sch.get_loops(norm))
+    red = sch.get_block("T_layer_norm_red_temp")
+    sch.compute_at(red, fused, preserve_unit_loops=False)
+    f, _ = sch.get_loops(red)
+    refused(sch, lambda: sch.decompose_reduction(red, f), "decompose_reduction",
+            "T_layer_norm_red_temp", "more than once", "at i0_i1_fused=0, ax0=0 and again at "
+            "i0_i1_fused=1, ax0=0")
+    x, g, b = rand(4, 6), rand(6, seed=1), rand(6, seed=2)
+    want = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5) * g + b
+    np.testing.assert_allclose(run(sch.mod, x, g, b, out_shape=(4, 6)), want, rtol=1e-4,
+                               atol=1e-4)
+
+
+def _blocks_in(sch: Schedule, name: str) -> list:
+    return [r.block for r in realizes_under(sch.get(sch.get_block(name)).body)]
+
+
+def test_cache_write_inside_a_blockized_reduction_places_the_copy_in_its_body():
+    """Fuzzer case random:24149: cache_write of a stage computed inside a blockized reduction
+    crashed (StopIteration) looking for its location in the outer block's init."""
+    x, w = te.placeholder((1, 7, 6, 3), name="X"), te.placeholder((3, 3, 3, 4), name="W")
+    conv = topi.nn.conv2d_nhwc(x, w, 2, 1, 1)
+    sch = Schedule(wb.IRModule({"main": te.create_prim_func([x, w, conv])}))
+    block = sch.get_block("conv2d_nhwc")
+    nn, yy, xx, ff, ry, rx, rc = sch.get_loops(block)
+    sch.fuse(nn, yy, xx)
+    inner = sch.fuse(ff, sch.fuse(ry, rx))
+    sch.blockize(inner)
+    # the copy of W lands in the outer block's body, next to the inner reduction it feeds
+    w_local = sch.cache_read(sch.get_block("conv2d_nhwc"), 2, "local")
+    sch.cache_write(w_local, 0, "global")
+    assert [b.name_hint for b in _blocks_in(sch, "conv2d_nhwc_o")] == [
+        "W_local", "W_local_global", "conv2d_nhwc"]
+    xv, wv = rand(1, 7, 6, 3), rand(3, 3, 3, 4, seed=1)
+    xp = np.pad(xv, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    want = np.stack([np.stack([np.einsum("hwc,hwcf->f", xp[0, 2 * i:2 * i + 3, 2 * j:2 * j + 3],
+                                         wv) for j in range(3)]) for i in range(4)])[None]
+    np.testing.assert_allclose(run(sch.mod, xv, wv, out_shape=(1, 4, 3, 4)), want, rtol=1e-4,
                                atol=1e-4)
 
 

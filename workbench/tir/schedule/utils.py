@@ -6,7 +6,7 @@ from typing import Any
 from workbench.tir import op
 from workbench.tir.arith import Analyzer
 from workbench.tir.buffer import Range
-from workbench.tir.expr import IntImm, PrimExpr, Var
+from workbench.tir.expr import Add, IntImm, Mul, PrimExpr, Sub, Var
 from workbench.tir.functor import IRMutator, IRVisitor
 from workbench.tir.schedule.state import child_stmts
 from workbench.tir.stmt import (
@@ -183,3 +183,29 @@ def unique_name(base: str, taken: set[str]) -> str:
     while f"{base}_{k}" in taken:
         k += 1
     return f"{base}_{k}"
+
+
+def linear_form(e: PrimExpr) -> tuple[dict[Var, int], int] | None:
+    """``e`` as ``sum(c_v * v) + c`` with integer constants (``({v: c_v}, c)``), or None."""
+    if isinstance(e, IntImm):
+        return {}, e.value
+    if isinstance(e, Var):
+        return {e: 1}, 0
+    if isinstance(e, (Add, Sub)):
+        a, b = linear_form(e.a), linear_form(e.b)
+        if a is None or b is None:
+            return None
+        sign = 1 if isinstance(e, Add) else -1
+        coef = dict(a[0])
+        for v, c in b[0].items():
+            coef[v] = coef.get(v, 0) + sign * c
+        return {v: c for v, c in coef.items() if c}, a[1] + sign * b[1]
+    if isinstance(e, Mul):
+        for x, k in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(k, IntImm):
+                inner = linear_form(x)
+                if inner is None:
+                    return None
+                return {v: c * k.value for v, c in inner[0].items() if c * k.value}, \
+                    inner[1] * k.value
+    return None

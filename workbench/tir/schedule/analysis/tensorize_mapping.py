@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from workbench.tir.expr import BufferLoad, IntImm, PrimExpr, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import collect_vars
-from workbench.tir.schedule.primitive.blockize import linear_form
+from workbench.tir.schedule.utils import linear_form
 from workbench.tir.schedule.state import BlockInfo
 from workbench.tir.stmt import BlockRealize, BufferStore, For, Stmt
 

@@ -17,14 +17,14 @@ from workbench.ir.structural import structural_equal
 from workbench.tir import op
 from workbench.tir.arith import Analyzer
 from workbench.tir.buffer import Buffer, BufferRegion, Range
-from workbench.tir.expr import Add, IntImm, Mul, PrimExpr, Sub, Var
+from workbench.tir.expr import IntImm, PrimExpr, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, collect_vars
 from workbench.tir.schedule.analysis.dataflow import check_block_dataflow
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.primitive.reduction import conjunction, conjuncts, subst
 from workbench.tir.schedule.state import BlockInfo, FuncIndex, replace_stmt
-from workbench.tir.schedule.utils import realizes_under
+from workbench.tir.schedule.utils import linear_form, realizes_under
 from workbench.tir.stmt import Block, BlockRealize, For, IterType, IterVar, SeqStmt, Stmt, seq
 
 PRIM = "blockize"
@@ -58,32 +58,6 @@ class _Part:
     outer_dom: Range
     inner: PrimExpr | None      # None: the inner part is the unit iterator
     inner_dom: Range | None
-
-
-def linear_form(e: PrimExpr) -> tuple[dict[Var, int], int] | None:
-    """``e`` as ``sum(c_v * v) + c`` with integer constants (``({v: c_v}, c)``), or None."""
-    if isinstance(e, IntImm):
-        return {}, e.value
-    if isinstance(e, Var):
-        return {e: 1}, 0
-    if isinstance(e, (Add, Sub)):
-        a, b = linear_form(e.a), linear_form(e.b)
-        if a is None or b is None:
-            return None
-        sign = 1 if isinstance(e, Add) else -1
-        coef = dict(a[0])
-        for v, c in b[0].items():
-            coef[v] = coef.get(v, 0) + sign * c
-        return {v: c for v, c in coef.items() if c}, a[1] + sign * b[1]
-    if isinstance(e, Mul):
-        for x, k in ((e.a, e.b), (e.b, e.a)):
-            if isinstance(k, IntImm):
-                inner = linear_form(x)
-                if inner is None:
-                    return None
-                return {v: c * k.value for v, c in inner[0].items() if c * k.value}, \
-                    inner[1] * k.value
-    return None
 
 
 def _divide(value: PrimExpr, dom: Range, inner_loops: dict[Var, For]) -> _Part | None:

@@ -138,7 +138,9 @@ class _LocDetector(IRVisitor):
 
     def visit_Block(self, block: Block) -> None:
         if block is self.scope:
-            self.generic_visit(block)
+            # only the body: a loop of the scope's own init (a blockized reduction's) would
+            # otherwise be taken for the location, and it holds neither block
+            self.visit(block.body)
             if self.visited_related and self.loc is None:
                 self.loc = block
                 if not self.visited_block and self.pos == -1:

@@ -15,16 +15,16 @@ from workbench.tir import op
 from workbench.tir.arith import Analyzer
 from workbench.tir.expr import IntImm, PrimExpr, Var
 from workbench.tir.function import PrimFunc
-from workbench.tir.functor import IRMutator, collect_vars, substitute
+from workbench.tir.functor import IRMutator, substitute
 from workbench.tir.schedule.analysis.dataflow import check_parallelizable
+from workbench.tir.schedule.analysis.injective import mixed_radix, repeated_binding
 from workbench.tir.schedule.error import ScheduleError
-from workbench.tir.schedule.primitive.blockize import linear_form
 from workbench.tir.schedule.primitive import annotations as A
 from workbench.tir.schedule.state import FuncIndex, replace_stmt
 from workbench.tir.schedule.utils import (
     and_predicate, loop_binds_reduction, realizes_under, simplify_bindings, uses_var,
 )
-from workbench.tir.stmt import BlockRealize, For, ForKind, Stmt
+from workbench.tir.stmt import BlockRealize, For, ForKind, IterType, Stmt
 
 
 def _loop_name(loop: For) -> str:
@@ -180,7 +180,8 @@ def reorder(func: PrimFunc, index: FuncIndex, loop_vars: Sequence[Var]) -> PrimF
             if uses_var(lp.extent, inner.loop_var) or uses_var(lp.min, inner.loop_var):
                 raise ScheduleError(name, _loop_name(lp), f"its bounds depend on "
                                     f"{_loop_name(inner)}, which would move inside it")
-    _check_reduction_order(name, chain, new_order)
+    _check_reduction_order(name, chain, new_order,
+                           [s for s in index.loops[top].ancestors if isinstance(s, For)])
     body: Stmt = chain[-1].body
     for lp in reversed(new_order):
         body = lp.replace(body=body)
@@ -188,38 +189,57 @@ def reorder(func: PrimFunc, index: FuncIndex, loop_vars: Sequence[Var]) -> PrimF
     return replace_stmt(func, info.ancestors, chain[0], body)
 
 
-def _check_reduction_order(name: str, chain: list[For], new_order: list[For]) -> None:
+def _check_reduction_order(name: str, chain: list[For], new_order: list[For],
+                           outer: list[For]) -> None:
     """Refuse a reorder that could run a reduction's update before its init.
 
-    A reduction block's init runs where its reduction variables are at their minimum. When
-    every binding of the block is a sum of the moved loops with non-negative constant
-    coefficients, each loop feeding one iteration variable only (what split and reorder make),
-    the first iteration that reaches an output element -- all its reduction loops at 0 -- is
-    that init in any loop order. A binding through ``//`` or ``%`` of a moved loop (a fused loop
-    split across its components) has no such order: after the reorder an update can come first
-    and the init then wipes it (fuzzer case random:9453). TVM refuses these as non-affine
-    bindings; so do we."""
-    moved = {a.loop_var for a, b in zip(chain, new_order) if a is not b}
-    if not moved:
+    A reduction block's init runs where its reduction variables are at their minimum, and it
+    must come first among the iterations that reach an output element. That holds in any loop
+    order when the reordered loops feeding reduction variables do so in mixed radix (what split
+    makes) and feed no spatial variable, and the ones feeding spatial variables reach each
+    output element once (split, or fuse's ``f // c`` / ``f % c``, checked in
+    :mod:`~workbench.tir.schedule.analysis.injective`): an element's first iteration then has
+    every reduction loop at 0. A loop fused from spatial and reduction loops and split across
+    them (fuzzer case random:9453) has no such order: the init can come after updates and wipe
+    them. TVM refuses these as non-affine bindings."""
+    if all(a is b for a, b in zip(chain, new_order)):
         return
     for realize in realizes_under(chain[-1].body):
         block = realize.block
         if block.init is None:
             continue
-        owner: dict[Var, str] = {}
-        for iv, value in zip(block.iter_vars, realize.iter_values):
-            used = moved & collect_vars(value)
-            if not used:
-                continue
-            form = linear_form(value)
-            bad = form is None or any(form[0].get(v, 0) < 0 for v in used) or \
-                any(owner.get(v, iv.var.name) != iv.var.name for v in used)
-            if bad:
-                raise ScheduleError(name, f"block {block.name_hint!r}", f"its binding "
-                                    f"{iv.var.name} = {value} is not affine in the reordered "
-                                    "loops, so the new order could run an update of the "
-                                    "reduction before its init")
-            owner.update((v, iv.var.name) for v in used)
+        spatial = [v for iv, v in zip(block.iter_vars, realize.iter_values)
+                   if iv.iter_type == IterType.DATA_PAR]
+        reduce_ = [v for iv, v in zip(block.iter_vars, realize.iter_values)
+                   if iv.iter_type != IterType.DATA_PAR]
+
+        def fed(values: list[PrimExpr]) -> list[For]:
+            return [lp for lp in chain if any(uses_var(v, lp.loop_var) for v in values)]
+        where = f"block {block.name_hint!r}"
+        both = set(map(id, fed(spatial))) & set(map(id, fed(reduce_)))
+        if both:
+            loop = next(lp for lp in chain if id(lp) in both)
+            raise ScheduleError(name, where, f"loop {loop.loop_var.name!r} feeds both spatial "
+                                "and reduction variables of the block, so the new order could "
+                                "run an update of the reduction before its init")
+        if fed(reduce_) and not mixed_radix(fed(reduce_), reduce_):
+            raise ScheduleError(name, where, "its reduction bindings are not affine in the "
+                                "reordered loops, so the new order could run an update of the "
+                                "reduction before its init")
+        # Reaching an element more than once matters only where a reduction loop now runs
+        # outside a spatial loop it ran inside of (the repeats then interleave with the
+        # reduction). Checked by enumeration where small; a large or symbolic nest is
+        # accepted unproven, as TVM does (its affine-binding rule does not look at this).
+        rank = {id(lp): k for k, lp in enumerate(chain)}
+        new_rank = {id(lp): k for k, lp in enumerate(new_order)}
+        hoisted = any(rank[id(r)] > rank[id(sp)] and new_rank[id(r)] < new_rank[id(sp)]
+                      for r in fed(reduce_) for sp in fed(spatial))
+        repeat = repeated_binding(fed(spatial), outer, spatial, realize.predicate) \
+            if hoisted else None
+        if repeat is not None and repeat.startswith("at "):
+            raise ScheduleError(name, where, f"the reordered loops reach an element of it more "
+                                f"than once ({repeat}), so the new order could run an update of "
+                                "the reduction before an init")
 
 
 def add_unit_loop(func: PrimFunc, index: FuncIndex, target: str | Var) -> tuple[PrimFunc, Var]:

@@ -17,6 +17,7 @@ from workbench.tir.expr import And, BufferLoad, IntImm, PrimExpr, Var, is_const_
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, IRVisitor, Substitute, collect_vars
 from workbench.tir.schedule.analysis.dataflow import check_block_dataflow
+from workbench.tir.schedule.analysis.injective import repeated_binding
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.primitive import annotations as A
 from workbench.tir.schedule.primitive.reducer import match_reducer
@@ -96,6 +97,8 @@ class _ReplaceRealize(IRMutator):
 
 # ---- decompose_reduction --------------------------------------------------------------------
 
+
+
 def decompose_reduction(func: PrimFunc, index: FuncIndex, block_name: str,
                         loop_var: Var) -> tuple[PrimFunc, str, str]:
     """Split the init of ``block_name`` into ``<name>_init`` before loop ``loop_var``.
@@ -132,6 +135,16 @@ def decompose_reduction(func: PrimFunc, index: FuncIndex, block_name: str,
                                 f"between it and block {block_name!r} binds none of the "
                                 "block's iteration variables, so it repeats the whole reduction; "
                                 "with the init moved before it the repetitions would add up")
+    # The same holds for loops the block does use, but not one-to-one (a loop fused from the
+    # rows and columns of a consumer, with the reduction computed at it, binds only the row:
+    # fuzzer case random:23113): no two iterations may reach the same block instance.
+    repeat = repeated_binding([lp for lp in loops[pos:]], loops[:pos], realize.iter_values,
+                              realize.predicate)
+    if repeat is not None:
+        raise ScheduleError(prim, _loop_subject(target), f"the loops between it and block "
+                            f"{block_name!r} reach the same instance of the block more than once "
+                            f"({repeat}), so the reduction is repeated; with the init moved "
+                            "before them the repetitions would add up")
     init_name, update_name = f"{block_name}_init", f"{block_name}_update"
     for name in (init_name, update_name):
         if name in index.blocks:
