@@ -46,8 +46,8 @@ def test_sources_and_cache(tmp_path):
 def test_lowering_log_names_every_pass():
     _, log = lower_with_log(_scale())
     names = [r.pass_name for r in log]
-    assert names[:5] == ["VerifyInput", "LowerMatchBuffer", "PlanBufferAllocation",
-                         "LowerInitBlock", "LowerOpaqueBlock"]
+    assert names[:6] == ["VerifyInput", "PlanBufferAllocation", "LowerInitBlock",
+                         "LowerOpaqueBlock", "CompactBufferAllocation", "LowerMatchBuffer"]
     assert "VectorizeLoop" in names and all(r.seconds >= 0 for r in log)
     assert all("def main" in r.script or "main" in r.script for r in log)
 

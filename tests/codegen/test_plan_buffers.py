@@ -49,3 +49,35 @@ def test_root_intermediate_used_by_two_stages_keeps_its_size():
     c = wb.nd.empty((32,), "float32")
     wb.build(mod)["main"](wb.nd.array(a), c)
     np.testing.assert_allclose(c.numpy(), a[::-1] * 2 + 1, rtol=1e-6)
+
+
+def _partly_used_buffer(take_address: bool):
+    """A 64-element scratch buffer of which a loop writes the first 8, then (optionally) its
+    address goes to a call: code with a pointer may reach any of it."""
+    from workbench.tir import op
+    from workbench.tir.buffer import decl_buffer
+    from workbench.tir.expr import BufferLoad, Var
+    from workbench.tir.function import prim_func
+    from workbench.tir.stmt import Allocate, BufferStore, DeclBuffer, Evaluate, For, ForKind, \
+        SeqStmt
+    out = decl_buffer((8,), "float32", "out")
+    tmp = decl_buffer((64,), "float32", "tmp")
+    i = Var("i", "int32")
+    zero = op.const(0, "int32")
+    stmts = [For(i, zero, op.const(8, "int32"), ForKind.SERIAL,
+                 BufferStore(tmp, op.const(1.0, "float32"), (i,)))]
+    if take_address:
+        stmts.append(Evaluate(op.call_llvm_intrin(
+            "void", "llvm.x86.sttilecfg", op.address_of(BufferLoad(tmp, (zero,), "float32")))))
+    stmts.append(BufferStore(out, BufferLoad(tmp, (zero,), "float32"), (zero,)))
+    body = Allocate(tmp.data, "float32", tmp.shape, op.const(True),
+                    DeclBuffer(tmp, SeqStmt(tuple(stmts))))
+    return prim_func([out], body)
+
+
+def test_a_buffer_whose_address_escapes_keeps_its_size():
+    from workbench.tir.transform.plan_buffers import compact_buffer_allocation
+    shrunk = compact_buffer_allocation(_partly_used_buffer(take_address=False))
+    assert 'T.allocate([8], "float32")' in shrunk.script()
+    kept = compact_buffer_allocation(_partly_used_buffer(take_address=True))
+    assert 'T.allocate([64], "float32")' in kept.script()

@@ -113,6 +113,68 @@ def test_amx_kernel_runs_in_parallel_threads():
         np.testing.assert_array_equal(out.numpy(), x.astype(np.int64) @ w.astype(np.int64).T)
 
 
+def _amx_with_write_cache():
+    """The 16 x 32 kernel on a 64 x 128 output through a write cache per (i, j) tile, which
+    compaction shrinks from 64 x 128 to the 16 x 32 tile."""
+    sch, p = _amx_schedule("int8", "16x32x64", 64, 128, 128)
+    block = sch.get_sblock("C_o")
+    _, jo, _ = sch.get_loops(block)
+    sch.reverse_compute_at(sch.cache_write(block, 0, "global"), jo)
+    return sch, p
+
+
+def test_tile_stores_into_a_compacted_cache_use_its_row_stride():
+    # Found by tuning bench_peak's int8 matmul: its candidates crashed the runner's workers
+    # (heap corruption). The kernel's C is a view with a symbolic row stride that its tile
+    # loads / stores pass to the instruction; the view was bound to the cache's 64 x 128
+    # layout (512-byte rows) before compaction shrank the cache to the 16 x 32 tile, so the
+    # kernel wrote 16 rows 512 bytes apart into a 2 KB allocation.
+    from workbench.tir.expr import Call
+    from workbench.tir.functor import post_order_visit
+    from workbench.tir.stmt import Allocate
+    sch, _ = _amx_with_write_cache()
+    lowered = wb.lower(sch.mod)["main"]
+    allocs, strides = {}, []
+
+    def visit(n):
+        if isinstance(n, Allocate):
+            allocs[n.buffer_var.name] = [int(e.value) for e in n.extents]
+        elif isinstance(n, Call) and n.op == "call_llvm_intrin" and \
+                n.args[0].value in ("llvm.x86.tileloadd64", "llvm.x86.tilestored64") and \
+                "C" in str(n.args[2]):
+            strides.append(n.args[3])
+    post_order_visit(lowered.body, visit)
+    assert allocs["C_global"] == [16 * 32]
+    assert len(strides) == 4 and all(int(s.value) == 32 * 4 for s in strides), strides
+
+
+@needs_amx
+def test_kernel_into_a_compacted_cache_is_exact(tmp_path):
+    # In a fresh process: the kernel that wrote past the cache crashed or computed garbage.
+    sch, p = _amx_with_write_cache()
+    wb.build(sch.mod, target="llvm").export_library(tmp_path / "k.so")
+    rng = np.random.default_rng(15)
+    x = rng.integers(0, 256, (64, 128)).astype("uint8")
+    w = rng.integers(-128, 128, (128, 128)).astype("int8")
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "w.npy", _pack(w, p))
+    script = textwrap.dedent(f"""
+        import numpy as np
+        import workbench as wb
+        mod = wb.runtime.load_module({str(tmp_path / "k.so")!r})
+        out = wb.nd.empty((64, 128), "int32")
+        for _ in range(3):
+            mod(wb.nd.array(np.load({str(tmp_path / "x.npy")!r})),
+                wb.nd.array(np.load({str(tmp_path / "w.npy")!r})), out)
+        np.save({str(tmp_path / "out.npy")!r}, out.numpy())
+    """)
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, f"exit {res.returncode}: {res.stderr[-2000:]}"
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"),
+                                  x.astype(np.int64) @ w.astype(np.int64).T)
+
+
 def test_amx_kernel_shapes_are_checked():
     with pytest.raises(ValueError, match="exceed the 8 AMX tile registers"):
         tir.TensorIntrin.get("amx_int8_mk_48x32x64")

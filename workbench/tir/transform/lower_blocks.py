@@ -3,6 +3,11 @@
 After these two passes a PrimFunc has no Block/BlockRealize: reduction inits became guarded
 stores, block iteration variables were replaced by their bindings, predicates became
 ``IfThenElse``, and ``alloc_buffers`` became ``Allocate`` + ``DeclBuffer`` at the block's place.
+With ``keep_match_buffers`` (the lowering pipeline), a block with ``match_buffers`` (a
+tensorized block) stays as an *opaque shell*: no iter vars (bound in its regions and body), no
+init or allocations, its reads / writes / match buffers kept, so ``CompactBufferAllocation``
+sees the regions the views cover and ``LowerMatchBuffer`` -- which removes the shell -- binds
+the views' strides to the compacted buffers (TVM's order: compact, then lower match buffers).
 A buffer named in a block's ``"buffer_dim_align"`` annotation (``sch.storage_align``) is
 allocated with padded strides. The annotation only applies to buffers the function allocates:
 a parameter's layout is the caller's (compact row-major, the kernel ABI), so an alignment left
@@ -78,8 +83,10 @@ def _collect_dim_aligns(func: PrimFunc) -> dict[Buffer, dict[int, tuple[int, int
 
 
 class _LowerOpaque(IRMutator):
-    def __init__(self, aligns: dict[Buffer, dict[int, tuple[int, int]]]) -> None:
+    def __init__(self, aligns: dict[Buffer, dict[int, tuple[int, int]]],
+                 keep_match_buffers: bool = False) -> None:
         super().__init__()
+        self.keep_match_buffers = keep_match_buffers
         # An aligned allocation becomes a strided twin of its buffer, used everywhere.
         self.strided = {buf: buf.replace(strides=aligned_strides(buf.shape, a))
                         for buf, a in aligns.items() if not buf.strides}
@@ -92,13 +99,31 @@ class _LowerOpaque(IRMutator):
         vmap = {iv.var: value for iv, value in zip(block.iter_vars, realize.iter_values)}
         body = self.visit(substitute(block.body, vmap) if vmap else block.body)
         pred = realize.predicate
-        if not (isinstance(pred, IntImm) and pred.value):
+        shell = self.keep_match_buffers and bool(block.match_buffers)
+        if not shell and not (isinstance(pred, IntImm) and pred.value):
             body = IfThenElse(substitute(pred, vmap) if vmap else pred, body)
         for buf in reversed(block.alloc_buffers):
             buf = self.visit_Buffer(buf)
             body = Allocate(buf.data, buf.dtype, _extents(buf), op.const(True),
                             DeclBuffer(buf, body))
+        if shell:
+            body = self._shell(block, vmap, body)
+            if not (isinstance(pred, IntImm) and pred.value):
+                body = IfThenElse(substitute(pred, vmap) if vmap else pred, body)
         return body
+
+    def _shell(self, block: Block, vmap: dict, body: Stmt) -> Stmt:
+        """The opaque shell of a block with match buffers around its lowered ``body``."""
+        if block.init is not None:
+            raise ValueError(f"lower_opaque_block: block {block.name_hint!r} still has an "
+                             "init; run lower_init_block first")
+
+        def bound(regions: tuple) -> tuple:
+            return self.visit_field(tuple(substitute(r, vmap) for r in regions))
+        shell = block.replace(iter_vars=(), reads=bound(block.reads), writes=bound(block.writes),
+                              match_buffers=bound(block.match_buffers), body=body,
+                              alloc_buffers=())
+        return BlockRealize((), op.const(True), shell)
 
     def visit_Allocate(self, alloc: Allocate) -> Stmt:
         # An allocation already placed by PlanBufferAllocation: its buffer may have become
@@ -116,6 +141,9 @@ def _extents(buf: Buffer) -> tuple[PrimExpr, ...]:
     return (op.mul(buf.strides[0], buf.shape[0]),) if buf.strides else buf.shape
 
 
-def lower_opaque_block(func: PrimFunc) -> PrimFunc:
-    """Remove blocks: bind iter vars, guard predicates, allocate the blocks' buffers."""
-    return func.with_body(_LowerOpaque(_collect_dim_aligns(func)).visit(func.body))
+def lower_opaque_block(func: PrimFunc, keep_match_buffers: bool = False) -> PrimFunc:
+    """Remove blocks: bind iter vars, guard predicates, allocate the blocks' buffers. With
+    ``keep_match_buffers``, blocks with match buffers stay as opaque shells (module
+    docstring)."""
+    return func.with_body(_LowerOpaque(_collect_dim_aligns(func), keep_match_buffers)
+                          .visit(func.body))

@@ -8,7 +8,16 @@ so later passes see only ``src``. A vector index ``Ramp(b, s, L)`` of ``M`` beco
 past the last dimension of ``M`` (which ``tensorize`` allows only for a compact ``M`` over a
 contiguous region). Symbolic fields of ``M`` are bound: stride variables to ``src``'s strides
 (its compact strides when it has none), an ``elem_offset`` variable to the region's element
-offset, shape variables to the region's extents. Runs on block form, before buffers are planned.
+offset, shape variables to the region's extents.
+
+In the lowering pipeline it runs after ``CompactBufferAllocation`` (TVM's order): the blocks
+with match buffers are then the opaque shells ``lower_opaque_block(keep_match_buffers=True)``
+left (no iter vars, init or allocations), which this pass replaces by their bodies, and a view
+of an allocated buffer gets the strides and offset of the buffer as compacted. Binding them
+before compaction baked the uncompacted strides into code that does its own address arithmetic
+(an AMX tile load's row stride): compaction re-based the indices but not those constants, and
+the kernel wrote past the compacted allocation. It also runs on block form (blocks keep their
+iter vars; a shell of no iter vars, init, allocations or predicate is dissolved there too).
 """
 from __future__ import annotations
 
@@ -21,7 +30,7 @@ from workbench.tir.buffer import Buffer, BufferRegion, Range
 from workbench.tir.expr import BufferLoad, IntImm, PrimExpr, Ramp, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, substitute
-from workbench.tir.stmt import Block, BufferStore, Stmt
+from workbench.tir.stmt import Block, BlockRealize, BufferStore, Stmt
 
 
 def compact_strides(shape: tuple[PrimExpr, ...]) -> tuple[PrimExpr, ...]:
@@ -93,6 +102,14 @@ class _Lower(IRMutator):
             out = out.replace(body=substitute(out.body, binds),
                               init=None if out.init is None else substitute(out.init, binds))
         return out
+
+    def visit_BlockRealize(self, realize: BlockRealize) -> Stmt:
+        block = realize.block
+        shell = bool(block.match_buffers) and not block.iter_vars and block.init is None \
+            and not block.alloc_buffers and isinstance(realize.predicate, IntImm) \
+            and bool(realize.predicate.value)
+        out = self.generic_visit(realize)
+        return out.block.body if shell else out
 
     def _source(self, region: BufferRegion) -> BufferRegion:
         """A source region that is itself a view (nested tensorize) in terms of its source."""

@@ -23,6 +23,10 @@ from workbench.tir.transform.unroll_loop import unroll_loop
 from workbench.tir.transform.vectorize_loop import vectorize_loop
 
 
+def _lower_opaque_block_keeping_views(func: PrimFunc) -> PrimFunc:
+    return lower_opaque_block(func, keep_match_buffers=True)
+
+
 @dataclass(frozen=True)
 class Pass:
     """A named function-level pass."""
@@ -43,13 +47,17 @@ class Pass:
 # The order matters: blocks go first (so later passes see plain loops), buffers are flattened
 # before vectorizing (so a vector access is one Ramp index), and simplification runs after each
 # pass that creates index arithmetic.
+# Match buffers are lowered after compaction (TVM's order): a tensorized block's views then
+# get the compacted buffer's strides, which code with its own address arithmetic (AMX tile
+# loads) bakes in; until then the block stays an opaque shell declaring the regions it covers.
 LOWERING_PIPELINE: tuple[Pass, ...] = (
     Pass("VerifyInput", verify_prim_func),        # user IR is well formed
-    Pass("LowerMatchBuffer", lower_match_buffer), # tensorized blocks' views -> source buffers
     Pass("PlanBufferAllocation", plan_buffer_allocation),     # allocate at the users' LCA
     Pass("LowerInitBlock", lower_init_block),     # reduction init -> guarded store
-    Pass("LowerOpaqueBlock", lower_opaque_block), # blocks -> loops, predicates, allocations
+    Pass("LowerOpaqueBlock", _lower_opaque_block_keeping_views),  # blocks -> loops, predicates,
+                                                  # allocations; tensorized blocks -> shells
     Pass("CompactBufferAllocation", compact_buffer_allocation),  # shrink to the touched region
+    Pass("LowerMatchBuffer", lower_match_buffer), # tensorized blocks' views -> source buffers
     Pass("FlattenBuffer", flatten_buffer),        # N-d accesses -> 1-d linear indices
     Pass("Simplify", simplify_func),              # clean index expressions
     Pass("UnrollLoop", unroll_loop),              # unroll kinds and auto-unroll pragmas

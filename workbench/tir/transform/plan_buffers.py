@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from workbench.tir import op
 from workbench.tir.arith import NEG_INF, POS_INF, Analyzer, IntervalSet
-from workbench.tir.buffer import Buffer, Range
-from workbench.tir.expr import BufferLoad, IntImm, PrimExpr, Ramp, Var, is_const_int
+from workbench.tir.buffer import Buffer, BufferRegion, Range
+from workbench.tir.expr import BufferLoad, Call, IntImm, PrimExpr, Ramp, Var, is_const_int
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator, IRVisitor, uses_var
 from workbench.tir.stmt import (
@@ -61,6 +61,26 @@ class _Accesses(IRVisitor):
     def visit_Var(self, v: Var) -> None:
         if v is self.data:
             self.opaque = True
+
+    def visit_Call(self, call: Call) -> None:
+        # ``address_of(buf[i])`` hands code a pointer into the buffer: what it reaches from
+        # there, with its own address arithmetic, is unknown (tensorized blocks name their
+        # regions instead: see visit_BufferRegion).
+        if call.op == "address_of" and isinstance(call.args[0], BufferLoad) and \
+                call.args[0].buffer.data is self.data:
+            self.opaque = True
+        self.generic_visit(call)
+
+    def visit_BufferRegion(self, region: BufferRegion) -> None:
+        # A region a block declares (an opaque shell's reads / writes / match buffer source):
+        # its first and last element bound what the block touches.
+        if region.buffer.data is self.data:
+            self.found.append((tuple(r.min for r in region.region), tuple(self.loops)))
+            self.found.append((tuple(op.sub(op.add(r.min, r.extent), op.const(1, r.extent.dtype))
+                                     for r in region.region), tuple(self.loops)))
+        for r in region.region:
+            self.visit(r.min)
+            self.visit(r.extent)
 
 
 def _ramp_within(ramp: Ramp, extent: PrimExpr) -> bool:
@@ -200,6 +220,13 @@ class _Rebase(IRMutator):
         if s.buffer.data is not self.old.data:
             return self.generic_visit(s)
         return BufferStore(self.new, self.visit(s.value), self._indices(s.indices), s.predicate)
+
+    def visit_BufferRegion(self, r: BufferRegion) -> BufferRegion:
+        if r.buffer.data is not self.old.data:
+            return self.generic_visit(r)
+        return BufferRegion(self.new, tuple(
+            Range(op.sub(self.visit(x.min), o), self.visit(x.extent))
+            for x, o in zip(r.region, self.offsets)))
 
 
 def _region(acc: _Accesses, buf: Buffer) -> list[tuple[PrimExpr, int] | None]:
