@@ -8,7 +8,15 @@ Two kinds of case:
 - ``"tuner"``: the tuner's own space: one of the workload's llvm design spaces (post-order
   apply with ``ScheduleRule.create("llvm")``) replayed with fresh random decisions, or with one
   of the llvm mutators applied, then the llvm postprocessors, exactly as the search strategies
-  do. A replay or postprocessor refusal is a refused schedule.
+  do. A replay or postprocessor refusal is a refused schedule. The workload is one of the
+  float32 ones or a low-precision one (``LOWP_WORKLOADS``: int8 / bf16 matmuls and an int8
+  conv2d, on one of its targets -- with AMX, and without it for the VNNI / AVX512-BF16
+  kernels); the candidate is built as the tuner's builder builds it (preproc blocks stripped,
+  the weights packed up front by their ``layout_rewrites``).
+
+Every argument is passed in an array surrounded by guard bytes: a write outside any of them,
+or into an input, is a ``wrong`` result (a write outside the kernel's own allocations mostly
+kills the worker: a ``crash``).
 
 :func:`run_case` returns a plain dict (JSON-able): the outcome (``ok``, ``refused`` -- a tuner
 sample the postprocessors rejected --, ``wrong``, ``error``: an exception from a primitive, the
@@ -27,18 +35,20 @@ import numpy as np
 
 import workbench as wb
 from fuzz_moves import FuzzFailure, Session
-from fuzz_workloads import WORKLOADS, Workload
+from fuzz_workloads import LOWP_WORKLOADS, WORKLOADS, Workload
 from workbench.tir.schedule import Schedule
 from workbench.tir.schedule.testing import verify_trace_roundtrip
 
 NAMES = sorted(WORKLOADS)
+TUNER_NAMES = NAMES + sorted(LOWP_WORKLOADS)
+ALL_WORKLOADS = {**WORKLOADS, **LOWP_WORKLOADS}
 _MODS: dict[str, Any] = {}
 _SPACES: dict[str, Any] = {}
 
 
 def workload_mod(name: str) -> Any:
     if name not in _MODS:
-        _MODS[name] = wb.IRModule({"main": WORKLOADS[name].build()})
+        _MODS[name] = wb.IRModule({"main": ALL_WORKLOADS[name].build()})
     return _MODS[name]
 
 
@@ -55,24 +65,72 @@ def _relayout(arr: np.ndarray, maps: list[Any]) -> np.ndarray:
     return arr
 
 
-def check_numeric(mod: Any, w: Workload, param_maps: dict[int, list[Any]] | None = None
-                  ) -> str | None:
+GUARD_BYTES = 256
+_CANARY = 0xA5
+
+
+def _guarded(value: np.ndarray) -> tuple[Any, np.ndarray, slice]:
+    """An NDArray holding ``value`` inside a buffer with GUARD_BYTES canary bytes on each
+    side (an ordinary NDArray has unpredictable slack around it); returns it, the whole raw
+    buffer and the slice of the value's bytes in it."""
+    value = np.ascontiguousarray(value)
+    raw = np.full(value.nbytes + 2 * GUARD_BYTES + 64, _CANARY, np.uint8)
+    start = GUARD_BYTES + (-(raw.ctypes.data + GUARD_BYTES) % 64)  # the ABI's 64-byte alignment
+    view = np.ndarray(value.shape, value.dtype, buffer=raw, offset=start)
+    view[...] = value
+    arr = wb.nd.empty(value.shape, value.dtype)
+    arr._view, arr._ptr = view, view.ctypes.data   # test-only: point the NDArray at `raw`
+    return arr, raw, slice(start, start + value.nbytes)
+
+
+def _outside_writes(k: int, raw: np.ndarray, inside: slice) -> str | None:
+    before = np.flatnonzero(raw[inside.start - GUARD_BYTES:inside.start] != _CANARY)
+    after = np.flatnonzero(raw[inside.stop:inside.stop + GUARD_BYTES] != _CANARY)
+    if not len(before) and not len(after):
+        return None
+    where = ([f"{GUARD_BYTES - int(b)} bytes before it" for b in before[:1]] +
+             [f"{int(a)} bytes after its end" for a in after[:1]])
+    return f"wrote outside argument {k} ({', '.join(where)}; {len(before) + len(after)} " \
+        "guard bytes changed)"
+
+
+def check_numeric(mod: Any, w: Workload, param_maps: dict[int, list[Any]] | None = None,
+                  target: str = "llvm", prepack: bool = False) -> str | None:
     """Build ``mod``, run it on the workload's inputs and compare the output (the last
     parameter) with numpy; None when equal, else what differs. ``param_maps`` gives the
-    index maps transform_layout applied to parameters (their layout in the signature)."""
-    param_maps = param_maps or {}
+    index maps transform_layout applied to parameters (their layout in the signature).
+    ``prepack``: build as the tuner's builder does (``RemoveWeightLayoutRewriteBlock``: the
+    kernel takes the weights packed, and they are packed here with their layout rewrites).
+    Every argument lies between guard bytes; writes outside them or into inputs are reported."""
+    param_maps = dict(param_maps or {})
+    if prepack:
+        from workbench.tir.transform import RemoveWeightLayoutRewriteBlock
+        from workbench.tir.transform.remove_weight_layout_rewrite_block import layout_rewrites
+        mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+        packs = {r.param_index: r for r in layout_rewrites(mod["main"])}
+    else:
+        packs = {}
     func = mod["main"]
     inputs = w.inputs(np.random.default_rng(0))
     expected = np.asarray(w.reference(*inputs))
     out_pos = len(func.params) - 1
     out_buf = func.buffer_map[func.params[-1]]
     expected = _relayout(expected.astype(out_buf.dtype), param_maps.get(out_pos, []))
-    args = [_relayout(a, param_maps.get(k, [])) for k, a in enumerate(inputs)]
+    args = [packs[k].pack(a) if k in packs else _relayout(a, param_maps.get(k, []))
+            for k, a in enumerate(inputs)]
     fill = np.nan if "float" in out_buf.dtype else -7
-    out = wb.nd.array(np.full(expected.shape, fill, out_buf.dtype))
-    rt = wb.build(mod)
-    rt["main"](*[wb.nd.array(a) for a in args], out)
-    got = out.numpy()
+    guarded = [_guarded(a) for a in args] + \
+        [_guarded(np.full(expected.shape, fill, expected.dtype))]
+    rt = wb.build(mod, target=target)
+    rt["main"](*[g[0] for g in guarded])
+    for k, (_, raw, inside) in enumerate(guarded):
+        problem = _outside_writes(k, raw, inside)
+        if problem is not None:
+            return problem
+    for k, (a, (arr, _, _)) in enumerate(zip(args, guarded)):
+        if arr.numpy().tobytes() != np.ascontiguousarray(a).tobytes():
+            return f"the kernel changed its input argument {k}"
+    got = guarded[-1][0].numpy()
     if got.shape != expected.shape:
         return f"output shape {got.shape}, expected {expected.shape}"
     if w.tol == 0:
@@ -120,27 +178,38 @@ def _counts(out: dict[str, Any], sess: Session) -> dict[str, Any]:
     return out
 
 
-def design_spaces(name: str) -> tuple[list[Any], list[Any], dict[Any, float], Any]:
-    """The workload's llvm design spaces, postprocessors and mutators (cached per process)."""
-    if name not in _SPACES:
+def design_spaces(name: str, target: str = "llvm"
+                  ) -> tuple[list[Any], list[Any], dict[Any, float], Any]:
+    """The workload's llvm design spaces on ``target``, postprocessors and mutators (cached
+    per process)."""
+    key = (name, target)
+    if key not in _SPACES:
         from workbench.meta_schedule import TuneContext
-        ctx = TuneContext(workload_mod(name), target="llvm",
+        ctx = TuneContext(workload_mod(name), target=target,
                           space_generator="post-order-apply", rand_state=1)
         spaces = ctx.generate_design_space()
         gen = ctx.space_generator
-        _SPACES[name] = ([s.trace.simplified(remove_postproc=True) for s in spaces],
-                         list(gen.postprocs), dict(gen.mutator_probs), ctx)
-    return _SPACES[name]
+        _SPACES[key] = ([s.trace.simplified(remove_postproc=True) for s in spaces],
+                        list(gen.postprocs), dict(gen.mutator_probs), ctx)
+    return _SPACES[key]
+
+
+def tuner_choice(seed: int) -> tuple[random.Random, str, str]:
+    """The random stream, workload and target of tuner case ``seed``."""
+    rng = random.Random(seed)
+    name = rng.choice(TUNER_NAMES)
+    targets = ALL_WORKLOADS[name].targets
+    target = targets[rng.randrange(len(targets))] if len(targets) > 1 else targets[0]
+    return rng, name, target
 
 
 def _tuner_case(seed: int) -> dict[str, Any]:
     from workbench.meta_schedule.search_strategy.base import TraceApplier
     from workbench.tir.schedule.handles import RandomEngine
-    rng = random.Random(seed)
-    name = rng.choice(NAMES)
-    traces, postprocs, mutators, _ = design_spaces(name)
+    rng, name, target = tuner_choice(seed)
+    traces, postprocs, mutators, _ = design_spaces(name, target)
     trace = traces[rng.randrange(len(traces))]
-    out: dict[str, Any] = {"workload": name, "accepted": 0, "refused": 0}
+    out: dict[str, Any] = {"workload": name, "target": target, "accepted": 0, "refused": 0}
     keep = False
     how = "fresh decisions"
     if rng.random() < 0.5:
@@ -167,13 +236,14 @@ def _tuner_case(seed: int) -> dict[str, Any]:
         return out
     out["accepted"] = 1
     out["how"] = how
-    return _numeric(out, sch, WORKLOADS[name], {}, [how])
+    return _numeric(out, sch, ALL_WORKLOADS[name], {}, [how], target=target, prepack=True)
 
 
 def _numeric(out: dict[str, Any], sch: Schedule, w: Workload,
-             param_maps: dict[int, list[Any]], moves: list[str]) -> dict[str, Any]:
+             param_maps: dict[int, list[Any]], moves: list[str], target: str = "llvm",
+             prepack: bool = False) -> dict[str, Any]:
     try:
-        problem = check_numeric(sch.mod, w, param_maps)
+        problem = check_numeric(sch.mod, w, param_maps, target, prepack)
     except Exception as e:  # noqa: BLE001 - a build/run exception is a finding
         out.update(outcome="error", detail=f"build/run: {type(e).__name__}: {e}"[:2000],
                    moves=moves, trace=str(sch.trace), traceback=traceback.format_exc(limit=12))

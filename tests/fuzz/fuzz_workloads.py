@@ -6,6 +6,13 @@ convolution, max and average pooling, softmax and layer norm (chains of reductio
 elementwise stages), reductions with keepdims, broadcast chains of elementwise stages, and an
 argmax (a two-value reducer). Extents are small and composite, so tiles divide some loops and
 not others (predicates). The output is always the last parameter.
+
+``LOWP_WORKLOADS`` are for *tuner* cases only: uint8 x int8 -> int32 and bfloat16 -> float32
+matmuls and an int8 conv2d (layout-free weights), shaped so that the tensorizing rules match --
+AMX and AVX-512 VNNI / BF16 micro-kernels (weights packed in the design space), the dot-product
+intrinsics where the CPU lacks them -- and tile some output loops narrower than the output, so
+that write caches are compacted. Each lists the llvm targets a case draws from: the host, and
+where the host has AMX, the host without it (the VNNI / AVX512-BF16 spaces).
 """
 from __future__ import annotations
 
@@ -24,10 +31,23 @@ class Workload:
     inputs: Callable[[np.random.Generator], list[np.ndarray]]
     reference: Callable[..., np.ndarray]
     tol: float = 1e-4
+    targets: tuple[str, ...] = ("llvm",)
 
 
 def _rand(*shape: int) -> Callable[[np.random.Generator], np.ndarray]:
     return lambda rng: rng.standard_normal(shape).astype("float32")
+
+
+def _ints(dtype: str, *shape: int) -> Callable[[np.random.Generator], np.ndarray]:
+    info = np.iinfo(dtype)
+    return lambda rng: rng.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+def _bf16(*shape: int) -> Callable[[np.random.Generator], np.ndarray]:
+    def make(rng: np.random.Generator) -> np.ndarray:
+        import ml_dtypes  # imported on first use: it takes about a second
+        return rng.uniform(-1, 1, shape).astype(ml_dtypes.bfloat16)
+    return make
 
 
 def _inputs(*makers: Callable) -> Callable[[np.random.Generator], list[np.ndarray]]:
@@ -192,4 +212,50 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("elementwise", _elementwise, _inputs(_rand(4, 6), _rand(6), _rand(4, 1)),
              lambda x, y, z: np.maximum(x * 2 + y, 0) - z),
     Workload("argmax", _argmax, _inputs(_rand(5, 6)), lambda x: x.argmax(axis=1), 0.0),
+]}
+
+
+# ---- low-precision workloads (tuner cases) -----------------------------------------------------
+
+def host_targets() -> tuple[str, ...]:
+    """``"llvm"`` and, where the host has AMX, the host's features without AMX (so the tuner's
+    space holds the AVX-512 VNNI / BF16 kernels instead of the AMX ones)."""
+    import llvmlite.binding as llvm
+    feats = [f for f, on in llvm.get_host_cpu_features().items() if on]
+    if not any(f.startswith("amx") for f in feats):
+        return ("llvm",)
+    no_amx = ",".join(f"+{f}" for f in sorted(feats) if not f.startswith("amx"))
+    return ("llvm", f"llvm -mcpu={llvm.get_host_cpu_name()} -mattr={no_amx}")
+
+
+def _matmul_lowp(m: int, k: int, n: int, a_t: str, b_t: str, acc: str) -> Callable[[], Any]:
+    def build() -> Any:
+        a, b = te.placeholder((m, k), a_t, name="A"), te.placeholder((k, n), b_t, name="B")
+        return _func(a, b, topi.nn.matmul(a, b, out_dtype=acc))
+    return build
+
+
+def _conv_u8i8() -> Any:
+    x = te.placeholder((1, 8, 16, 64), "uint8", name="X")
+    w = te.placeholder((3, 3, 64, 32), "int8", name="W")
+    return _func(x, w, topi.nn.conv2d_nhwc(x, w, 1, 1, 1, out_dtype="int32"))
+
+
+def _exact_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a.astype("int64") @ b.astype("int64")
+
+
+def _f64_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a.astype("float64") @ b.astype("float64")
+
+
+LOWP_WORKLOADS: dict[str, Workload] = {w.name: w for w in [
+    Workload("matmul_u8i8", _matmul_lowp(32, 128, 128, "uint8", "int8", "int32"),
+             _inputs(_ints("uint8", 32, 128), _ints("int8", 128, 128)), _exact_matmul, 0.0,
+             host_targets()),
+    Workload("matmul_bf16", _matmul_lowp(32, 64, 128, "bfloat16", "bfloat16", "float32"),
+             _inputs(_bf16(32, 64), _bf16(64, 128)), _f64_matmul, 1e-3, host_targets()),
+    Workload("conv2d_nhwc_u8i8", _conv_u8i8,
+             _inputs(_ints("uint8", 1, 8, 16, 64), _ints("int8", 3, 3, 64, 32)),
+             lambda x, w: conv2d_nhwc_ref(x, w, 1, 1), 0.0, host_targets()),
 ]}

@@ -30,6 +30,24 @@ def test_fixed_seed_slice_has_no_wrong_results_and_no_crashes():
     assert tally.calls_accepted > 100 and tally.calls_refused > 50, tally.summary()
 
 
+def test_low_precision_tuner_samples_are_exact_and_stay_in_bounds():
+    """Tuner cases on the int8 / bf16 workloads (AMX, VNNI and BF16 micro-kernels on weights
+    packed in the design space), built as the tuner's builder builds them and run between
+    guard bytes in a worker process: bench_peak's int8 matmul had candidates that crashed the
+    runner's workers (AMX tile stores into a compacted write cache with the uncompacted row
+    stride); here they crashed the worker or computed garbage."""
+    import fuzz_cases
+    from fuzz_workloads import LOWP_WORKLOADS
+    seeds = [s for s in range(1, 200) if fuzz_cases.tuner_choice(s)[1] in LOWP_WORKLOADS][:10]
+    assert len(seeds) == 10
+    results = list(run_cases([("tuner", s) for s in seeds], jobs=1, case_timeout=300, nice=0))
+    failures = [f"tuner:{r['seed']} {fuzz_cases.tuner_choice(r['seed'])[1]} {r['outcome']}: "
+                f"{r.get('detail', '')[:300]}" for r in results if r["outcome"] in FAILURES]
+    assert not failures, "\n".join(failures)
+    assert sum(r["outcome"] == "ok" for r in results) >= 7
+    assert {r["workload"] for r in results if "workload" in r} == set(LOWP_WORKLOADS)
+
+
 def test_one_case_runs_in_process_and_reports_its_counts():
     """``--case kind:seed`` (the reproducer of a finding) runs one case and prints it."""
     proc = subprocess.run([sys.executable, str(HERE / "sched_fuzz.py"), "--case", "random:3"],
