@@ -12,15 +12,19 @@ __all__ = ["ExtractedTask"]
 class ExtractedTask:
     """``task_name``; the high-level ``mod``; the ``target``; the low-level modules it may
     dispatch to (``dispatched``, the first is tuned); and its ``weight`` (how many call sites
-    share it)."""
+    share it). Beyond TVM, ``layers`` names the model layers of each call site, for an
+    imported model (``["layer1.0.conv1 + bn1 + relu", "layer1.1.conv1 + bn1 + relu"]``;
+    empty when the calls have no recorded source)."""
 
     def __init__(self, task_name: str, mod: IRModule, target: Target | str,
-                 dispatched: Sequence[IRModule], weight: int) -> None:
+                 dispatched: Sequence[IRModule], weight: int,
+                 layers: Sequence[str] = ()) -> None:
         self.task_name = task_name
         self.mod = mod
         self.target = target if isinstance(target, Target) else Target(target)
         self.dispatched = list(dispatched)
         self.weight = int(weight)
+        self.layers = list(layers)
 
     def __repr__(self) -> str:
         return f"ExtractedTask({self.task_name!r}, weight={self.weight})"

@@ -7,7 +7,8 @@ section 12).
   ``weight`` is the number of call sites of equal kernels and its name is the first kernel's
   name (``fused_matmul_add_relu``, ...). Tasks are in order of first call.
 - :func:`tune_relax` tunes the extracted tasks with ``tune_tasks`` (weights from the call
-  counts) and returns the database; ``dashboard=True`` shows all the model's tasks at once.
+  counts) and returns the database; ``dashboard=True`` shows all the model's tasks at once,
+  with the model layers each task runs for (``ExtractedTask.layers``, for imported models).
 - :func:`compile_relax` builds the model with ``relax.build(..., database=db)``: the pass
   :class:`MetaScheduleApplyDatabase` swaps each fused kernel for the database's best schedule
   of it (trace replayed, postprocs included) before lowering to the VM.
@@ -64,23 +65,26 @@ def _fuse(mod: IRModule, target: Any) -> IRModule:
     return mod
 
 
-def _call_sites(mod: IRModule) -> list[str]:
-    """The PrimFunc names of every ``call_tir`` in the Relax functions, in program order."""
+def _call_sites(mod: IRModule) -> list[tuple[str, str]]:
+    """``(PrimFunc name, layer label)`` of every ``call_tir`` in the Relax functions, in
+    program order; the label is ``""`` for a call without a source span."""
+    from workbench.relax.call_origins import origin_of
     from workbench.relax.expr import Function
     from workbench.relax.expr_functor import ExprVisitor
     from workbench.relax.op.base import is_call_tir
-    names: list[str] = []
+    sites: list[tuple[str, str]] = []
 
     class _Visitor(ExprVisitor):
         def visit_Call_(self, c: Any) -> None:
             if is_call_tir(c):
-                names.append(c.args[0].name_hint)
+                layer = origin_of(c.span).layer if c.span is not None else ""
+                sites.append((c.args[0].name_hint, layer))
             super().visit_Call_(c)
 
     for _, func in list(mod.items()):
         if isinstance(func, Function):
             _Visitor().visit_expr(func)
-    return names
+    return sites
 
 
 def extract_tasks(mod: Any, target: str | Target, params: Mapping[str, Any] | None = None,
@@ -93,7 +97,7 @@ def extract_tasks(mod: Any, target: str | Target, params: Mapping[str, Any] | No
     equality = ModuleEquality(module_equality)
     buckets: dict[int, list[ExtractedTask]] = {}
     tasks: list[ExtractedTask] = []
-    for name in _call_sites(fused):
+    for name, layer in _call_sites(fused):
         func = fused[name]
         if not isinstance(func, PrimFunc):
             continue
@@ -107,6 +111,8 @@ def extract_tasks(mod: Any, target: str | Target, params: Mapping[str, Any] | No
             task = ExtractedTask(name, task_mod, target, [task_mod], 1)
             buckets.setdefault(shash, []).append(task)
             tasks.append(task)
+        if layer:
+            task.layers.append(layer)
     return tasks
 
 
@@ -149,7 +155,7 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
     ``op_names`` keeps only tasks whose name contains one of the given strings (TVM).
     Kernels with symbolic shapes are skipped with a warning. ``runner="rpc"`` /
     ``builder="dask"`` with ``rpc_config`` as in :func:`tune_tasks`. ``dashboard`` as in
-    :func:`tune_tasks` (one row per task)."""
+    :func:`tune_tasks` (one row per task, with its layers)."""
     if not isinstance(target, Target):
         target = Target(target)
     tasks = extract_tasks(mod, target, params, module_equality=module_equality)
@@ -164,6 +170,8 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
         raise ValueError("tune_relax: no tunable task (all kernels filtered out or symbolic)")
     contexts, weights = extracted_tasks_to_tune_contexts(
         static, work_dir, space, strategy, num_threads=num_tuning_cores, seed=seed)
+    if dashboard:
+        dashboard = _dashboard_with_layers(dashboard, static)
     return tune_tasks(tasks=contexts, task_weights=weights, work_dir=work_dir,
                       max_trials_global=max_trials_global,
                       max_trials_per_task=max_trials_per_task,
@@ -172,6 +180,18 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
                       measure_callbacks=measure_callbacks, task_scheduler=task_scheduler,
                       module_equality=module_equality, dashboard=dashboard,
                       rpc_config=rpc_config)
+
+
+def _dashboard_with_layers(dashboard: Any, tasks: Sequence[ExtractedTask]) -> Any:
+    """The dashboard ``tune_tasks`` will attach, told which layers each task runs for. The
+    widgets layer is imported only because a dashboard was asked for."""
+    layers = {t.task_name: t.layers for t in tasks if t.layers}
+    if not layers:
+        return dashboard
+    from workbench.widgets.tuning_dashboard import as_dashboard
+    dashboard = as_dashboard(dashboard)
+    dashboard.set_task_layers(layers)
+    return dashboard
 
 
 def compile_relax(database: Database, mod: Any, target: str | Target,

@@ -27,13 +27,16 @@ legalized and raises a ``ValueError`` naming it.
 
 Source locations: ``exe.call_sources`` maps ``(function name, instruction index in it)`` of
 every Call instruction whose Relax call had a ``span`` (a kernel call of an imported model)
-to that :class:`~workbench.relax.span.Span` (not saved with the Executable).
+to that :class:`~workbench.relax.span.Span` (not saved with the Executable);
+``exe.call_origins`` holds the same as plain text (``CallOrigin``: layer, module, op type),
+which the VM's profiler and stepper show and the Executable saves.
 """
 from __future__ import annotations
 
 from typing import Any, Callable
 
 from workbench.ir.module import GlobalVar, IRModule
+from workbench.relax.call_origins import call_origins
 from workbench.relax.expr import (
     Binding, Call, Constant, ExternFunc, Function, If, MatchCast, Op, PrimValue, SeqExpr,
     ShapeExpr, StringImm, Tuple, TupleGetItem, Var,
@@ -310,6 +313,7 @@ def vm_codegen(mod: IRModule) -> tuple[Executable, IRModule]:
     lib = IRModule({name: f for name, f in mod.items() if isinstance(f, PrimFunc)})
     exe = ib.get()
     exe.call_sources = call_sources
+    exe.call_origins = call_origins(call_sources)
     return exe, lib
 
 

@@ -31,9 +31,9 @@ PREVIEW = 6
 # NaNs say nothing about the program, so they are not counted as non-finite values.
 ALLOCATORS = ("vm.builtin.alloc_storage", "vm.builtin.alloc_tensor")
 
-FRAME_COLUMNS = ["call", "symbol", "function", "index", "pc", "depth", "status", "arg_shapes",
-                 "arg_dtypes", "out_shape", "out_dtype", "out_min", "out_max", "out_mean",
-                 "nan", "inf", "duration_us", "completed"]
+FRAME_COLUMNS = ["call", "symbol", "layer", "function", "index", "pc", "depth", "status",
+                 "arg_shapes", "arg_dtypes", "out_shape", "out_dtype", "out_min", "out_max",
+                 "out_mean", "nan", "inf", "duration_us", "completed"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +130,9 @@ class CallRecord:
     ``status``: "pending" (paused before it), "running", "done", "skipped", "error" (the run
     raised while it was open) or "stopped"; ``duration``: seconds from just before the call
     to just after it (nested VM functions include their instrument work); ``completed``:
-    order of the after-events (inner calls complete before the outer one).
+    order of the after-events (inner calls complete before the outer one); ``layer``: the
+    model layers the call implements (``"layer1.0.conv1 + bn1 + relu"``; the executable's
+    call origin, ``""`` when it has none).
     """
 
     index: int
@@ -139,6 +141,7 @@ class CallRecord:
     depth: int
     args: tuple[ValueInfo, ...]
     status: str = "running"
+    layer: str = ""
     args_after: tuple[ValueInfo, ...] | None = None
     result: ValueInfo | None = None
     output: ValueInfo | None = None
@@ -185,7 +188,7 @@ def _row(rec: CallRecord) -> dict[str, Any]:
     out = rec.output
     site = rec.site
     return {
-        "call": rec.index, "symbol": rec.symbol,
+        "call": rec.index, "symbol": rec.symbol, "layer": rec.layer,
         "function": site.function if site is not None else None,
         "index": site.index if site is not None else None,
         "pc": site.pc if site is not None else None,

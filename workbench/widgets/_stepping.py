@@ -12,7 +12,8 @@ Contracts:
 - Commands are non-blocking: they hand the worker what to do and return. ``wait_paused``
   blocks until the worker pauses again or the run ends (and listeners were told).
 - Pausing happens only *before* a call. ``continue_`` and ``run_to`` stop at breakpoints
-  (symbols, ``fnmatch`` patterns such as ``"fused_*"``) unless told to ignore them.
+  (symbols, ``fnmatch`` patterns such as ``"fused_*"``; for an imported model also layers,
+  ``"layer2.*"``, matched against the call's origin) unless told to ignore them.
 - ``skip`` answers ``SKIP_RUN`` for the pending call: it does not run, its destination
   register gets None, and destination-passing outputs keep whatever their memory held.
 - ``stop`` (and ``close``) ends a run *by aborting it*: the next instrument event raises a
@@ -97,6 +98,8 @@ class Stepper:
             raise TypeError(f"Stepper: func_name must be a str, got {type(func_name).__name__}")
         self.vm, self.func_name, self.args = vm, func_name, args
         self._func = vm[func_name]   # an unknown name fails here, in the caller's thread
+        exe = getattr(vm, "executable", None)
+        self._origins = getattr(exe, "call_origins", {})   # (function, index) -> CallOrigin
         self.listener = listener
         self._cond = threading.Condition()
         self._breakpoints: frozenset[str] = frozenset()
@@ -258,12 +261,14 @@ class Stepper:
         if self._stop_requested:
             raise _Stopped
         site = getattr(self.vm, "instrument_position", None)
+        origin = self._origins.get((site.function, site.index)) if site is not None else None
         record = CallRecord(index=len(self.history), symbol=symbol, site=site,
-                            depth=len(self._open), args=tuple(describe(a) for a in args))
+                            depth=len(self._open), args=tuple(describe(a) for a in args),
+                            layer=origin.layer if origin is not None else "")
         with self._cond:
             self.history.append(record)
         action = _NO_OP
-        if self._should_pause(symbol):
+        if self._should_pause(symbol, record.layer):
             action = self._pause(record, args)
         if action == _SKIP_RUN:
             record.status = "skipped"
@@ -283,15 +288,21 @@ class Stepper:
             self._completed += 1
         self._notify("call")
 
-    def _should_pause(self, symbol: str) -> bool:
+    def _should_pause(self, symbol: str, layer: str = "") -> bool:
+        # A target or breakpoint names a symbol or, for an imported model, a layer
+        # ("layer1.0.conv1*"), as a name or fnmatch pattern.
+        def hit(pattern: str) -> bool:
+            return fnmatch.fnmatchcase(symbol, pattern) or (
+                bool(layer) and fnmatch.fnmatchcase(layer, pattern))
+
         mode = self._mode
         if mode.kind == "step" or self._pause_requested:
             return True
-        if mode.kind == "run_to" and fnmatch.fnmatchcase(symbol, mode.target):
+        if mode.kind == "run_to" and hit(mode.target):
             return True
         if mode.ignore_breakpoints:
             return False
-        return any(fnmatch.fnmatchcase(symbol, bp) for bp in self._breakpoints)
+        return any(hit(bp) for bp in self._breakpoints)
 
     def _pause(self, record: CallRecord, args: tuple) -> int:
         """Block until a command arrives; apply it; return the instrument's answer."""

@@ -2,9 +2,13 @@
 
 Tabs: the call table (sort, aggregate toggle, name filter), time by operator (bar), share of
 time (pie), a timeline of the calls per device, and, when a ``baseline`` Report is given, the
-diff "baseline -> report" (speed-up per call, titled with both runs' names). Every control change recomputes the current rows once and updates each
-view in one message (``hold_sync`` / ``batch_update``), so it also works from code, without a
-browser: set ``view.filter_text.value`` and read ``view.frame`` or the figures' trace data.
+diff "baseline -> report" (speed-up per call, titled with both runs' names). A report of an
+imported model (calls with ``Layer`` / ``Op Type`` metrics) also gets a "Group by" choice
+(layer, op type or kernel name; layers down to a module depth) that the charts, a "Groups"
+table and the diff follow. Every control change recomputes the current rows once and updates
+each view in one message (``hold_sync`` / ``batch_update``), so it also works from code,
+without a browser: set ``view.filter_text.value`` and read ``view.frame`` or the figures'
+trace data.
 """
 from __future__ import annotations
 
@@ -17,10 +21,15 @@ import plotly.graph_objects as go
 
 from workbench.runtime.profiling import Report
 from workbench.runtime.profiling.frames import FIXED_COLUMNS
-from workbench.runtime.profiling.metrics import DURATION, NAME
+from workbench.runtime.profiling.metrics import DURATION, LAYER, NAME, OP_TYPE
 from workbench.runtime.profiling.timeline import call_spans, has_timestamps
 
 ORIGINAL_ORDER = "(original order)"
+#: "Group by" choices: label -> Report.group_by's ``by``.
+GROUPINGS = {"Layer": "layer", "Op Type": "op_type", "Name": "name"}
+FULL_DEPTH = "full"
+_CHART_TITLES = {"Layer": "Time by layer", "Op Type": "Time by op type",
+                 "Name": "Time by operator"}
 _FLOAT_FORMAT = "{:.2f}".format
 _PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2",
             "#ff9da6", "#9d755d", "#bab0ac")
@@ -32,8 +41,14 @@ def _frame_html(frame: pd.DataFrame) -> str:
 
 
 def _name_mask(frame: pd.DataFrame, text: str) -> pd.Series:
-    # A plain case-insensitive substring: users type part of a kernel name.
-    return frame[NAME].astype(str).str.contains(text.strip(), case=False, regex=False)
+    # A plain case-insensitive substring: users type part of a kernel name, or of a layer or
+    # op type when the report has them.
+    mask = pd.Series(False, index=frame.index)
+    for column in (NAME, LAYER, OP_TYPE):
+        if column in frame.columns:
+            mask |= frame[column].astype(str).str.contains(text.strip(), case=False,
+                                                           regex=False)
+    return mask
 
 
 class ReportView(widgets.VBox):
@@ -46,6 +61,11 @@ class ReportView(widgets.VBox):
     ``name`` / ``baseline_name`` label the two runs in titles and table headers. (The former
     ``other=`` argument read both ways and is refused with a message saying what to write.)
     ``top_k`` bounds the bar and share charts (the rest is summed as "other").
+    A report whose calls know their model layers (``Layer`` metrics, see
+    ``Report.group_by``) gets ``group_dropdown`` ("Layer", "Op Type", "Name"; "Layer" first)
+    and ``depth_dropdown`` ("full" or a module depth): the bar and share charts, the
+    "Groups" tab (``groups_frame``, ``groups_html``) and the diff (matched by group) follow
+    them; other reports chart kernel names, as before.
     State for code and tests: ``frame`` (rows shown), ``diff_frame``, and the widgets
     ``aggregate_toggle``, ``sort_dropdown``, ``ascending_check``, ``filter_text``,
     ``table_html``, ``bar_figure``, ``share_figure``, ``timeline_figure``, ``diff_figure``,
@@ -78,6 +98,8 @@ class ReportView(widgets.VBox):
         self._frames = {flag: report.to_dataframe(aggregate=flag) for flag in (True, False)}
         self.frame: pd.DataFrame = self._frames[True]
         self.diff_frame: pd.DataFrame | None = None
+        self.has_layers = LAYER in self._frames[False].columns
+        self.groups_frame: pd.DataFrame | None = None
 
         self.aggregate_toggle = widgets.ToggleButton(
             value=True, description="Aggregate", tooltip="one row per name, shapes and device")
@@ -86,11 +108,19 @@ class ReportView(widgets.VBox):
         self.ascending_check = widgets.Checkbox(value=False, description="Ascending")
         self.filter_text = widgets.Text(value="", placeholder="part of a name",
                                         description="Filter")
+        self.group_dropdown = widgets.Dropdown(
+            options=list(GROUPINGS), value="Layer" if self.has_layers else "Name",
+            description="Group by")
+        self.depth_dropdown = widgets.Dropdown(
+            options=[FULL_DEPTH, 1, 2, 3, 4], value=FULL_DEPTH, description="Depth",
+            tooltip="layers grouped by module path cut to this many parts")
+        self.groups_html = widgets.HTML()
         self.table_html = widgets.HTML()
         self.summary_html = widgets.HTML()
         self.bar_figure = go.FigureWidget(
             data=[go.Bar(x=[], y=[], orientation="h", name=DURATION)],
-            layout=dict(title=dict(text="Time by operator"), xaxis_title=DURATION,
+            layout=dict(title=dict(text=_CHART_TITLES[self.group_dropdown.value]),
+                        xaxis_title=DURATION,
                         yaxis=dict(autorange="reversed"), height=360, margin=dict(l=160)))
         self.share_figure = go.FigureWidget(
             data=[go.Pie(labels=[], values=[], hole=0.4, sort=False)],
@@ -114,15 +144,19 @@ class ReportView(widgets.VBox):
         pages = {"Table": widgets.VBox([self.summary_html, self.table_html]),
                  "Time by operator": self.bar_figure, "Share": self.share_figure,
                  "Timeline": self.timeline_figure}
+        if self.has_layers:
+            pages["Groups"] = self.groups_html
         if baseline is not None:
             pages[f"Diff: {b} -> {n}"] = widgets.VBox(
                 [self.diff_summary_html, self.diff_figure, self.diff_html])
         self.tabs = widgets.Tab(children=list(pages.values()), titles=list(pages))
-        controls = widgets.HBox([self.aggregate_toggle, self.sort_dropdown,
-                                 self.ascending_check, self.filter_text])
-        super().__init__([controls, self.tabs], **kwargs)
+        controls = [widgets.HBox([self.aggregate_toggle, self.sort_dropdown,
+                                  self.ascending_check, self.filter_text])]
+        if self.has_layers:
+            controls.append(widgets.HBox([self.group_dropdown, self.depth_dropdown]))
+        super().__init__([*controls, self.tabs], **kwargs)
         for control in (self.aggregate_toggle, self.sort_dropdown, self.ascending_check,
-                        self.filter_text):
+                        self.filter_text, self.group_dropdown, self.depth_dropdown):
             control.observe(self._on_change, names="value")
         self.refresh()
 
@@ -173,18 +207,44 @@ class ReportView(widgets.VBox):
 
     # ---- charts ---------------------------------------------------------------------------------
 
+    def _grouping(self) -> tuple[str, int | None]:
+        """Report.group_by's (by, depth) for the current controls."""
+        by = GROUPINGS[self.group_dropdown.value]
+        depth = self.depth_dropdown.value
+        return by, (None if by != "layer" or depth == FULL_DEPTH else int(depth))
+
+    def _current_groups(self) -> pd.DataFrame:
+        by, depth = self._grouping()
+        groups = self.report.group_by(by, depth=depth)
+        text = self.filter_text.value.strip()
+        if text:
+            # A group is shown when its own label or one of its kernels matches.
+            mask = (groups.iloc[:, 0].astype(str).str.contains(text, case=False, regex=False)
+                    | groups["Kernels"].str.contains(text, case=False, regex=False))
+            groups = groups[mask].reset_index(drop=True)
+        return groups
+
     def _time_by_name(self) -> pd.Series:
-        by_name = (self.frame.groupby(NAME, sort=False)[DURATION].sum()
-                   .sort_values(ascending=False, kind="stable"))
+        if self.has_layers:
+            groups = self.groups_frame
+            by_name = pd.Series(groups[DURATION].to_numpy(),
+                                index=groups.iloc[:, 0].astype(str).to_numpy())
+        else:
+            by_name = (self.frame.groupby(NAME, sort=False)[DURATION].sum()
+                       .sort_values(ascending=False, kind="stable"))
         if len(by_name) > self.top_k:
             head = by_name.iloc[:self.top_k]
             by_name = pd.concat([head, pd.Series({"other": by_name.iloc[self.top_k:].sum()})])
         return by_name
 
     def _update_bar_and_share(self) -> None:
+        if self.has_layers:
+            self.groups_frame = self._current_groups()
+            self.groups_html.value = _frame_html(self.groups_frame)
         by_name = self._time_by_name()
         names, values = [str(n) for n in by_name.index], [float(v) for v in by_name.values]
         with self.bar_figure.batch_update():
+            self.bar_figure.layout.title.text = _CHART_TITLES[self.group_dropdown.value]
             self.bar_figure.data[0].x = values
             self.bar_figure.data[0].y = names
         with self.share_figure.batch_update():
@@ -193,28 +253,46 @@ class ReportView(widgets.VBox):
 
     def _update_timeline(self) -> None:
         text = self.filter_text.value.strip().lower()
-        spans = [s for s in call_spans(self.report) if text in s.name.lower()]
+        spans = [s for s in call_spans(self.report)
+                 if text in s.name.lower() or text in str(s.metrics.get(LAYER, "")).lower()]
         colours = {}
         for s in spans:
             colours.setdefault(s.name, _PALETTE[len(colours) % len(_PALETTE)])
+
+        def hover(s: Any) -> str:
+            layer = s.metrics.get(LAYER)
+            where = f" ({layer})" if layer else ""
+            return f"{s.name}{where}: {s.duration:.2f} us at {s.start:.2f} us"
+
         with self.timeline_figure.batch_update():
             bar = self.timeline_figure.data[0]
             bar.x = [s.duration for s in spans]
             bar.base = [s.start for s in spans]
             bar.y = [s.device for s in spans]
-            bar.hovertext = [f"{s.name}: {s.duration:.2f} us at {s.start:.2f} us" for s in spans]
+            bar.hovertext = [hover(s) for s in spans]
             bar.marker.color = [colours[s.name] for s in spans]
 
     def _update_diff(self) -> None:
         b, n = self.baseline_name, self.name
-        diff = self.baseline.diff(self.report, aggregate=self.aggregate_toggle.value,
-                                  baseline_name=b, name=n)
+        by, depth = self._grouping()
+        if self.has_layers and by != "name":
+            # Matched by layer / op type: a tuned build may rename kernels or re-lay out
+            # weights, the layers stay.
+            diff = self.baseline.diff(self.report, baseline_name=b, name=n, by=by, depth=depth)
+        else:
+            diff = self.baseline.diff(self.report, aggregate=self.aggregate_toggle.value,
+                                      baseline_name=b, name=n)
         headline = diff.attrs["title"]
         if self.filter_text.value.strip():
             diff = diff[_name_mask(diff, self.filter_text.value)].reset_index(drop=True)
         self.diff_frame = diff
-        labels = [f"{c} #{o}" if not self.aggregate_toggle.value else str(c)
-                  for c, o in zip(diff[NAME], diff["Occurrence"])]
+        if "Occurrence" not in diff.columns:
+            labels = [str(c) for c in diff.iloc[:, 0]]
+        elif self.aggregate_toggle.value:
+            labels = [str(c) for c in diff[NAME]]
+        else:
+            names = diff[LAYER] if LAYER in diff.columns else diff[NAME]
+            labels = [f"{c} #{o}" for c, o in zip(names, diff["Occurrence"])]
         known = diff["Speedup"].notna()
         colours = ["#54a24b" if c == "faster" else "#e45756" if c == "slower" else "#bab0ac"
                    for c in diff["Change"][known]]

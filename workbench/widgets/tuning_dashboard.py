@@ -74,8 +74,8 @@ except ImportError:  # pragma: no cover - only while meta_schedule is incomplete
     def derived_object(cls):  # type: ignore[no-redef]
         return cls
 
-__all__ = ["TuningDashboard", "attach_dashboard", "DashboardAttachment", "in_notebook",
-           "handle_on_frontend_subshell"]
+__all__ = ["TuningDashboard", "attach_dashboard", "as_dashboard", "DashboardAttachment",
+           "in_notebook", "handle_on_frontend_subshell"]
 
 _PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2",
             "#ff9da6", "#9d755d", "#bab0ac")
@@ -207,6 +207,13 @@ class TuningDashboard(PyMeasureCallback):
         A dashboard shows one run: make a new one for the next run."""
         self.progress.set_budget(max_trials_global, max_trials_per_task)
         self.progress.restart_clock()
+        if self.mode == "widget":
+            self.throttle.request()
+
+    def set_task_layers(self, layers: Any) -> None:
+        """``{task name: [layer label per call site]}``: the task table gets a ``Layers``
+        column (``tune_relax`` passes its tasks' ``ExtractedTask.layers``)."""
+        self.progress.set_task_layers(layers)
         if self.mode == "widget":
             self.throttle.request()
 
@@ -479,6 +486,22 @@ def _as_callback_list(measure_callbacks: Any) -> list:
     return [measure_callbacks]
 
 
+def as_dashboard(dashboard: Any) -> TuningDashboard | None:
+    """The ``dashboard=`` argument of the tuning entry points as a dashboard: False/None ->
+    None, True -> a new one in "auto" mode, "widget"/"text" -> a new one in that mode, a
+    :class:`TuningDashboard` as it is."""
+    if dashboard is None or dashboard is False:
+        return None
+    if dashboard is True:
+        return TuningDashboard()
+    if isinstance(dashboard, str):
+        return TuningDashboard(dashboard)
+    if not isinstance(dashboard, TuningDashboard):
+        raise TypeError(f"dashboard must be a bool, 'widget', 'text' or a TuningDashboard, "
+                        f"got {type(dashboard).__name__}")
+    return dashboard
+
+
 def attach_dashboard(measure_callbacks: Any, dashboard: Any, *,
                      max_trials_global: int | None = None,
                      max_trials_per_task: int | None = None) -> DashboardAttachment:
@@ -492,15 +515,9 @@ def attach_dashboard(measure_callbacks: Any, dashboard: Any, *,
     twice. In a notebook a new (or not yet displayed) widget dashboard is displayed here --
     call this from the notebook's main thread.
     """
-    if dashboard is None or dashboard is False:
+    dashboard = as_dashboard(dashboard)
+    if dashboard is None:
         return DashboardAttachment(measure_callbacks, None)
-    if dashboard is True:
-        dashboard = TuningDashboard()
-    elif isinstance(dashboard, str):
-        dashboard = TuningDashboard(dashboard)
-    elif not isinstance(dashboard, TuningDashboard):
-        raise TypeError(f"dashboard must be a bool, 'widget', 'text' or a TuningDashboard, "
-                        f"got {type(dashboard).__name__}")
     callbacks = _as_callback_list(measure_callbacks)
     if not any(cb is dashboard for cb in callbacks):
         callbacks.append(dashboard)

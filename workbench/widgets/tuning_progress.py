@@ -23,10 +23,12 @@ import math
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+
+from workbench.runtime.profiling.rows import first_and_more
 
 __all__ = ["TaskStats", "Measurement", "ProgressSnapshot", "TuningProgress", "TABLE_COLUMNS",
            "WORKER_COLUMNS",
@@ -38,6 +40,8 @@ WORKER_COLUMNS = ("Worker", "Measured", "Errors", "Tasks")
 #: TVM's ``print_tuning_statistics`` columns, then ours.
 TABLE_COLUMNS = ("ID", "Name", "FLOP", "Weight", "Speed (GFLOPS)", "Latency (us)",
                  "Weighted Latency (us)", "Trials", "Done", "Errors")
+#: Inserted after "Name" when the tasks come from an imported model: the layers they run for.
+LAYERS = "Layers"
 
 
 @dataclass
@@ -53,6 +57,7 @@ class TaskStats:
     best_latency_ms: float = math.inf
     best_trial: int | None = None
     done: bool = False
+    layers: str = ""
 
     @property
     def best_gflops(self) -> float:
@@ -110,13 +115,17 @@ class ProgressSnapshot:
                    if math.isfinite(t.best_latency_ms))
 
     def table(self) -> pd.DataFrame:
-        """TVM's statistics table as numbers (NaN where TVM prints N/A) plus ``Errors``."""
+        """TVM's statistics table as numbers (NaN where TVM prints N/A) plus ``Errors``, and
+        ``Layers`` after ``Name`` when tasks know the model layers they run for."""
         rows = []
         for t in self.tasks:
             lat_us = t.best_latency_ms * 1e3 if math.isfinite(t.best_latency_ms) else math.nan
             rows.append((t.task_id, t.name, int(t.flop), t.weight, t.best_gflops, lat_us,
                          lat_us * t.weight, t.trials, "Y" if t.done else "", t.errors))
-        return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+        frame = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+        if any(t.layers for t in self.tasks):
+            frame.insert(2, LAYERS, [t.layers for t in self.tasks])
+        return frame
 
     def workers_table(self) -> pd.DataFrame:
         """Which worker measured what: one row per cluster worker (``RunnerResult.worker``)
@@ -221,6 +230,7 @@ class TuningProgress:
         self._max_global = budget
         self._max_per_task = max_trials_per_task
         self._tasks: dict[int, TaskStats] = {}
+        self._layers: dict[str, str] = {}
         self._measurements: list[Measurement] = []
         self._start = time.monotonic()
         self._end: float | None = None
@@ -243,6 +253,24 @@ class TuningProgress:
             self._start = time.monotonic()
             self._end = None
 
+    def set_task_layers(self, layers: Mapping[str, Sequence[str]]) -> None:
+        """Name the model layers each task runs for: ``{task name: [layer label per call
+        site]}`` (``relax_integration`` passes ``ExtractedTask.layers``). Shown as
+        ``"layer1.0.conv1 + bn1 + relu (+1 more)"``."""
+        if not isinstance(layers, Mapping):
+            raise TypeError(f"set_task_layers: expected a dict of task name -> layer labels, "
+                            f"got {type(layers).__name__}")
+        texts = {}
+        for name, labels in layers.items():
+            if isinstance(labels, str) or not isinstance(labels, Sequence):
+                raise TypeError(f"set_task_layers: the layers of task {name!r} must be a list "
+                                f"of str, got {labels!r}")
+            texts[str(name)] = first_and_more([str(x) for x in labels])
+        with self._lock:
+            self._layers.update(texts)
+            for stats in self._tasks.values():
+                stats.layers = self._layers.get(stats.name, stats.layers)
+
     def _budget(self) -> int | None:
         caps = []
         if self._max_global is not None:
@@ -259,8 +287,10 @@ class TuningProgress:
             for tid, record in enumerate(records):
                 stats = self._tasks.get(tid)
                 if stats is None:
+                    name = _task_name(record, tid)
                     stats = self._tasks[tid] = TaskStats(
-                        tid, _task_name(record, tid), _task_flop(record), _task_weight(record))
+                        tid, name, _task_flop(record), _task_weight(record),
+                        layers=self._layers.get(name, ""))
                 if bool(getattr(record, "is_terminated", False)):
                     stats.done = True
 

@@ -4,8 +4,9 @@
 call, and shows: the status and bytecode position (VM function, instruction index, pc), the
 pending call's arguments (shape, dtype, min/max/mean, NaN/Inf, first values), the last
 completed call's values after it ran, the bytecode around the current instruction, and the
-call history. Buttons: Step, Skip, Continue (to a breakpoint or the end), Run to <symbol>,
-Stop; breakpoints are edited as tags (symbols or fnmatch patterns).
+call history (with the model layer of each call, for an imported model). Buttons: Step, Skip,
+Continue (to a breakpoint or the end), Run to <symbol>, Stop; breakpoints are edited as tags
+(symbols, layers or fnmatch patterns).
 
 Threads (ecosystem.md 3.1-3.2): button callbacks only hand a command to the stepping core
 (:mod:`workbench.widgets._stepping`) and return, so the kernel is never blocked by a paused
@@ -84,8 +85,9 @@ def _where(rec: CallRecord) -> str:
     site = rec.site
     if site is None:
         return "position unknown"
+    layer = f" for <b>{html.escape(rec.layer)}</b>" if rec.layer else ""
     return (f"<code>{html.escape(site.function)}</code> instruction {site.index} "
-            f"(pc {site.pc})")
+            f"(pc {site.pc}){layer}")
 
 
 def _call_panel(pending: CallRecord | None, last: CallRecord | None) -> str:
@@ -105,7 +107,9 @@ def _call_panel(pending: CallRecord | None, last: CallRecord | None) -> str:
 
 
 def _history_table(records: Sequence[CallRecord], rows: int, current: int | None) -> str:
-    head = ("<tr><th>#</th><th class='l'>symbol</th><th class='l'>position</th>"
+    layers = any(r.layer for r in records)
+    layer_head = "<th class='l'>layer</th>" if layers else ""
+    head = (f"<tr><th>#</th><th class='l'>symbol</th>{layer_head}<th class='l'>position</th>"
             "<th class='l'>status</th><th class='l'>output</th><th>min</th><th>max</th>"
             "<th>mean</th><th>NaN</th><th>Inf</th><th>us</th></tr>")
     shown = records[-rows:]
@@ -114,9 +118,10 @@ def _history_table(records: Sequence[CallRecord], rows: int, current: int | None
         out = r.output
         cls = ("wb-cur" if r.index == current else "wb-bad" if r.nan + r.inf else "")
         indent = "&nbsp;&nbsp;" * r.depth
+        layer = f"<td class='l'>{html.escape(r.layer)}</td>" if layers else ""
         body.append(
             f"<tr class='{cls}'><td>{r.index}</td><td class='l'>{indent}"
-            f"{html.escape(r.symbol)}</td><td class='l'>{html.escape(r.position)}</td>"
+            f"{html.escape(r.symbol)}</td>{layer}<td class='l'>{html.escape(r.position)}</td>"
             f"<td class='l'>{r.status}</td><td class='l'>"
             f"{html.escape(out.text) if out is not None else ''}</td>"
             f"<td>{_num(out.min if out else None)}</td><td>{_num(out.max if out else None)}</td>"
@@ -185,6 +190,9 @@ class VMStepper(widgets.VBox):
         self._message = ""
         self._listings = _listings(vm)
         symbols = sorted({f.name for f in vm.executable.func_table})
+        # An imported model's layers are run-to targets too, in program order.
+        layers = list(dict.fromkeys(o.layer for o in
+                                    getattr(vm.executable, "call_origins", {}).values()))
 
         self.status_html = widgets.HTML()
         self.step_button = widgets.Button(description="Step", icon="step-forward",
@@ -193,14 +201,15 @@ class VMStepper(widgets.VBox):
                                           tooltip="do not run the pending call (SKIP_RUN)")
         self.continue_button = widgets.Button(description="Continue", icon="play",
                                               tooltip="run to a breakpoint or the end")
-        self.run_to_dropdown = widgets.Dropdown(options=symbols, description="Run to",
+        self.run_to_dropdown = widgets.Dropdown(options=symbols + layers, description="Run to",
                                                 layout=widgets.Layout(width="260px"))
         self.run_to_button = widgets.Button(description="Go", icon="fast-forward",
                                             layout=widgets.Layout(width="60px"))
         self.stop_button = widgets.Button(description="Stop", icon="stop",
                                           button_style="danger", tooltip="abort the run")
         self.breakpoints_input = widgets.TagsInput(value=breakpoints, allow_duplicates=False,
-                                                   placeholder="breakpoint: symbol or pattern")
+                                                   placeholder="breakpoint: symbol, layer or "
+                                                               "pattern")
         self.call_html = widgets.HTML()
         self.code_html = widgets.HTML(layout=widgets.Layout(min_width="360px"))
         self.history_html = widgets.HTML()
@@ -250,7 +259,8 @@ class VMStepper(widgets.VBox):
         self._command(lambda: self.core.continue_(ignore_breakpoints))
 
     def run_to(self, name: str) -> None:
-        """Run to the next call matching ``name`` (symbol or pattern) or a breakpoint."""
+        """Run to the next call matching ``name`` (symbol, layer or pattern) or a
+        breakpoint."""
         self._command(lambda: self.core.run_to(name))
 
     def pause(self) -> None:

@@ -6,10 +6,11 @@ pandas.
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from .metrics import (ARGUMENT_SHAPES, COUNT, DEVICE, DURATION, NAME, PERCENT, START, Count,
-                      Duration, MetricValue, Percent, Ratio, plain)
+from .metrics import (ARGUMENT_SHAPES, COUNT, DEVICE, DURATION, LAYER, MODULE, NAME, OP_TYPE,
+                      PERCENT, START, Count, Duration, MetricValue, Percent, Ratio, plain)
 from .rows import aggregate as aggregate_rows
 from .rows import group_key, metric_names, sort_by_duration, without
 
@@ -62,6 +63,77 @@ def to_dataframe(report: "Report", aggregate: bool = False) -> "pd.DataFrame":
     if not isinstance(aggregate, bool):
         raise TypeError(f"Report.to_dataframe: aggregate must be a bool, got {aggregate!r}")
     return rows_to_dataframe(report_rows(report, aggregate))
+
+
+# ---- grouping by source --------------------------------------------------------------------------
+
+GROUPINGS = {"name": NAME, "layer": LAYER, "op_type": OP_TYPE}
+GROUP_COLUMNS = (DURATION, PERCENT, COUNT, "Kernels")
+# A kernel's uniquifying counter ("conv2d3", "relu1"): digits after a letter, before "_" or
+# the end ("max_pool2d" keeps its "2d").
+_COUNTER = re.compile(r"(?<=[a-z])\d+(?=_|$)")
+
+
+def kernel_op_type(name: str) -> str:
+    """What a kernel without a recorded source computes, from its name:
+    ``fused_conv2d3_add1_relu2`` -> ``conv2d_add_relu``; runtime builtins stay as they are."""
+    if name.startswith("vm."):
+        return name
+    return _COUNTER.sub("", name[len("fused_"):] if name.startswith("fused_") else name)
+
+
+def _group_key(call: Mapping[str, MetricValue], by: str, depth: int | None) -> str:
+    name = str(call.get(NAME, ""))
+    if by == "name":
+        return name
+    if by == "op_type":
+        return str(call.get(OP_TYPE) or kernel_op_type(name))
+    layer = str(call.get(LAYER) or name)
+    if depth is None:
+        return layer
+    module = str(call.get(MODULE, ""))
+    parts = module.split(".") if module else []
+    # A call inside one module at that depth is counted there; one spanning several
+    # (a top-level conv + bn + relu) keeps its own layer label.
+    return ".".join(parts[:depth]) if len(parts) >= depth else layer
+
+
+def group_by(report: "Report", by: str = "layer", depth: int | None = None) -> "pd.DataFrame":
+    import pandas as pd
+
+    if by not in GROUPINGS:
+        raise ValueError(f"Report.group_by: by must be one of {sorted(GROUPINGS)}, got {by!r}")
+    if depth is not None:
+        if by != "layer":
+            raise ValueError(f"Report.group_by: depth applies to by='layer' only, got by={by!r}")
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"Report.group_by: depth must be an int >= 1 or None, "
+                             f"got {depth!r}")
+    groups: dict[str, dict[str, Any]] = {}
+    for call in report.calls:
+        duration = call.get(DURATION)
+        if not isinstance(duration, Duration):
+            continue
+        g = groups.setdefault(_group_key(call, by, depth),
+                              {"us": 0.0, "pct": 0.0, "count": 0, "kernels": {}})
+        g["us"] += duration.value
+        percent = call.get(PERCENT)
+        g["pct"] += percent.value if isinstance(percent, Percent) else 0.0
+        count = call.get(COUNT)
+        g["count"] += count.value if isinstance(count, Count) else 1
+        g["kernels"][str(call.get(NAME, ""))] = None
+    column = GROUPINGS[by]
+    frame = pd.DataFrame({
+        column: pd.Series(list(groups), dtype="object"),
+        DURATION: pd.Series([g["us"] for g in groups.values()], dtype="float64"),
+        PERCENT: pd.Series([g["pct"] for g in groups.values()], dtype="float64"),
+        COUNT: pd.Series([g["count"] for g in groups.values()], dtype="Int64"),
+        "Kernels": pd.Series([", ".join(g["kernels"]) for g in groups.values()],
+                             dtype="object"),
+    })
+    frame = frame.sort_values(DURATION, ascending=False, kind="stable").reset_index(drop=True)
+    frame.attrs["by"], frame.attrs["depth"] = by, depth
+    return frame
 
 
 # ---- diff -------------------------------------------------------------------------------------
@@ -126,10 +198,31 @@ def speedup_phrase(speedup: float) -> str:
     return "the same speed"
 
 
-def diff(base: "Report", new: "Report", aggregate: bool = False, threshold: float = 0.05,
-         baseline_name: str = "Baseline", name: str = "New") -> "pd.DataFrame":
+def _grouped_diff(base: "Report", new: "Report", by: str, depth: int | None, threshold: float,
+                  baseline_name: str, name: str) -> "pd.DataFrame":
+    # Groups match by their key alone: a tuned build may rename a kernel or re-lay out its
+    # weights (other argument shapes), but the layer it implements stays the same.
     import pandas as pd
 
+    column = GROUPINGS[by]
+    before = group_by(base, by, depth).set_index(column)[DURATION]
+    after = group_by(new, by, depth).set_index(column)[DURATION]
+    records = []
+    for key in [*before.index, *(k for k in after.index if k not in before.index)]:
+        b = float(before.get(key, math.nan))
+        n = float(after.get(key, math.nan))
+        speedup, change = _change(b, n, threshold)
+        records.append((key, b, n, n - b, speedup, change))
+    columns = [column, f"{baseline_name} (us)", f"{name} (us)", "Delta (us)", "Speedup",
+               "Change"]
+    frame = pd.DataFrame.from_records(records, columns=columns)
+    return frame.astype({columns[1]: "float64", columns[2]: "float64",
+                         "Delta (us)": "float64", "Speedup": "float64"})
+
+
+def diff(base: "Report", new: "Report", aggregate: bool = False, threshold: float = 0.05,
+         baseline_name: str = "Baseline", name: str = "New", by: str | None = None,
+         depth: int | None = None) -> "pd.DataFrame":
     from .report import Report
 
     if not isinstance(new, Report):
@@ -140,9 +233,34 @@ def diff(base: "Report", new: "Report", aggregate: bool = False, threshold: floa
     name = _check_name("name", name)
     if baseline_name == name:
         raise ValueError(f"Report.diff: the two runs need different names, both are {name!r}")
+    if by is not None:
+        frame = _grouped_diff(base, new, by, depth, threshold, baseline_name, name)
+        columns = tuple(frame.columns)
+        base_col, new_col = columns[1], columns[2]
+    else:
+        if depth is not None:
+            raise ValueError("Report.diff: depth needs by='layer'")
+        frame = _call_diff(base, new, aggregate, threshold, baseline_name, name)
+        columns = diff_columns(baseline_name, name)
+        base_col, new_col = columns[4], columns[5]
+    both = frame[base_col].notna() & frame[new_col].notna()
+    total_base = float(frame[base_col][both].sum())
+    total_new = float(frame[new_col][both].sum())
+    total = total_base / total_new if total_new > 0 else math.nan
+    # Who is compared with whom travels with the frame (pandas keeps attrs on copies).
+    frame.attrs.update({"baseline_name": baseline_name, "name": name, "speedup": total,
+                        "title": f"{baseline_name} -> {name}: {speedup_phrase(total)}"})
+    return frame
+
+
+def _call_diff(base: "Report", new: "Report", aggregate: bool, threshold: float,
+               baseline_name: str, name: str) -> "pd.DataFrame":
+    import pandas as pd
+
     base_rows = _keyed(report_rows(base, aggregate))
     new_rows = _keyed(report_rows(new, aggregate))
     records = []
+    layers = []
     for key in [*base_rows, *(k for k in new_rows if k not in base_rows)]:
         b, n = _duration(base_rows.get(key)), _duration(new_rows.get(key))
         speedup, change = _change(b, n, threshold)
@@ -151,15 +269,10 @@ def diff(base: "Report", new: "Report", aggregate: bool = False, threshold: floa
         if isinstance(row.get(NAME), str):
             call_name = row[NAME]  # the group key may be a Hash; show the name
         records.append((call_name, key[1], key[2], key[3], b, n, n - b, speedup, change))
+        layers.append(str(row.get(LAYER, "")))
     columns = diff_columns(baseline_name, name)
     frame = pd.DataFrame.from_records(records, columns=list(columns))
-    frame = frame.astype({"Occurrence": "int64", columns[4]: "float64", columns[5]: "float64",
-                          "Delta (us)": "float64", "Speedup": "float64"})
-    both = frame[columns[4]].notna() & frame[columns[5]].notna()
-    total_base = float(frame[columns[4]][both].sum())
-    total_new = float(frame[columns[5]][both].sum())
-    total = total_base / total_new if total_new > 0 else math.nan
-    # Who is compared with whom travels with the frame (pandas keeps attrs on copies).
-    frame.attrs.update({"baseline_name": baseline_name, "name": name, "speedup": total,
-                        "title": f"{baseline_name} -> {name}: {speedup_phrase(total)}"})
-    return frame
+    if any(layers):  # calls of an imported model: say which layer each row is
+        frame[LAYER] = pd.Series(layers, dtype="object")
+    return frame.astype({"Occurrence": "int64", columns[4]: "float64", columns[5]: "float64",
+                         "Delta (us)": "float64", "Speedup": "float64"})

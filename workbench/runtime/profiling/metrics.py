@@ -26,6 +26,14 @@ HASH = "Hash"
 # Start of a call in microseconds since the profiling run began. Stored as an ordinary Duration
 # metric so that TVM's reader accepts our JSON; the text table leaves it out (see formats).
 START = "Start (us)"
+# Where a call came from in the user's model (beyond TVM; string metrics the Relax VM adds to
+# calls of executables that know their calls' sources, see relax_vm.CallOrigin):
+# LAYER names the model layers a kernel implements ("layer1.0.conv1 + bn1 + relu", or ONNX
+# node names), MODULE is their innermost common module path ("layer1.0"; "" when none) and
+# OP_TYPE the model operations ("convolution + batch_norm + relu", "Conv + Relu").
+LAYER = "Layer"
+MODULE = "Module"
+OP_TYPE = "Op Type"
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 

@@ -138,8 +138,24 @@ class Report:
         from .frames import to_dataframe
         return to_dataframe(self, aggregate=aggregate)
 
+    def group_by(self, by: str = "layer", depth: int | None = None):
+        """Time per model layer (``by="layer"``), per operation type (``"op_type"``) or per
+        kernel (``"name"``), as a DataFrame sorted by descending time: the group, ``Duration
+        (us)``, ``Percent`` and ``Count`` summed over its calls, and its ``Kernels``.
+
+        Calls of an imported model carry ``Layer`` / ``Op Type`` metrics (the VM adds them
+        from the executable's call origins); other calls fall back to the kernel name (for
+        op types: the name without ``fused_`` and its counters, ``conv2d_add_relu``).
+        ``depth`` (layers only) groups by module path cut to that many parts
+        (``depth=1``: ``layer1``, ``layer2``, ...); a call spanning several modules at that
+        depth keeps its own layer label.
+        """
+        from .frames import group_by
+        return group_by(self, by=by, depth=depth)
+
     def diff(self, other: "Report", aggregate: bool = False, threshold: float = 0.05, *,
-             baseline_name: str = "Baseline", name: str = "New"):
+             baseline_name: str = "Baseline", name: str = "New", by: str | None = None,
+             depth: int | None = None):
         """How ``other`` (the new run) compares with this report (the baseline), call by call:
         ``naive.diff(tiled, baseline_name="naive", name="tiled")``.
 
@@ -150,11 +166,18 @@ class Report:
         "added", "removed"} (from ``other``'s point of view); ``threshold`` is the relative
         change below which a call counts as "same". ``frame.attrs`` holds both names, the
         total ``speedup`` over the calls in both runs and a ``title`` such as
-        ``"naive -> tiled: 5.50x faster"``.
+        ``"naive -> tiled: 5.50x faster"``. Calls of an imported model add a ``Layer``
+        column.
+
+        ``by`` ("layer", "op_type" or "name", with ``depth`` for layers as in
+        :meth:`group_by`) compares the groups of :meth:`group_by` instead, matched by the
+        group alone (columns: the group, both durations, ``Delta (us)``, ``Speedup``,
+        ``Change``): a tuned build's kernels may differ in name or argument shapes
+        (pre-packed weights) while the layers stay.
         """
         from .frames import diff
         return diff(self, other, aggregate=aggregate, threshold=threshold,
-                    baseline_name=baseline_name, name=name)
+                    baseline_name=baseline_name, name=name, by=by, depth=depth)
 
     def to_chrome_trace(self, path: str | os.PathLike | None = None) -> str:
         """Chrome trace-event JSON (opens in Perfetto / chrome://tracing); written to ``path``

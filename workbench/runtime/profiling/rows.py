@@ -8,10 +8,34 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
-from .metrics import (ARGUMENT_SHAPES, DEVICE, DURATION, HASH, NAME, Duration, MetricValue,
-                      kind_of)
+from .metrics import (ARGUMENT_SHAPES, DEVICE, DURATION, HASH, LAYER, MODULE, NAME, OP_TYPE,
+                      Duration, MetricValue, kind_of)
 
 Row = dict[str, MetricValue]
+
+
+def first_and_more(values: Sequence[str]) -> str:
+    """One kernel shared by several layers: ``"layer1.0.conv1 + bn1 + relu (+1 more)"``."""
+    distinct = list(dict.fromkeys(v for v in values if v))
+    if not distinct:
+        return ""
+    return distinct[0] if len(distinct) == 1 else f"{distinct[0]} (+{len(distinct) - 1} more)"
+
+
+def common_module(values: Sequence[str]) -> str:
+    """The longest common dotted prefix: ``layer1.0`` and ``layer1.1`` give ``layer1``."""
+    parts = [v.split(".") if v else [] for v in values]
+    common: list[str] = []
+    for level in zip(*parts):
+        if any(p != level[0] for p in level):
+            break
+        common.append(level[0])
+    return ".".join(common)
+
+
+# Source metrics of a kernel shared by several layers combine to something readable; other
+# strings keep TVM's rule (the common value, else empty).
+_STRING_RULES = {LAYER: first_and_more, OP_TYPE: first_and_more, MODULE: common_module}
 
 
 def group_key(call: Mapping[str, MetricValue]) -> tuple[str, str, str]:
@@ -33,12 +57,15 @@ def metric_names(rows: Iterable[Mapping[str, MetricValue]]) -> list[str]:
 
 
 def combine(values: Sequence[MetricValue], name: str) -> MetricValue:
-    """Combine one metric over a group: sum Duration/Count/Percent, mean Ratio, common str."""
+    """Combine one metric over a group: sum Duration/Count/Percent, mean Ratio, common str
+    (source metrics: see ``_STRING_RULES``)."""
     kinds = {type(v) for v in values}
     if len(kinds) != 1:
         found = ", ".join(sorted(k.__name__ for k in kinds))
         raise ValueError(f"metric {name!r} has values of several types ({found}); "
                          "calls cannot be aggregated")
+    if isinstance(values[0], str) and name in _STRING_RULES:
+        return _STRING_RULES[name](list(values))
     return kind_of(values[0], name).combine(list(values))
 
 

@@ -4,19 +4,21 @@ Differences from TVM, on purpose:
 - no locale thousands separators (TVM uses the user's locale; the C locale has none);
 - CSV doubles inner quotes of string cells (TVM leaves them, producing unreadable CSV);
 - the table leaves out the per-call start timestamp (``Start (us)``): it is timeline data, and
-  summing it over aggregated calls would print nonsense;
+  summing it over aggregated calls would print nonsense; and ``Module`` (the common module of
+  a call's layers, grouping data the ``Layer`` column shows already);
 - groups of aggregated calls keep their order of first appearance (TVM: hash order).
 """
 from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from .metrics import (ARGUMENT_SHAPES, COUNT, DEVICE, DURATION, NAME, PERCENT, START,
+from .metrics import (ARGUMENT_SHAPES, COUNT, DEVICE, DURATION, MODULE, NAME, PERCENT, START,
                       MetricValue, kind_of)
 from .rows import Row, aggregate, column_sums, sort_by_duration, without
 
 TABLE_COLUMNS = (NAME, DURATION, PERCENT, DEVICE, COUNT, ARGUMENT_SHAPES)
-TABLE_HIDDEN = (START,)
+# Start is timeline data; Module is grouping data that the Layer column already shows.
+TABLE_HIDDEN = (START, MODULE)
 SEPARATOR_NAME = "-" * 10
 
 

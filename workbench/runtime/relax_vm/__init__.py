@@ -20,6 +20,7 @@ How compiled code calls things (the contract for code generators):
 """
 from . import builtins
 from .bytecode import Arg, ArgKind, Opcode
+from .call_origin import CallOrigin
 from .exec_builder import ExecBuilder
 from .executable import Executable, VMExecutable, VMFuncInfo, VMFuncKind
 from .objects import DataType, InternalError, ShapeTuple, Storage, VMClosure
@@ -28,5 +29,5 @@ from .vm import VirtualMachine, VMInstrumentReturnKind
 __all__ = [
     "VirtualMachine", "VMInstrumentReturnKind", "Executable", "VMExecutable", "ExecBuilder",
     "VMFuncInfo", "VMFuncKind", "Arg", "ArgKind", "Opcode", "DataType", "ShapeTuple",
-    "Storage", "VMClosure", "InternalError", "builtins",
+    "Storage", "VMClosure", "InternalError", "builtins", "CallOrigin",
 ]

@@ -24,6 +24,7 @@ from ..module import Module
 from ..ndarray import NDArray
 from .bytecode import (VM_REG, VOID_REG, Arg, ArgKind, Call, Goto, If, Instruction, Ret,
                        decode_instruction, reg_name)
+from .call_origin import CallOrigin
 from .objects import DataType, ShapeTuple
 
 __all__ = ["VMFuncKind", "VMFuncInfo", "Executable", "VMExecutable"]
@@ -102,6 +103,9 @@ class Executable:
         self._libs: list[Module] = []
         for lib in libs:
             self.import_module(lib)
+        # (VM function, instruction index) -> CallOrigin: the model layers a call implements
+        # (set by relax.build for imported models; saved with the executable).
+        self.call_origins: dict[tuple[str, int], CallOrigin] = {}
 
     # -- kernel libraries ------------------------------------------------------------------------
     def import_module(self, lib: Module) -> None:

@@ -129,8 +129,9 @@ class _Decoder:
         return self.literal(("func", value), self.pool[value])
 
     def decode(self) -> tuple[list, list, list]:
-        """(template, code, info); ``info[pc]`` is (callee object, name) for a Call, for the
-        hooked loop's instrument and profiler."""
+        """(template, code, info); ``info[pc]`` is (callee object, name, source metrics) for a
+        Call, for the hooked loop's instrument and profiler (the metrics of the call's
+        ``CallOrigin``, or None)."""
         func = self.func
         code: list[tuple] = []
         info: list[tuple | None] = []
@@ -150,8 +151,10 @@ class _Decoder:
         slots = [self.arg(a) for a in instr.args]
         dst = (self.literal(("scratch",), None) if instr.dst >= BEGIN_SPECIAL_REG
                else self.reg(instr.dst))
+        origin = self.exe.call_origins.get((self.func.name, pc))
         return ((CALL, _fast_callable(callee), _getter(slots), dst),
-                (callee, self.exe.func_table[instr.func_idx].name))
+                (callee, self.exe.func_table[instr.func_idx].name,
+                 origin.metrics() if origin is not None else None))
 
     def _ret(self, instr: Ret, pc: int) -> tuple[tuple, None]:
         return (RET, self.reg(instr.result), None, None), None
@@ -258,10 +261,10 @@ def _run_hooked(func: VMFuncInfo, regs: list, code: list, info: list, hooks: Hoo
     while True:
         op, a, b, c = code[pc]
         if op == CALL:
-            callee, name = info[pc]
+            callee, name, source = info[pc]
             args = tuple(b(regs))
             site = CallSite(func.name, pc, func.start_instr + pc)
-            regs[c] = _hooked_call(a, callee, name, args, hooks, site)
+            regs[c] = _hooked_call(a, callee, name, args, hooks, site, source)
             pc += 1
         elif op == RET:
             return regs[a]
@@ -274,14 +277,17 @@ def _run_hooked(func: VMFuncInfo, regs: list, code: list, info: list, hooks: Hoo
 
 
 def _hooked_call(fn: Callable[..., Any], callee: Any, name: str, args: tuple,
-                 hooks: Hooks, site: CallSite | None = None) -> Any:
+                 hooks: Hooks, site: CallSite | None = None,
+                 source: dict[str, str] | None = None) -> Any:
     profiler = hooks.profiler
     opened = False
     if profiler is not None and profiler.is_running():
         tensors = [x for x in args if isinstance(x, NDArray)]
         if tensors:
-            profiler.start_call(name, tensors[-1]._device,
-                                {ARGUMENT_SHAPES: shape_string(tensors)})
+            metrics = {ARGUMENT_SHAPES: shape_string(tensors)}
+            if source:
+                metrics.update(source)
+            profiler.start_call(name, tensors[-1]._device, metrics)
             opened = True
     try:
         instrument = hooks.instrument

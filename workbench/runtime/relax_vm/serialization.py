@@ -4,10 +4,11 @@ The file is a zip archive (so it can be inspected with any zip tool) holding:
 
 - ``executable.json`` -- ``{"format": "workbench.relax_vm.Executable", "version": 1,
   "functions": [VMFuncInfo as JSON], "constants": [entry], "instr_offset": [...],
-  "instr_data": [...], "libs": ["lib0.so", ...]}``. A constant entry is ``{"kind": k, ...}``
-  with k one of ``tensor`` (``"key"`` names an array in ``constants.npz``), ``shape``,
-  ``dtype``, ``str``, ``int`` or ``float`` (``"value"``; floats as ``float.hex`` text so
-  inf/nan survive strict JSON).
+  "instr_data": [...], "libs": ["lib0.so", ...], "call_origins": [[function, index, layer,
+  module, op_type], ...]}`` (``call_origins`` may be absent: older files). A constant entry
+  is ``{"kind": k, ...}`` with k one of ``tensor`` (``"key"`` names an array in
+  ``constants.npz``), ``shape``, ``dtype``, ``str``, ``int`` or ``float`` (``"value"``;
+  floats as ``float.hex`` text so inf/nan survive strict JSON).
 - ``constants.npz`` -- the tensor constants (numpy's format, loaded without pickle).
 - ``lib<i>.so`` -- each kernel library, written by ``Module.export_library`` (a shared
   library that embeds its metadata and sources), loaded back with ``load_module``.
@@ -28,6 +29,7 @@ import numpy as np
 
 from ..module import load_module
 from ..ndarray import NDArray, tensor
+from .call_origin import CallOrigin
 from .executable import Executable, VMFuncInfo, constant_kind
 from .objects import DataType, ShapeTuple
 
@@ -73,7 +75,9 @@ def save_executable(exe: Executable, path: str | os.PathLike) -> None:
     doc = {"format": FORMAT, "version": VERSION,
            "functions": [f.to_json() for f in exe.func_table], "constants": constants,
            "instr_offset": list(exe.instr_offset), "instr_data": list(exe.instr_data),
-           "libs": lib_names}
+           "libs": lib_names,
+           "call_origins": [[func, index, *origin.to_json()]
+                            for (func, index), origin in exe.call_origins.items()]}
     npz = io.BytesIO()
     np.savez(npz, **arrays)
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -111,5 +115,12 @@ def load_executable(path: str | os.PathLike) -> Executable:
         for name in doc["libs"]:
             lib_path = zf.extract(name, work)
             libs.append(load_module(lib_path))  # the loader keeps its own copy of the file
-    return Executable([VMFuncInfo.from_json(f) for f in doc["functions"]], constants,
-                      doc["instr_offset"], doc["instr_data"], libs)
+    exe = Executable([VMFuncInfo.from_json(f) for f in doc["functions"]], constants,
+                     doc["instr_offset"], doc["instr_data"], libs)
+    # Absent in files written before call origins were saved: nothing to restore.
+    for entry in doc.get("call_origins", []):
+        if not (isinstance(entry, list) and len(entry) == 5 and isinstance(entry[0], str)
+                and isinstance(entry[1], int)):
+            raise ValueError(f"Executable.load: {path!r} has a malformed call origin {entry!r}")
+        exe.call_origins[(entry[0], entry[1])] = CallOrigin.from_json(entry[2:])
+    return exe
