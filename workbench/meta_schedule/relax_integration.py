@@ -9,6 +9,13 @@ section 12).
 - :func:`tune_relax` tunes the extracted tasks with ``tune_tasks`` (weights from the call
   counts) and returns the database; ``dashboard=True`` shows all the model's tasks at once,
   with the model layers each task runs for (``ExtractedTask.layers``, for imported models).
+- Trials already in the database count (Workbench, :mod:`.task_budget`): a task's records
+  there -- from a run of this model that was stopped, or from another model with the same
+  kernel -- are part of its ``max_trials_per_task`` and of ``max_trials_global``. Calling
+  ``tune_relax`` again with the same ``work_dir`` resumes a stopped run instead of starting
+  over, and a task shared with an earlier model starts from that model's records (the
+  evolutionary search seeds from the database's best). A model whose budget is used up is not
+  tuned again.
 - :func:`compile_relax` builds the model with ``relax.build(..., database=db)``: the pass
   :class:`MetaScheduleApplyDatabase` swaps each fused kernel for the database's best schedule
   of it (trace replayed, postprocs included) before lowering to the VM.
@@ -26,6 +33,7 @@ from workbench.meta_schedule.database import Database
 from workbench.meta_schedule.database.module_equality import ModuleEquality
 from workbench.meta_schedule.extracted_task import ExtractedTask
 from workbench.meta_schedule.logging import get_loggers_from_work_dir
+from workbench.meta_schedule.task_budget import CappedStrategy, trials_done
 from workbench.meta_schedule.tir_integration import _task_module
 from workbench.meta_schedule.tune import tune_tasks
 from workbench.meta_schedule.tune_context import TuneContext
@@ -155,7 +163,8 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
     ``op_names`` keeps only tasks whose name contains one of the given strings (TVM).
     Kernels with symbolic shapes are skipped with a warning. ``runner="rpc"`` /
     ``builder="dask"`` with ``rpc_config`` as in :func:`tune_tasks`. ``dashboard`` as in
-    :func:`tune_tasks` (one row per task, with its layers)."""
+    :func:`tune_tasks` (one row per task, with its layers). Records already in the database
+    count towards both budgets (module docstring): the same call again resumes."""
     if not isinstance(target, Target):
         target = Target(target)
     tasks = extract_tasks(mod, target, params, module_equality=module_equality)
@@ -168,18 +177,50 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
                        ", ".join(skipped))
     if not static:
         raise ValueError("tune_relax: no tunable task (all kernels filtered out or symbolic)")
+    if max_trials_per_task is None:
+        max_trials_per_task = max_trials_global
+    database = _open_database(database, work_dir, module_equality)
+    done = trials_done(database, [t.dispatched[0] for t in static], module_equality)
+    left_global = max_trials_global - sum(min(d, max_trials_per_task) for d in done)
+    todo = [(t, max_trials_per_task - d) for t, d in zip(static, done)
+            if d < max_trials_per_task]
+    if left_global <= 0 or not todo:
+        logger.warning("tune_relax: the database holds %d trial(s) of these %d task(s): the "
+                       "trial budget is used up; nothing to tune", sum(done), len(static))
+        return database
     contexts, weights = extracted_tasks_to_tune_contexts(
-        static, work_dir, space, strategy, num_threads=num_tuning_cores, seed=seed)
+        [t for t, _ in todo], work_dir, space, strategy, num_threads=num_tuning_cores,
+        seed=seed)
+    if any(done):   # logged once the loggers write to this work dir
+        logger.info("tune_relax: the database holds %d trial(s) of these %d task(s); %d of "
+                    "the global budget left for %d task(s)", sum(done), len(static),
+                    left_global, len(todo))
+    for ctx, (_, cap) in zip(contexts, todo):
+        if cap < max_trials_per_task:
+            ctx.search_strategy = CappedStrategy(ctx.search_strategy, cap)
     if dashboard:
-        dashboard = _dashboard_with_layers(dashboard, static)
+        dashboard = _dashboard_with_layers(dashboard, [t for t, _ in todo])
     return tune_tasks(tasks=contexts, task_weights=weights, work_dir=work_dir,
-                      max_trials_global=max_trials_global,
+                      max_trials_global=left_global,
                       max_trials_per_task=max_trials_per_task,
                       num_trials_per_iter=num_trials_per_iter, builder=builder, runner=runner,
                       database=database, cost_model=cost_model,
                       measure_callbacks=measure_callbacks, task_scheduler=task_scheduler,
                       module_equality=module_equality, dashboard=dashboard,
                       rpc_config=rpc_config)
+
+
+def _open_database(database: Any, work_dir: str, module_equality: str) -> Database:
+    """``tune_tasks``'s resolution of ``database`` (a kind or a Database), done early: the
+    records it holds decide what is left to tune."""
+    if isinstance(database, str):
+        if database == "json":
+            return Database.create("json", work_dir=work_dir, module_equality=module_equality)
+        return Database.create(database, module_equality=module_equality)
+    if not callable(getattr(database, "get_all_tuning_records", None)):
+        raise TypeError(f"tune_relax: database must be a Database or a kind such as 'json', "
+                        f"got {type(database).__name__}")
+    return database
 
 
 def _dashboard_with_layers(dashboard: Any, tasks: Sequence[ExtractedTask]) -> Any:

@@ -12,55 +12,17 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-nn = torch.nn
 
 import workbench as wb  # noqa: E402
 from workbench import relax  # noqa: E402
 from workbench.relax.frontend.torch import from_exported_program  # noqa: E402
 
-
-class Block(nn.Module):
-    def __init__(self, c: int):
-        super().__init__()
-        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(c)
-        self.relu = nn.ReLU()
-        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(c)
-
-    def forward(self, x):
-        y = self.relu(self.bn1(self.conv1(x)))
-        return self.relu(self.bn2(self.conv2(y)) + x)
-
-
-class TinyResNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 8, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(8)
-        self.relu = nn.ReLU()
-        self.layer1 = nn.Sequential(Block(8), Block(8))
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(8, 10)
-
-    def forward(self, x):
-        x = self.layer1(self.relu(self.bn1(self.conv1(x))))
-        return self.fc(torch.flatten(self.pool(x), 1))
+from small_models import tiny_resnet  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def model():
-    torch.manual_seed(0)
-    m = TinyResNet().eval()
-    with torch.no_grad():
-        for bn in (x for x in m.modules() if isinstance(x, nn.BatchNorm2d)):
-            bn.running_mean.uniform_(-0.1, 0.1)
-            bn.running_var.uniform_(0.5, 1.5)
-    x = torch.randn(1, 3, 12, 12)
-    with torch.no_grad():
-        ep = torch.export.export(m, (x,))
-        want = m(x).numpy()
-    return m, x, ep, want
+    return tiny_resnet()
 
 
 @pytest.fixture(scope="module")

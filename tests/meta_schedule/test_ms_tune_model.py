@@ -1,0 +1,227 @@
+"""Whole-model tuning of an imported model (issue 12): tune_relax on a torch.export-ed ResNet-
+style network extracts its kernels, weights them by call count, tunes them with the gradient
+scheduler and a dashboard naming their layers; compile_relax builds the model with the best
+records and it still matches PyTorch. Records already in the database count: a stopped run
+resumes from its work directory, and a kernel shared with an earlier model reuses that model's
+records instead of being tuned again."""
+from __future__ import annotations
+
+import io
+import logging
+import os
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import workbench as wb  # noqa: E402
+from workbench.meta_schedule.arg_info import ArgInfo  # noqa: E402
+from workbench.meta_schedule.database import (  # noqa: E402
+    JSONDatabase, MemoryDatabase, TuningRecord,
+)
+from workbench.meta_schedule.relax_integration import (  # noqa: E402
+    _fuse, compile_relax, extract_tasks, tune_relax,
+)
+from workbench.meta_schedule.search_strategy import ReplayTrace  # noqa: E402
+from workbench.meta_schedule.task_budget import CappedStrategy, trials_done  # noqa: E402
+from workbench.relax.frontend.torch import from_exported_program  # noqa: E402
+from workbench.relax.transform import MetaScheduleApplyDatabase  # noqa: E402
+from workbench.target import Target  # noqa: E402
+from workbench.tir.schedule import Schedule  # noqa: E402
+
+HERE = os.path.dirname(__file__)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "relax", "frontend"))
+from ms_tuning_workloads import fast_runner, xgb_1thread  # noqa: E402
+from small_models import tiny_resnet  # noqa: E402
+
+TARGET = "llvm -num-cores=2"
+STEM = "fused_conv2d_batch_norm_relu"          # conv1 + bn1 + relu (3 -> 8 channels)
+BLOCK_CONV1 = "fused_conv2d1_batch_norm_relu"  # every block's conv1 + bn1 + relu
+CONVS = ["conv2d"]
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    m, x, ep, want = tiny_resnet()
+    return from_exported_program(ep), x.numpy(), want
+
+
+def _run(exe, x):
+    out = wb.relax.VirtualMachine(exe, wb.cpu())["main"](wb.nd.array(x))
+    return out[0].numpy()
+
+
+def _tune(mod, work_dir, budget, per_task, **kwargs):
+    kwargs.setdefault("dashboard", wb_dashboard())
+    kwargs.setdefault("op_names", CONVS)
+    return tune_relax(mod, None, TARGET, str(work_dir), max_trials_global=budget,
+                      max_trials_per_task=per_task, num_trials_per_iter=4,
+                      strategy="replay-trace", runner=fast_runner(), cost_model=xgb_1thread(),
+                      seed=0, **kwargs)
+
+
+def wb_dashboard():
+    from workbench.widgets import TuningDashboard
+    return TuningDashboard("text", file=io.StringIO())
+
+
+def stop_in_first_batch():
+    """A dashboard whose Stop is clicked while the first batch is measured."""
+    from workbench.widgets import TuningDashboard
+
+    class Board(TuningDashboard):
+        def apply(self, *args):
+            self.request_stop()
+            super().apply(*args)
+
+    return Board("text", file=io.StringIO())
+
+
+@pytest.fixture
+def ms_log():
+    """The messages of the tuner's global logger (it does not propagate to pytest's)."""
+    messages: list[str] = []
+
+    class Handler(logging.Handler):
+        def emit(self, record):
+            messages.append(record.getMessage())
+
+    handler = Handler(logging.INFO)
+    log = logging.getLogger("workbench.meta_schedule")
+    level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
+    yield messages
+    log.removeHandler(handler)
+    log.setLevel(level)
+
+
+def _applied(db, mod):
+    apply = MetaScheduleApplyDatabase(db, TARGET)
+    apply(_fuse(mod, TARGET))
+    return set(apply.applied)
+
+
+def _records_by_task(db, mod):
+    tasks = [t for t in extract_tasks(mod, TARGET) if "conv2d" in t.task_name]
+    return dict(zip([t.task_name for t in tasks],
+                    trials_done(db, [t.dispatched[0] for t in tasks])))
+
+
+# ---- without measuring -----------------------------------------------------------------------
+
+def test_tasks_are_weighted_by_call_count_and_name_their_layers(resnet):
+    mod, _, _ = resnet
+    tasks = {t.task_name: t for t in extract_tasks(mod, TARGET)}
+    assert tasks[STEM].weight == 1 and tasks[STEM].layers == ["conv1 + bn1 + relu"]
+    assert tasks[BLOCK_CONV1].weight == 2
+    assert tasks[BLOCK_CONV1].layers == ["layer1.0.conv1 + bn1 + relu",
+                                         "layer1.1.conv1 + bn1 + relu"]
+
+
+def _commit(db, task, run_secs):
+    """A record of the task's unscheduled kernel, as if measured."""
+    sch = Schedule(task.dispatched[0])
+    db.commit_tuning_record(TuningRecord(sch.trace, db.commit_workload(task.dispatched[0]),
+                                         run_secs, Target(TARGET),
+                                         ArgInfo.from_entry_func(sch.mod)))
+
+
+def test_trials_done_counts_valid_and_failed_records_per_task(resnet, tmp_path):
+    mod, _, _ = resnet
+    tasks = [t for t in extract_tasks(mod, TARGET) if "conv2d" in t.task_name]
+    db = JSONDatabase(work_dir=str(tmp_path))
+    for task, n in zip(tasks, (3, 1)):
+        for k in range(n):
+            _commit(db, task, [1e-4 * k] if k else [1e10])  # the first one failed
+    assert trials_done(db, [t.dispatched[0] for t in tasks]) == [3, 1, 0]
+    # a database read back from the work directory counts the same
+    again = JSONDatabase(work_dir=str(tmp_path))
+    assert trials_done(again, [t.dispatched[0] for t in tasks]) == [3, 1, 0]
+
+
+def test_a_used_up_budget_tunes_nothing(resnet, tmp_path, ms_log):
+    mod, _, _ = resnet
+    tasks = [t for t in extract_tasks(mod, TARGET) if "conv2d" in t.task_name]
+    db = MemoryDatabase()
+    for task in tasks:
+        for _ in range(2):
+            _commit(db, task, [1e-4])
+    out = tune_relax(mod, None, TARGET, str(tmp_path / "wd"), max_trials_global=64,
+                     max_trials_per_task=2, op_names=CONVS, database=db)
+    assert out is db and len(db) == 2 * len(tasks)
+    assert any("holds 6 trial(s)" in m and "budget is used up" in m for m in ms_log)
+    assert not os.path.exists(tmp_path / "wd")   # nothing was started
+
+
+def test_capped_strategy_passes_the_smaller_cap():
+    inner = ReplayTrace()
+    seen = []
+    inner.pre_tuning = lambda max_trials, *args: seen.append(max_trials)
+    capped = CappedStrategy(inner, 3)
+    capped.pre_tuning(64, 4, [])
+    capped.pre_tuning(2, 4, [])
+    assert seen == [3, 2]
+    assert isinstance(capped.clone(), CappedStrategy) and capped.clone().cap == 3
+    with pytest.raises(ValueError, match="cap must be an int >= 0"):
+        CappedStrategy(inner, -1)
+    with pytest.raises(TypeError, match="inner must be a SearchStrategy"):
+        CappedStrategy("replay-trace", 1)
+
+
+# ---- tuning runs -----------------------------------------------------------------------------
+
+@pytest.mark.tuning
+@pytest.mark.slow
+def test_a_stopped_run_resumes_from_its_work_directory(resnet, tmp_path, ms_log):
+    """Tuning, stopped from the dashboard, resumed by the same call; then compiled."""
+    mod, x, want = resnet
+    # The gradient scheduler sends one batch of each task before joining any; Stop during
+    # the first join lets the batches in flight finish: one batch (4 trials) per task.
+    stopped = _tune(mod, tmp_path, budget=24, per_task=8, dashboard=stop_in_first_batch())
+    assert len(stopped) == 12
+    assert set(_records_by_task(stopped, mod).values()) == {4}
+
+    board = wb_dashboard()
+    resumed = _tune(mod, tmp_path, budget=24, per_task=8, dashboard=board)
+    assert any("holds 12 trial(s)" in m and "12 of the global budget left" in m
+               for m in ms_log)
+    assert resumed is not stopped and len(resumed) == 24   # read back from the work dir
+    assert set(_records_by_task(resumed, mod).values()) == {8}
+    assert board.progress.snapshot().trials == 12   # only what was left
+    table = board.frame.set_index("Name")   # tasks weighted by calls, named by layers
+    assert table.loc[BLOCK_CONV1, "Weight"] == 2
+    assert table.loc[BLOCK_CONV1, "Layers"] == "layer1.0.conv1 + bn1 + relu (+1 more)"
+    assert table.loc[STEM, "Layers"] == "conv1 + bn1 + relu"
+    assert {STEM, BLOCK_CONV1, "fused_conv2d1_batch_norm_add_relu"} <= _applied(resumed, mod)
+
+    again = _tune(mod, tmp_path, budget=24, per_task=8)
+    assert len(again) == 24 and "budget is used up" in ms_log[-1]
+    # the model built with the best records still computes what PyTorch does
+    np.testing.assert_allclose(_run(compile_relax(again, mod, TARGET), x), want,
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.tuning
+@pytest.mark.slow
+def test_a_task_shared_with_an_earlier_model_reuses_its_records(resnet, tmp_path):
+    first, _, _ = resnet
+    _tune(first, tmp_path, budget=4, per_task=4, op_names=[BLOCK_CONV1])
+
+    # Another model (one block, 5 classes, other weights) has the same block kernel.
+    m, x, ep, want = tiny_resnet(seed=1, blocks=1, classes=5)
+    second = from_exported_program(ep)
+    before = _records_by_task(JSONDatabase(work_dir=str(tmp_path)), second)
+    assert before == {STEM: 0, BLOCK_CONV1: 4, "fused_conv2d1_batch_norm_add_relu": 0}
+
+    db = _tune(second, tmp_path, budget=12, per_task=4)
+    # its other two tasks got the rest of the budget; the shared one was not tuned again
+    assert _records_by_task(db, second) == {STEM: 4, BLOCK_CONV1: 4,
+                                            "fused_conv2d1_batch_norm_add_relu": 4}
+    assert len(db) == 12
+    assert BLOCK_CONV1 in _applied(db, second)
+    np.testing.assert_allclose(_run(compile_relax(db, second, TARGET), x.numpy()), want,
+                               rtol=1e-4, atol=1e-4)

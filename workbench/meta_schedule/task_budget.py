@@ -1,0 +1,89 @@
+"""Trials a database already holds for a model's tasks, and per-task trial caps (Workbench).
+
+``tune_relax`` counts the records a database holds for each task (valid or failed: every
+measured trial is one record, ``AddToDatabase``) as trials already spent. Calling it again on
+the same work directory therefore resumes a stopped run, and a kernel that an earlier model
+tuned starts from that model's records (the evolutionary search seeds its population with the
+database's best of the task) instead of a fresh budget.
+
+The task scheduler gives every task the same ``max_trials_per_task``; a task resumed with
+``k`` trials done may run only ``max_trials_per_task - k`` more. :class:`CappedStrategy` wraps
+that task's search strategy and passes the smaller cap to its ``pre_tuning``: the strategy
+then ends its search there (``generate_measure_candidates`` returns None) and the scheduler
+terminates the task, as it does for any finished search.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+from workbench.meta_schedule.database.module_equality import ModuleEquality
+from workbench.meta_schedule.search_strategy import SearchStrategy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workbench.ir.module import IRModule
+    from workbench.meta_schedule.database import Database
+    from workbench.meta_schedule.tune_context import TuneContext
+
+__all__ = ["trials_done", "CappedStrategy"]
+
+
+def trials_done(database: "Database", mods: Sequence["IRModule"],
+                module_equality: str = "structural") -> list[int]:
+    """How many tuning records (valid or failed) ``database`` holds for each module of
+    ``mods``, matched as the database matches workloads (``module_equality``)."""
+    equality = ModuleEquality(module_equality)
+    # Records share their Workload object; hash each workload once, not each record.
+    counts: dict[int, int] = {}
+    workloads: dict[int, Any] = {}
+    for record in database.get_all_tuning_records():
+        key = id(record.workload)
+        workloads.setdefault(key, record.workload)
+        counts[key] = counts.get(key, 0) + 1
+    by_hash: dict[int, list[tuple["IRModule", int]]] = {}
+    for key, workload in workloads.items():
+        by_hash.setdefault(equality.hash(workload.mod), []).append((workload.mod, counts[key]))
+    done = []
+    for mod in mods:
+        done.append(sum(n for other, n in by_hash.get(equality.hash(mod), ())
+                        if other is mod or equality.equal(other, mod)))
+    return done
+
+
+class CappedStrategy(SearchStrategy):
+    """``inner`` searching at most ``cap`` trials, whatever ``max_trials`` the scheduler
+    passes (the smaller of the two). Everything else is the inner strategy's."""
+
+    def __init__(self, inner: SearchStrategy, cap: int) -> None:
+        if not isinstance(inner, SearchStrategy):
+            raise TypeError(f"CappedStrategy: inner must be a SearchStrategy, got "
+                            f"{type(inner).__name__}")
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+            raise ValueError(f"CappedStrategy: cap must be an int >= 0, got {cap!r}")
+        self.inner, self.cap = inner, cap
+
+    def _initialize_with_tune_context(self, context: "TuneContext") -> None:
+        self.inner._initialize_with_tune_context(context)
+
+    def pre_tuning(self, max_trials: int, num_trials_per_iter: int, design_spaces: list,
+                   database: Any = None, cost_model: Any = None) -> None:
+        self.inner.pre_tuning(min(max_trials, self.cap), num_trials_per_iter, design_spaces,
+                              database, cost_model)
+
+    def post_tuning(self) -> None:
+        self.inner.post_tuning()
+
+    def generate_measure_candidates(self) -> Any:
+        return self.inner.generate_measure_candidates()
+
+    def notify_runner_results(self, measure_candidates: list, results: list) -> None:
+        self.inner.notify_runner_results(measure_candidates, results)
+
+    def clone(self) -> "CappedStrategy":
+        return CappedStrategy(self.inner.clone(), self.cap)
+
+    def __getattr__(self, name: str) -> Any:
+        # The inner strategy's state (logger, population settings) reads through; "inner"
+        # itself is looked up here only before __init__ set it (copy, pickle).
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
