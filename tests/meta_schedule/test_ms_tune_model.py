@@ -25,9 +25,12 @@ from workbench.meta_schedule.relax_integration import (  # noqa: E402
     _fuse, compile_relax, extract_tasks, tune_relax,
 )
 from workbench.meta_schedule.search_strategy import ReplayTrace  # noqa: E402
-from workbench.meta_schedule.task_budget import CappedStrategy, trials_done  # noqa: E402
+from workbench.meta_schedule.task_budget import (  # noqa: E402
+    CappedStrategy, SeededStrategy, default_schedule_candidate, trials_done,
+)
 from workbench.relax.frontend.torch import from_exported_program  # noqa: E402
 from workbench.relax.transform import MetaScheduleApplyDatabase  # noqa: E402
+from workbench.ir.structural import structural_equal  # noqa: E402
 from workbench.target import Target  # noqa: E402
 from workbench.tir.schedule import Schedule  # noqa: E402
 
@@ -157,6 +160,48 @@ def test_a_used_up_budget_tunes_nothing(resnet, tmp_path, ms_log):
     assert not os.path.exists(tmp_path / "wd")   # nothing was started
 
 
+def test_seeded_strategy_measures_its_seeds_first():
+    calls = []
+
+    class Inner(ReplayTrace):
+        def pre_tuning(self, max_trials, *args):
+            calls.append(("pre_tuning", max_trials))
+
+        def generate_measure_candidates(self):
+            return ["searched"]
+
+        def notify_runner_results(self, cands, results):
+            calls.append(("notify", cands))
+
+    seeded = SeededStrategy(Inner(), ["default"])
+    seeded.pre_tuning(8, 4, [])
+    first = seeded.generate_measure_candidates()
+    assert first == ["default"]
+    seeded.notify_runner_results(first, [None])          # the seed's result stays outside
+    assert seeded.generate_measure_candidates() == ["searched"]
+    seeded.notify_runner_results(["searched"], [None])
+    assert calls == [("pre_tuning", 7), ("notify", ["searched"])]
+    seeded.pre_tuning(0, 4, [])                          # no budget: no seed either
+    assert calls[-1] == ("pre_tuning", 0) and seeded.generate_measure_candidates() == [
+        "searched"]
+
+
+def test_default_schedule_candidate_is_the_builds_schedule(resnet):
+    from workbench.dlight import default_schedule
+    mod, _, _ = resnet
+    task = next(t for t in extract_tasks(mod, TARGET) if t.task_name == STEM)
+    cand = default_schedule_candidate(task.dispatched[0], Target(TARGET))
+    want = default_schedule(task.dispatched[0], Target(TARGET))["main"]
+    assert structural_equal(cand.sch.mod["main"].body, want.body)
+    # the trace replays on the task module (what the database and compile_relax do)
+    again = Schedule(task.dispatched[0])
+    cand.sch.trace.apply_to_schedule(again, remove_postproc=False)
+    assert structural_equal(again.mod["main"].body, want.body)
+    assert [list(a.shape) for a in cand.args_info] == [
+        [int(d.value) for d in task.dispatched[0]["main"].buffer_map[p].shape]
+        for p in task.dispatched[0]["main"].params]
+
+
 def test_capped_strategy_passes_the_smaller_cap():
     inner = ReplayTrace()
     seen = []
@@ -179,19 +224,23 @@ def test_capped_strategy_passes_the_smaller_cap():
 def test_a_stopped_run_resumes_from_its_work_directory(resnet, tmp_path, ms_log):
     """Tuning, stopped from the dashboard, resumed by the same call; then compiled."""
     mod, x, want = resnet
-    # The gradient scheduler sends one batch of each task before joining any; Stop during
-    # the first join lets the batches in flight finish: one batch (4 trials) per task.
+    # The gradient scheduler sends one batch of each task before joining any -- its first
+    # batch measures the task's default schedule -- and Stop during the first join lets the
+    # batches in flight finish: one trial per task, each the default schedule.
     stopped = _tune(mod, tmp_path, budget=24, per_task=8, dashboard=stop_in_first_batch())
-    assert len(stopped) == 12
-    assert set(_records_by_task(stopped, mod).values()) == {4}
+    assert len(stopped) == 3
+    assert set(_records_by_task(stopped, mod).values()) == {1}
+    for record in stopped.get_all_tuning_records():
+        cand = default_schedule_candidate(record.workload.mod, Target(TARGET))
+        assert cand.sch.trace.as_json() == record.trace.as_json()
 
     board = wb_dashboard()
     resumed = _tune(mod, tmp_path, budget=24, per_task=8, dashboard=board)
-    assert any("holds 12 trial(s)" in m and "12 of the global budget left" in m
+    assert any("holds 3 trial(s)" in m and "21 of the global budget left" in m
                for m in ms_log)
     assert resumed is not stopped and len(resumed) == 24   # read back from the work dir
     assert set(_records_by_task(resumed, mod).values()) == {8}
-    assert board.progress.snapshot().trials == 12   # only what was left
+    assert board.progress.snapshot().trials == 21   # only what was left
     table = board.frame.set_index("Name")   # tasks weighted by calls, named by layers
     assert table.loc[BLOCK_CONV1, "Weight"] == 2
     assert table.loc[BLOCK_CONV1, "Layers"] == "layer1.0.conv1 + bn1 + relu (+1 more)"

@@ -33,7 +33,9 @@ from workbench.meta_schedule.database import Database
 from workbench.meta_schedule.database.module_equality import ModuleEquality
 from workbench.meta_schedule.extracted_task import ExtractedTask
 from workbench.meta_schedule.logging import get_loggers_from_work_dir
-from workbench.meta_schedule.task_budget import CappedStrategy, trials_done
+from workbench.meta_schedule.task_budget import (
+    CappedStrategy, SeededStrategy, default_schedule_candidate, trials_done,
+)
 from workbench.meta_schedule.tir_integration import _task_module
 from workbench.meta_schedule.tune import tune_tasks
 from workbench.meta_schedule.tune_context import TuneContext
@@ -157,14 +159,20 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
                task_scheduler: Any = "gradient", space: Any = "post-order-apply",
                strategy: Any = "evolutionary", seed: int | None = None,
                module_equality: str = "structural", num_tuning_cores: int | str = "physical",
-               dashboard: Any = False, rpc_config: Any = None) -> Database:
+               dashboard: Any = False, rpc_config: Any = None,
+               default_schedule_first: bool | None = None) -> Database:
     """Tune the fused kernels of a Relax model; return the database (see module docstring).
 
     ``op_names`` keeps only tasks whose name contains one of the given strings (TVM).
     Kernels with symbolic shapes are skipped with a warning. ``runner="rpc"`` /
     ``builder="dask"`` with ``rpc_config`` as in :func:`tune_tasks`. ``dashboard`` as in
     :func:`tune_tasks` (one row per task, with its layers). Records already in the database
-    count towards both budgets (module docstring): the same call again resumes."""
+    count towards both budgets (module docstring): the same call again resumes.
+
+    ``default_schedule_first`` (Workbench; default: the option ``default_schedule``, which
+    decides whether builds give untuned kernels default schedules): a task without records
+    measures its default schedule (``workbench.dlight``) as its first trial, so its best
+    record never measured slower than what the build would use without one."""
     if not isinstance(target, Target):
         target = Target(target)
     tasks = extract_tasks(mod, target, params, module_equality=module_equality)
@@ -195,9 +203,16 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
         logger.info("tune_relax: the database holds %d trial(s) of these %d task(s); %d of "
                     "the global budget left for %d task(s)", sum(done), len(static),
                     left_global, len(todo))
+    if default_schedule_first is None:
+        from workbench import options
+        default_schedule_first = bool(options.get("default_schedule"))
     for ctx, (_, cap) in zip(contexts, todo):
-        if cap < max_trials_per_task:
+        if cap < max_trials_per_task:   # resumed: its first trials (the seed among them) ran
             ctx.search_strategy = CappedStrategy(ctx.search_strategy, cap)
+        elif default_schedule_first:
+            seed_candidate = _default_schedule_candidate(ctx)
+            if seed_candidate is not None:
+                ctx.search_strategy = SeededStrategy(ctx.search_strategy, [seed_candidate])
     if dashboard:
         dashboard = _dashboard_with_layers(dashboard, [t for t, _ in todo])
     return tune_tasks(tasks=contexts, task_weights=weights, work_dir=work_dir,
@@ -208,6 +223,15 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
                       measure_callbacks=measure_callbacks, task_scheduler=task_scheduler,
                       module_equality=module_equality, dashboard=dashboard,
                       rpc_config=rpc_config)
+
+
+def _default_schedule_candidate(ctx: TuneContext) -> Any:
+    try:
+        return default_schedule_candidate(ctx.mod, ctx.target)
+    except Exception as err:  # noqa: BLE001 - a missing seed costs speed, never the run
+        logger.warning("tune_relax: no default-schedule trial for %s: %s: %s", ctx.task_name,
+                       type(err).__name__, err)
+        return None
 
 
 def _open_database(database: Any, work_dir: str, module_equality: str) -> Database:

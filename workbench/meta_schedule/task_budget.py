@@ -11,6 +11,13 @@ The task scheduler gives every task the same ``max_trials_per_task``; a task res
 that task's search strategy and passes the smaller cap to its ``pre_tuning``: the strategy
 then ends its search there (``generate_measure_candidates`` returns None) and the scheduler
 terminates the task, as it does for any finished search.
+
+A kernel nobody tuned is built with its default schedule (``workbench.dlight``), so a tuning
+record only helps when it beats that. :func:`default_schedule_candidate` makes the default
+schedule a measure candidate of the task, and :class:`SeededStrategy` measures such seeds as
+the task's first batch (trials like any other, recorded in the database, seen by the cost
+model) before its search starts: the task's best record is then never a schedule that
+measured slower than the default one.
 """
 from __future__ import annotations
 
@@ -22,9 +29,11 @@ from workbench.meta_schedule.search_strategy import SearchStrategy
 if TYPE_CHECKING:  # pragma: no cover
     from workbench.ir.module import IRModule
     from workbench.meta_schedule.database import Database
+    from workbench.meta_schedule.search_strategy import MeasureCandidate
     from workbench.meta_schedule.tune_context import TuneContext
+    from workbench.target import Target
 
-__all__ = ["trials_done", "CappedStrategy"]
+__all__ = ["trials_done", "CappedStrategy", "SeededStrategy", "default_schedule_candidate"]
 
 
 def trials_done(database: "Database", mods: Sequence["IRModule"],
@@ -84,6 +93,77 @@ class CappedStrategy(SearchStrategy):
     def __getattr__(self, name: str) -> Any:
         # The inner strategy's state (logger, population settings) reads through; "inner"
         # itself is looked up here only before __init__ set it (copy, pickle).
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def default_schedule_candidate(mod: "IRModule", target: "Target") -> "MeasureCandidate | None":
+    """The default CPU schedule (``workbench.dlight``) of the task module ``mod`` (its
+    function ``main``) as a measure candidate: a schedule of ``mod`` that replayed the rule's
+    trace, so the database stores a trace ``MetaScheduleApplyDatabase`` can replay. None when
+    no rule fits the kernel."""
+    from workbench.dlight import DefaultCPUSchedule
+    from workbench.meta_schedule.arg_info import ArgInfo
+    from workbench.meta_schedule.search_strategy import MeasureCandidate
+    from workbench.tir.schedule import Schedule
+
+    rules = DefaultCPUSchedule(target)
+    rules(mod)
+    trace = rules.traces.get("main")
+    if trace is None:
+        return None
+    sch = Schedule(mod)
+    trace.apply_to_schedule(sch, remove_postproc=False)
+    # a rule may pack a weight in a preproc block: measured with the kernel's own arguments
+    return MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+
+
+class SeededStrategy(SearchStrategy):
+    """``inner`` after ``seeds``: the first ``generate_measure_candidates`` returns the seeds
+    (as many as ``max_trials`` allows), then the inner search runs with what is left of
+    ``max_trials``. The seeds' results are not passed to ``inner`` (it did not make them);
+    the database and cost model see them through the scheduler's callbacks."""
+
+    def __init__(self, inner: SearchStrategy, seeds: Sequence["MeasureCandidate"]) -> None:
+        if not isinstance(inner, SearchStrategy):
+            raise TypeError(f"SeededStrategy: inner must be a SearchStrategy, got "
+                            f"{type(inner).__name__}")
+        self.inner, self.seeds = inner, list(seeds)
+        self._pending: list = []
+        self._sent: list | None = None
+
+    def _initialize_with_tune_context(self, context: "TuneContext") -> None:
+        self.inner._initialize_with_tune_context(context)
+
+    def pre_tuning(self, max_trials: int, num_trials_per_iter: int, design_spaces: list,
+                   database: Any = None, cost_model: Any = None) -> None:
+        self._pending = self.seeds[:max(0, max_trials)]
+        self._sent = None
+        self.inner.pre_tuning(max_trials - len(self._pending), num_trials_per_iter,
+                              design_spaces, database, cost_model)
+
+    def post_tuning(self) -> None:
+        self._pending, self._sent = [], None
+        self.inner.post_tuning()
+
+    def generate_measure_candidates(self) -> Any:
+        if self._pending:
+            self._sent, self._pending = self._pending, []
+            return list(self._sent)
+        return self.inner.generate_measure_candidates()
+
+    def notify_runner_results(self, measure_candidates: list, results: list) -> None:
+        if self._sent is not None and len(measure_candidates) == len(self._sent) and all(
+                a is b for a, b in zip(measure_candidates, self._sent)):
+            self._sent = None
+            return
+        self.inner.notify_runner_results(measure_candidates, results)
+
+    def clone(self) -> "SeededStrategy":
+        return SeededStrategy(self.inner.clone(), self.seeds)
+
+    def __getattr__(self, name: str) -> Any:
         if name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)
