@@ -58,6 +58,20 @@ def test_every_kernel_is_named_by_its_pytorch_layers(built):
     assert "layer1.0.conv1 + bn1 + relu (+1 more)" in table
 
 
+def test_fastest_of_several_runs(built):
+    from workbench.runtime.profiling import Report
+    _, _, vm, _ = built
+    x = wb.nd.array(np.random.default_rng(2).standard_normal((1, 3, 12, 12)).astype("float32"))
+    runs = [vm.profile("main", x) for _ in range(3)]
+    quick = Report.fastest_of(runs)
+    for k, call in enumerate(quick.calls):
+        assert call["Duration (us)"].value == min(r.calls[k]["Duration (us)"].value
+                                                  for r in runs)
+        assert call.get("Layer") == runs[0].calls[k].get("Layer")
+    assert quick.group_by("layer", depth=2)["Duration (us)"].sum() <= min(
+        r.group_by("layer", depth=2)["Duration (us)"].sum() for r in runs)
+
+
 def test_grouped_by_block_and_by_op_type(built):
     _, _, _, report = built
     kernel_time = sum(c["Duration (us)"].value for c in report.calls if "Layer" in c)

@@ -132,6 +132,15 @@ class Report:
 
     # ---- beyond TVM ---------------------------------------------------------------------------
 
+    @staticmethod
+    def fastest_of(reports: Sequence["Report"]) -> "Report":
+        """Per call, the fastest of several profiled runs of the same program (the calls
+        must match in order; see :mod:`.combine`): ``Report.fastest_of([vm.profile("main",
+        x) for _ in range(5)])``. Load on a shared machine only adds time to a call, so this
+        is steadier than any single run."""
+        from .combine import fastest_of
+        return fastest_of(reports)
+
     def to_dataframe(self, aggregate: bool = False):
         """Calls (or aggregated groups) as a pandas DataFrame with numeric columns in fixed
         units: ``Duration (us)`` and ``Percent`` floats, ``Count`` integers, strings as-is."""
