@@ -1,0 +1,283 @@
+"""Whole models next to PyTorch and onnxruntime (issue 12): torchvision's ResNet-18 and
+MobileNetV2 at batch 1 (3x224x224) and a GPT-2-style block (GPT-2 small's sizes: 768 wide,
+12 heads, sequence 128), random weights (nothing is downloaded).
+
+Per model, measured in one run and in turns (every round times each runner once, so load on
+a shared machine hits all of them alike; the median over rounds is printed):
+
+- **Workbench untuned**: ``relax.build`` of the imported model (``from_exported_program``),
+  default schedules for every kernel;
+- **Workbench tuned**: ``tune_relax`` with ``--trials`` trials in all (evolutionary search with
+  a ``--population`` of candidates, ``--per-iter`` trials per batch, gradient task scheduler;
+  each task's first trial is its default schedule), then ``compile_relax``; the budget and the
+  tuning wall time are printed (``--trials 0`` skips it; ``--top K`` tunes only the K kernels
+  that take the most time untuned; ``--work-dir`` keeps the database, and a later run with
+  the same directory resumes or reuses it instead of tuning again);
+- **PyTorch eager**: ``torch.inference_mode``, contiguous and, for the CNNs, channels_last
+  (the ratios use the faster of the two);
+- **onnxruntime**: the model exported by ``torch.onnx.export`` (dynamo), CPU provider.
+
+Every runner uses ``--threads`` threads (default: all cores). Workbench's outputs are checked
+against PyTorch (max abs error printed). Before each timed turn the script waits until the
+process's other threads stop running (PyTorch's and onnxruntime's pools spin after a call).
+
+Usage: ``python benchmarks/bench_models.py [--trials 200] [--models resnet18,mobilenet_v2,gpt2]
+[--per-iter 8] [--population 64] [--top K] [--rounds 7] [--threads N] [--work-dir DIR]``
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import logging
+import math
+import os
+import sys
+import tempfile
+import time
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+MODELS = ("resnet18", "mobilenet_v2", "gpt2")
+
+
+def gpt2_block() -> tuple[Any, tuple]:
+    """One GPT-2 transformer block (pre-LayerNorm, causal self-attention, tanh GELU MLP) at
+    GPT-2 small's width, on a (1, 128, 768) hidden state."""
+    import torch
+    nn, F = torch.nn, torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self, d: int = 768, heads: int = 12, max_len: int = 1024):
+            super().__init__()
+            self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.c_attn, self.c_proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.c_fc, self.mlp_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+            self.heads = heads
+            causal = torch.tril(torch.ones(max_len, max_len, dtype=torch.bool))
+            self.register_buffer("bias", causal.view(1, 1, max_len, max_len), persistent=False)
+
+        def forward(self, x: Any) -> Any:
+            b, t, d = x.shape
+            q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=2)
+            hd = d // self.heads
+            q, k, v = (z.view(b, t, self.heads, hd).transpose(1, 2) for z in (q, k, v))
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+            att = att.masked_fill(~self.bias[:, :, :t, :t], float("-inf"))
+            y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(b, t, d)
+            x = x + self.c_proj(y)
+            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+    return Block().eval(), (torch.randn(1, 128, 768),)
+
+
+def make_model(name: str) -> tuple[Any, tuple]:
+    import torch
+    import torchvision
+    torch.manual_seed(0)
+    if name == "gpt2":
+        return gpt2_block()
+    model = getattr(torchvision.models, name)(weights=None).eval()
+    return model, (torch.randn(1, 3, 224, 224),)
+
+
+class Runner:
+    """One way of running a model: ``call()`` runs it once on fixed inputs."""
+
+    def __init__(self, name: str, call: Callable[[], Any]) -> None:
+        self.name, self.call, self.samples = name, call, []
+
+    def time_turn(self, number: int) -> None:
+        from workbench.runtime.settle import wait_for_quiet_threads
+        wait_for_quiet_threads(0.5)
+        self.call()
+        t0 = time.perf_counter()
+        for _ in range(number):
+            self.call()
+        self.samples.append((time.perf_counter() - t0) / number)
+
+    @property
+    def ms(self) -> float:
+        return float(np.median(self.samples)) * 1e3
+
+
+def workbench_runner(name: str, exe: Any, args: tuple) -> tuple[Runner, np.ndarray]:
+    import workbench as wb
+    vm = wb.relax.VirtualMachine(exe, wb.cpu())
+    inputs = [wb.nd.array(a.numpy()) for a in args]
+    fn = vm["main"]
+    out = fn(*inputs)
+    first = out[0] if isinstance(out, (tuple, list)) else out
+    return Runner(name, lambda: fn(*inputs)), first.numpy()
+
+
+def torch_runners(model: Any, args: tuple, cnn: bool) -> list[Runner]:
+    import torch
+
+    def eager(m: Any, a: tuple) -> Callable[[], Any]:
+        def call() -> Any:
+            with torch.inference_mode():
+                return m(*a)
+        return call
+
+    runners = [Runner("PyTorch eager", eager(model, args))]
+    if cnn:
+        cl_model = model.to(memory_format=torch.channels_last)
+        cl_args = tuple(a.contiguous(memory_format=torch.channels_last) for a in args)
+        runners.append(Runner("PyTorch eager channels_last", eager(cl_model, cl_args)))
+    return runners
+
+
+def onnxruntime_runner(ep: Any, args: tuple, threads: int) -> Runner | None:
+    try:
+        import onnxruntime as ort
+        import torch
+    except ImportError:
+        return None
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(ep, args, dynamo=True, verbose=False)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
+    session = ort.InferenceSession(program.model_proto.SerializeToString(), opts,
+                                   providers=["CPUExecutionProvider"])
+    feed = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
+    session.run(None, feed)
+    return Runner("onnxruntime", lambda: session.run(None, feed))
+
+
+def slowest_kernels(exe: Any, args: tuple, k: int) -> list[str]:
+    """The ``k`` fused kernels that take the most time in one profiled run."""
+    import workbench as wb
+    vm = wb.relax.VirtualMachine(exe, wb.cpu(), profile=True)
+    report = vm.profile("main", *[wb.nd.array(a.numpy()) for a in args])
+    names = report.group_by("name")["Name"]
+    return [n for n in names if n in exe.kernel_names][:k]
+
+
+def tune(mod: Any, target: Any, work_dir: str, ns: argparse.Namespace,
+         op_names: list[str] | None) -> tuple[Any, float, int, int]:
+    """(database, tuning wall seconds, trials in the database for the tuned tasks, tasks)."""
+    from workbench.meta_schedule.relax_integration import extract_tasks, tune_relax
+    from workbench.meta_schedule.search_strategy import EvolutionarySearch
+    from workbench.meta_schedule.task_budget import trials_done
+    tasks = extract_tasks(mod, target)
+    if op_names is not None:
+        tasks = [t for t in tasks if any(op in t.task_name for op in op_names)]
+    t0 = time.perf_counter()
+    db = tune_relax(mod, None, target, work_dir, max_trials_global=ns.trials,
+                    num_trials_per_iter=ns.per_iter, op_names=op_names,
+                    strategy=EvolutionarySearch(population_size=ns.population),
+                    seed=0, dashboard="text")
+    secs = time.perf_counter() - t0
+    total = sum(trials_done(db, [t.dispatched[0] for t in tasks]))
+    return db, secs, total, len(tasks)
+
+
+def bench_model(name: str, args_ns: argparse.Namespace) -> list[str]:
+    import torch
+
+    import workbench as wb
+    from workbench import relax
+    from workbench.meta_schedule.relax_integration import compile_relax
+    from workbench.relax.frontend.torch import from_exported_program
+
+    threads = args_ns.threads
+    target = wb.Target(f"llvm -num-cores={threads}")
+    model, args = make_model(name)
+    with torch.no_grad():
+        want = model(*args).numpy()
+        ep = torch.export.export(model, args)
+    t0 = time.perf_counter()
+    mod = from_exported_program(ep)
+    untuned_exe = relax.build(mod, target)
+    build_secs = time.perf_counter() - t0
+    runners, outputs = [], {}
+    runner, outputs["untuned"] = workbench_runner("Workbench untuned", untuned_exe, args)
+    runners.append(runner)
+    notes = [f"{name}: import + build {build_secs:.1f} s"]
+    if args_ns.trials > 0:
+        work_dir = (os.path.join(args_ns.work_dir, name) if args_ns.work_dir
+                    else tempfile.mkdtemp(prefix=f"wb_bench_{name}_"))
+        op_names = (slowest_kernels(untuned_exe, args, args_ns.top) if args_ns.top > 0
+                    else None)
+        db, secs, total, ntasks = tune(mod, target, work_dir, args_ns, op_names)
+        tuned_exe = compile_relax(db, mod, target)
+        runner, outputs["tuned"] = workbench_runner("Workbench tuned", tuned_exe, args)
+        runners.append(runner)
+        notes.append(f"{name}: tuned {ntasks} task(s) with a budget of {args_ns.trials} trials "
+                     f"({total} in the database; {args_ns.per_iter} per batch, population "
+                     f"{args_ns.population}) in {secs:.0f} s wall; records in {work_dir}")
+    for key, got in outputs.items():
+        notes.append(f"{name}: Workbench {key} vs PyTorch: max abs error "
+                     f"{float(np.max(np.abs(got - want))):.2e}")
+    runners += torch_runners(model, args, cnn=name != "gpt2")
+    ort_runner = onnxruntime_runner(ep, args, threads)
+    if ort_runner is not None:
+        runners.append(ort_runner)
+
+    # number of calls per turn: about 0.2 s of the slowest runner
+    slowest = max(_once(r) for r in runners)
+    number = max(1, int(0.2 / slowest))
+    for _ in range(args_ns.rounds):
+        for r in runners:
+            r.time_turn(number)
+    eager = min((r for r in runners if r.name.startswith("PyTorch")), key=lambda r: r.ms)
+    lines = [f"\n{name} (median of {args_ns.rounds} rounds, {number} call(s) per turn, "
+             f"{threads} thread(s)):",
+             f"  {'runner':32s} {'ms':>9s} {'/ PyTorch eager':>16s}"]
+    for r in runners:
+        mark = " *" if r is eager else ""
+        lines.append(f"  {r.name:32s} {r.ms:9.2f} {r.ms / eager.ms:15.2f}x{mark}")
+    lines.append(f"  (* the PyTorch eager reference: {eager.name})")
+    return notes + lines
+
+
+def _once(r: Runner) -> float:
+    t0 = time.perf_counter()
+    r.call()
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trials", type=int, default=200,
+                    help="tuning budget per model (total trials; 0: no tuned runner)")
+    ap.add_argument("--models", default=",".join(MODELS),
+                    help=f"comma-separated, from {', '.join(MODELS)}")
+    ap.add_argument("--per-iter", type=int, default=8, help="num_trials_per_iter")
+    ap.add_argument("--population", type=int, default=64,
+                    help="evolutionary search population (TVM: 512; slow on 2 cores)")
+    ap.add_argument("--top", type=int, default=0,
+                    help="tune only the K kernels that take the most time untuned (0: all)")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--work-dir", default=None,
+                    help="keep each model's tuning database in DIR/<model> (resumed, reused)")
+    ns = ap.parse_args()
+    names = [m.strip() for m in ns.models.split(",") if m.strip()]
+    unknown = [m for m in names if m not in MODELS]
+    if unknown:
+        ap.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")
+    if ns.trials < 0 or ns.top < 0 or min(ns.rounds, ns.threads, ns.per_iter,
+                                           ns.population) < 1:
+        ap.error("--trials and --top must be >= 0; --rounds, --threads, --per-iter and "
+                 "--population >= 1")
+
+    import torch
+    torch.set_num_threads(ns.threads)
+    logging.getLogger("workbench.meta_schedule").setLevel(logging.WARNING)
+    print(f"load average before: {os.getloadavg()}")
+    report = []
+    for name in names:
+        report += bench_model(name, ns)
+    print("\n".join(report))
+    print(f"\nload average after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
