@@ -165,9 +165,11 @@ def test_tune_relax_with_an_rpc_config_on_the_in_process_cluster(tmp_path):
     model = TwoHeads()
     mod, _ = model.export_tvm({"forward": {"x": nn.spec.Tensor((4, 8), "float32")}})
     config = RPCConfig("local", session_timeout_sec=60)
+    # Batches of num_trials_per_iter only (no default-schedule first trial per task), so
+    # the budget is met exactly.
     db = tune_relax(mod, None, "llvm -num-cores=1", str(tmp_path), max_trials_global=4,
                        num_trials_per_iter=2, strategy="replay-trace", cost_model="random",
-                       runner=config, seed=0)
+                       runner=config, seed=0, default_schedule_first=False)
     records = db.get_all_tuning_records()
     assert len(records) == 4 and any(r.run_secs[0] < 1e9 for r in records)
     exe = compile_relax(db, mod, "llvm -num-cores=1")
