@@ -13,8 +13,8 @@ a shared machine hits all of them alike; the median over rounds is printed):
   tuning wall time are printed (``--trials 0`` skips it; ``--top K`` tunes only the K kernels
   that take the most time untuned; ``--work-dir`` keeps the database, and a later run with
   the same directory resumes or reuses it instead of tuning again);
-- **PyTorch eager**: ``torch.inference_mode``, contiguous and, for the CNNs, channels_last
-  (the ratios use the faster of the two);
+- **PyTorch eager**: ``torch.inference_mode``, contiguous and, for the CNNs, channels_last, each
+  with ``--threads`` threads and with 1 (the ratios use the fastest of them);
 - **onnxruntime**: the model exported by ``torch.onnx.export`` (dynamo), CPU provider.
 
 Every runner uses ``--threads`` threads (default: all cores). Workbench's outputs are checked
@@ -124,11 +124,25 @@ def torch_runners(model: Any, args: tuple, cnn: bool) -> list[Runner]:
                 return m(*a)
         return call
 
+    def one_thread(call: Callable[[], Any]) -> Callable[[], Any]:
+        def run() -> Any:
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                return call()
+            finally:
+                torch.set_num_threads(threads)
+        return run
+
     runners = [Runner("PyTorch eager", eager(model, args))]
     if cnn:
         cl_model = model.to(memory_format=torch.channels_last)
         cl_args = tuple(a.contiguous(memory_format=torch.channels_last) for a in args)
         runners.append(Runner("PyTorch eager channels_last", eager(cl_model, cl_args)))
+    if torch.get_num_threads() > 1:
+        # PyTorch's thread pool degrades badly on a busy machine (one run: ResNet-18 848 ms
+        # with 2 threads, 39 ms with 1): the reference is its fastest configuration
+        runners += [Runner(f"{r.name} 1 thread", one_thread(r.call)) for r in list(runners)]
     return runners
 
 
