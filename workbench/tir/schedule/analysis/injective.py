@@ -23,11 +23,12 @@ ENUMERATE_LIMIT = 1 << 14
 
 
 def repeated_binding(loops: Sequence[For], fixed: Sequence[For], values: Sequence[PrimExpr],
-                     predicate: PrimExpr | None = None) -> str | None:
+                     predicate: PrimExpr | None = None, strict: bool = True) -> str | None:
     """Two iterations of ``loops`` (the ``fixed`` loops held at their first value) that give the
-    same ``values``, described (``"at i=0, j=1 and again at i=1, j=1"``, or why it cannot be
-    proven otherwise); None when every iteration gives distinct values. Iterations where
-    ``predicate`` is false do not count. Loops no value uses are ignored."""
+    same ``values``, described (``"at i=0, j=1 and again at i=1, j=1"``, or, when ``strict``,
+    why it cannot be proven otherwise); None when every iteration gives distinct values (or,
+    not ``strict``, when no repeat was found). Iterations where ``predicate`` is false do not
+    count. Loops no value uses are ignored."""
     inner = [lp for lp in loops if any(uses_var(v, lp.loop_var) for v in values)]
     if not inner or mixed_radix(inner, values):
         return None
@@ -35,7 +36,7 @@ def repeated_binding(loops: Sequence[For], fixed: Sequence[For], values: Sequenc
     for lp in inner:
         total *= lp.extent.value if isinstance(lp.extent, IntImm) else ENUMERATE_LIMIT + 1
     if total > ENUMERATE_LIMIT or not all(isinstance(lp.min, IntImm) for lp in inner):
-        return "cannot prove otherwise for its non-linear bindings"
+        return "cannot prove otherwise for its non-linear bindings" if strict else None
     env: dict[Any, Any] = {lp.loop_var: lp.min.value for lp in fixed
                            if isinstance(lp, For) and isinstance(lp.min, IntImm)}
     gated = predicate is not None and not is_const_int(predicate, 1)
@@ -51,7 +52,7 @@ def repeated_binding(loops: Sequence[For], fixed: Sequence[For], values: Sequenc
                 continue
             key = tuple(evaluate(v, env) for v in values)
         except EvalError:
-            return "cannot evaluate its bindings"
+            return "cannot evaluate its bindings" if strict else None
         if key in seen:
             first = ", ".join(f"{n}={x}" for n, x in zip(names, seen[key]))
             again = ", ".join(f"{n}={x}" for n, x in zip(names, point))

@@ -197,9 +197,10 @@ def _check_reduction_order(name: str, chain: list[For], new_order: list[For],
     must come first among the iterations that reach an output element. That holds in any loop
     order when the reordered loops feeding reduction variables do so in mixed radix (what split
     makes) and feed no spatial variable, and the ones feeding spatial variables reach each
-    output element once (split, or fuse's ``f // c`` / ``f % c``, checked in
-    :mod:`~workbench.tir.schedule.analysis.injective`): an element's first iteration then has
-    every reduction loop at 0. A loop fused from spatial and reduction loops and split across
+    output element once (split, or fuse's ``f // c`` / ``f % c``; checked with
+    :mod:`~workbench.tir.schedule.analysis.injective` where a reduction loop is hoisted over a
+    spatial one, by enumeration when small): an element's first iteration then has every
+    reduction loop at 0. A loop fused from spatial and reduction loops and split across
     them (fuzzer case random:9453) has no such order: the init can come after updates and wipe
     them. TVM refuses these as non-affine bindings."""
     if all(a is b for a, b in zip(chain, new_order)):
@@ -234,9 +235,9 @@ def _check_reduction_order(name: str, chain: list[For], new_order: list[For],
         new_rank = {id(lp): k for k, lp in enumerate(new_order)}
         hoisted = any(rank[id(r)] > rank[id(sp)] and new_rank[id(r)] < new_rank[id(sp)]
                       for r in fed(reduce_) for sp in fed(spatial))
-        repeat = repeated_binding(fed(spatial), outer, spatial, realize.predicate) \
-            if hoisted else None
-        if repeat is not None and repeat.startswith("at "):
+        repeat = repeated_binding(fed(spatial), outer, spatial, realize.predicate,
+                                  strict=False) if hoisted else None
+        if repeat is not None:
             raise ScheduleError(name, where, f"the reordered loops reach an element of it more "
                                 f"than once ({repeat}), so the new order could run an update of "
                                 "the reduction before an init")

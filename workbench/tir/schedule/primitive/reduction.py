@@ -97,8 +97,6 @@ class _ReplaceRealize(IRMutator):
 
 # ---- decompose_reduction --------------------------------------------------------------------
 
-
-
 def decompose_reduction(func: PrimFunc, index: FuncIndex, block_name: str,
                         loop_var: Var) -> tuple[PrimFunc, str, str]:
     """Split the init of ``block_name`` into ``<name>_init`` before loop ``loop_var``.
@@ -138,7 +136,7 @@ def decompose_reduction(func: PrimFunc, index: FuncIndex, block_name: str,
     # The same holds for loops the block does use, but not one-to-one (a loop fused from the
     # rows and columns of a consumer, with the reduction computed at it, binds only the row:
     # fuzzer case random:23113): no two iterations may reach the same block instance.
-    repeat = repeated_binding([lp for lp in loops[pos:]], loops[:pos], realize.iter_values,
+    repeat = repeated_binding(loops[pos:], loops[:pos], realize.iter_values,
                               realize.predicate)
     if repeat is not None:
         raise ScheduleError(prim, _loop_subject(target), f"the loops between it and block "
