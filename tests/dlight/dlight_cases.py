@@ -100,6 +100,8 @@ CASES: dict[str, tuple[list, Callable, dict, set]] = {
     "sum_last_keepdims": ([("x", (6, 5, 64))], lambda x: R.sum(x, axis=-1, keepdims=True),
                           {}, {"RowReduction"}),
     "max_all": ([("x", (9, 40))], R.max, {}, {"RowReduction"}),
+    # a partial reduction over two axes with the lanes rfactored out (with 8 and 16 lanes)
+    "max_all_wide": ([("x", (5, 64))], R.max, {}, {"RowReduction"}),
     "mean_last_two": ([("x", (3, 8, 6, 10))], lambda x: R.mean(x, axis=[2, 3]), {},
                       {"RowReduction"}),
     "softmax": ([("x", (3, 10, 64))], lambda x: R.nn.softmax(x, axis=-1), {}, {"RowReduction"}),

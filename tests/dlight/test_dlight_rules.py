@@ -266,6 +266,24 @@ def test_narrower_vectors_for_an_avx2_target():
     np.testing.assert_allclose(out.numpy(), y, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("mattr, budget", [("+avx2,+fma", 12), ("+avx512f", 16)])
+def test_register_tile_fits_the_vector_registers(mattr, budget):
+    """AVX2 has 16 vector registers, AVX-512 32: a register tile keeps at most 12 / 16
+    accumulators (16 on AVX2 spilled: ResNet-18 1.3x slower on a 2-core EPYC)."""
+    from workbench.dlight.cpu.anchor import match_anchor
+    from workbench.dlight.cpu.common import inline_cheap_stages
+    from workbench.dlight.cpu.matmul import plan_outer_product
+    cpu = dlight.CPUInfo.of(Target(f"llvm -mattr={mattr} -num-cores=2"))
+    assert cpu.accumulators == budget
+    used = []
+    for func in (matmul_te(64, 64, 64), matmul_te(48, 48, 96), conv_te("NHWC", 1, 1)):
+        sch = Schedule(func)
+        inline_cheap_stages(sch)
+        plan = plan_outer_product(match_anchor(sch).anchor, cpu)
+        used.append(plan.U * -(-plan.V // cpu.lanes("float32")))
+    assert max(used) <= budget and max(used) > budget // 2, used
+
+
 def _single(make_outputs, inputs):
     """A te kernel of ``make_outputs(*placeholders)`` over the numpy ``inputs``, built with
     its default schedule; returns the outputs and the rule that scheduled it."""

@@ -22,9 +22,6 @@ from workbench.tir.schedule import Schedule
 
 __all__ = ["Matmul", "plan_outer_product"]
 
-#: Accumulator registers a tile may use (of 32 vector registers with AVX-512, 16 with AVX2):
-#: the rest hold the operand vectors and the broadcast scalars.
-MAX_ACCUMULATORS = 16
 MAX_U = 8
 #: A parameter that is already contiguous along v is still packed into panels when each
 #: element is used at least this often.
@@ -95,7 +92,7 @@ def plan_outer_product(f: BlockFacts, cpu: CPUInfo, params: frozenset[int] = fro
                     not any(a.depends(uvar) for a in others):
                 continue
             regs = max(1, -(-V // lanes))
-            U = _u_tile(f.extent(u), min(MAX_U, MAX_ACCUMULATORS // regs))
+            U = _u_tile(f.extent(u), min(MAX_U, cpu.accumulators // regs))
             score = _score(V, lanes, U, pack, params, f, var, n_store)
             plan = TilePlan(v, V, u, U, pack)
             if best is None or score > best[0]:

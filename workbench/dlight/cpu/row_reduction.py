@@ -213,18 +213,22 @@ def _vectorize_partial(sch: Schedule, block: BlockRV, above: LoopRV | None) -> N
     if realize is None or len(loops) < 2:
         return
     var_of = {sch.get(lp).loop_var: lp for lp in loops}
-    lane = red = None
+    lane = None
+    red_vars = set()
     for iv, value in zip(blk.iter_vars, realize.iter_values):
         if value in var_of:
             if iv.iter_type == 0:
                 lane = var_of[value]
             else:
-                red = var_of[value]
-    if lane is None or red is None:
+                red_vars.add(value)
+    # every reduction loop (a reduction over several axes has several), in loop order: the
+    # lane goes below all of them and the init above the outermost
+    reds = [lp for lp in loops if sch.get(lp).loop_var in red_vars]
+    if lane is None or not reds:
         return
-    sch.reorder(red, lane)
+    sch.reorder(*reds, lane)
     sch.vectorize(lane)      # before decompose_reduction (see tiling.py)
-    init = sch.decompose_reduction(block, red)
+    init = sch.decompose_reduction(block, reds[0])
     init_loops = _loops_below(sch, init, above)
     if init_loops:
         sch.vectorize(init_loops[-1])

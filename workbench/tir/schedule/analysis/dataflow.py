@@ -39,7 +39,7 @@ import numpy as np
 from workbench.tir import op
 from workbench.tir.arith import NEG_INF, POS_INF, Analyzer, IntervalSet
 from workbench.tir.buffer import Buffer, BufferRegion, Range
-from workbench.tir.expr import IntImm, PrimExpr, Var
+from workbench.tir.expr import IntImm, Max, Min, PrimExpr, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import collect_vars, substitute
 from workbench.tir.schedule.error import ScheduleError
@@ -334,12 +334,20 @@ def _disjoint_across(an: Analyzer, info: BlockInfo, region: BufferRegion, loop: 
     for a, b in zip(now, nxt):
         if a.max_value is POS_INF or b.min_value is NEG_INF:
             continue
-        if an.can_prove(op.lt(a.max_value, b.min_value)):
+        # a bound clipped to the buffer (``min(x, 9)``, over a symbolic tile grid) is at most
+        # ``x``; ``max(y, 0)`` at least ``y``: proving it for either operand is enough
+        if any(an.can_prove(op.lt(hi, lo)) for hi in _operands(a.max_value, Min)
+               for lo in _operands(b.min_value, Max)):
             return True
     # Not monotone in one dimension (a fused loop walks a 2-d tile grid): compare the boxes of
     # all iterations numerically.
     return _disjoint_numeric(now, t, loop, [lp for lp in loops if lp is not loop
                                             and lp not in below])
+
+
+def _operands(e: PrimExpr, kind: type) -> list[PrimExpr]:
+    """``e`` and, when it is a ``kind`` (Min / Max) node, its two operands."""
+    return [e, e.a, e.b] if isinstance(e, kind) else [e]
 
 
 _NUMERIC_LIMIT = 1 << 22
