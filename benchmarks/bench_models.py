@@ -9,7 +9,8 @@ a shared machine hits all of them alike; the median over rounds is printed):
   default schedules for every kernel;
 - **Workbench tuned**: ``tune_relax`` with ``--trials`` trials in all (evolutionary search with
   a ``--population`` of candidates, ``--per-iter`` trials per batch, gradient task scheduler;
-  each task's first trial is its default schedule), then ``compile_relax``; the budget and the
+  each task's first trial is its default schedule, and its leaders are measured again at the
+  end, ``meta_schedule.confirm``), then ``compile_relax``; the budget and the
   tuning wall time are printed (``--trials 0`` skips it; ``--top K`` tunes only the K kernels
   that take the most time untuned; ``--work-dir`` keeps the database, and a later run with
   the same directory resumes or reuses it instead of tuning again);

@@ -250,10 +250,15 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--only", choices=["matmul", "conv2d"])
     ap.add_argument("--cores", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--mcpu", default=None,
+                    help="LLVM CPU to tune for instead of this machine's (e.g. haswell: AVX2, "
+                         "no AVX-512 micro-kernels in the space)")
     ap.add_argument("--no-post-opt", action="store_true",
                     help="skip the post-optimization (Droplet search) after the search")
     args = ap.parse_args()
     TARGET = f"llvm -num-cores={args.cores}"
+    if args.mcpu:
+        TARGET += f" -mcpu={args.mcpu}"
     print(f"target: {TARGET}; trials per workload: {args.trials}")
     print("references are timed interleaved with each tuned kernel, after its tuning "
           "(best of 9 rounds each)")
@@ -281,8 +286,8 @@ def main() -> None:
                        if post.best_after < post.best_before else "the best is unchanged")
             print(f"{name}: post-optimization: best record {post.best_before * 1e3:.3f} ms -> "
                   f"{post.best_after * 1e3:.3f} ms ({post.recorded_gain:.3f}x recorded; "
-                  f"{post.search.speedup:.3f}x within its batches; result "
-                  f"{'confirmed' if post.confirmed else 'not confirmed'} side by side; "
+                  f"result {'confirmed' if post.confirmed else 'not confirmed'} side by side"
+                  f"{'' if post.side_by_side_gain is None else f' ({post.side_by_side_gain:.3f}x, medians of 3)'}; "
                   f"{post.held_back} unconfirmed faster-looking records dropped), "
                   f"{post.trials} extra trials, {post.seconds:.1f} s; {retimed}")
         if r["packs"]:

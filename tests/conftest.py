@@ -18,3 +18,9 @@ settings.register_profile("ci", derandomize=True, database=None, **_TIMING)
 settings.register_profile("fuzz", derandomize=False, database=None, max_examples=1000,
                           **_TIMING)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# Tuning runs in tests measure exactly the trials they ask for: the confirmation
+# re-measurements that end a run (meta_schedule.confirm) are off unless a test turns them on
+# (tests/meta_schedule/test_ms_confirm.py). Through the environment, so scripts and notebook
+# kernels the tests start inherit it.
+os.environ.setdefault("WORKBENCH_MS_CONFIRM_ROUNDS", "0")

@@ -54,6 +54,24 @@ def test_top_k_ranks_by_mean_and_ignores_failures(db):
     assert db.query_tuning_record(matmul(16), TARGET, "main").run_secs == [2.5, 2.5]
 
 
+def test_top_k_pools_the_times_of_a_schedule_measured_again(db, tmp_path):
+    wl = db.commit_workload(matmul(16))
+    db.commit_tuning_record(record(wl, [1.0], 2))            # a lucky first measurement
+    db.commit_tuning_record(record(wl, [2.0], 4))
+    db.commit_tuning_record(record(wl, [1e10], 2))           # a failed re-measurement: ignored
+    db.commit_tuning_record(record(wl, [3.0, 3.5], 2))       # measured again: mean 2.5 in all
+    top = db.get_top_k(wl, 5)
+    assert [r.run_secs for r in top] == [[2.0], [1.0, 3.0, 3.5]]
+    assert [getattr(r, "pooled_records", 1) for r in top] == [1, 2]
+    assert structural_equal(db.query_ir_module(matmul(16), TARGET, "main"),
+                            scheduled(matmul(16), 4).mod)
+    assert len(db) == 4 and len(db.get_top_k(wl, 1)) == 1
+    if isinstance(db, JSONDatabase):  # the files keep every line; a reopened database pools
+        again = JSONDatabase(work_dir=os.path.dirname(db.path_workload))
+        assert [r.run_secs for r in again.get_top_k(again.commit_workload(matmul(16)), 5)] \
+            == [[2.0], [1.0, 3.0, 3.5]]
+
+
 def test_unscheduled_trace_is_invalid(db):
     wl = db.commit_workload(matmul(16))
     sch = Schedule(wl.mod)

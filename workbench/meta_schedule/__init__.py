@@ -4,12 +4,13 @@ Subpackages follow TVM's layout: ``arg_info``, ``builder``, ``runner``, ``databa
 ``measure_callback``, ``profiler``, ``logging``, ``tune_context``, ``space_generator``,
 ``schedule_rule``, ``postproc``, ``mutator``, ``search_strategy``, ``cost_model``,
 ``feature_extractor``, ``task_scheduler``; ``tune_tir`` / ``tune_tasks`` drive them.
-``post_optimization`` (TVM's too) holds the Droplet search run after tuning.
+``post_optimization`` (TVM's too) holds the Droplet search run after tuning, ``confirm`` the
+re-measurement of each task's leaders that ends every run (Workbench).
 """
 from workbench.meta_schedule import (  # noqa: F401 - the subpackages, as in TVM
-    arg_info, builder, cost_model, database, feature_extractor, logging, measure_callback,
-    mutator, post_optimization, postproc, profiler, relax_integration, runner, schedule_rule,
-    search_strategy, space_generator, task_scheduler, tune_context, utils,
+    arg_info, builder, confirm, cost_model, database, feature_extractor, logging,
+    measure_callback, mutator, post_optimization, postproc, profiler, relax_integration, runner,
+    schedule_rule, search_strategy, space_generator, task_scheduler, tune_context, utils,
 )
 from workbench.meta_schedule.builder import Builder
 from workbench.meta_schedule.cost_model import CostModel

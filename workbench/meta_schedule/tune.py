@@ -70,7 +70,11 @@ def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
 
     ``post_optimization``: after the search, a Droplet search around each task's best record
     (:mod:`workbench.meta_schedule.post_optimization`; budget: option
-    ``ms_post_opt_trials`` per task), measured and recorded like the search's trials."""
+    ``ms_post_opt_trials`` per task), measured and recorded like the search's trials.
+
+    Last (Workbench), each task's leading schedules are measured again until each has
+    ``ms_confirm_rounds`` measurements (:mod:`workbench.meta_schedule.confirm`), so that the
+    database's best is not just the luckiest single measurement; 0 turns this off."""
     if not tasks:
         raise ValueError("tune_tasks: no tasks to tune")
     if len(tasks) != len(task_weights):
@@ -100,6 +104,7 @@ def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
                            callbacks, database, cost_model, **kwargs)
             if post_optimization:
                 _post_optimize(scheduler, callbacks)
+            _confirm_best(scheduler, callbacks)
     except BaseException:
         _stop_workers([builder, runner], replay_pool=True)
         raise
@@ -117,6 +122,15 @@ def _post_optimize(scheduler: TaskScheduler, callbacks: list[MeasureCallback]) -
         return any(getattr(cb, "stop_requested", False) for cb in callbacks)
 
     post_optimize(scheduler, should_stop=stop)
+
+
+def _confirm_best(scheduler: TaskScheduler, callbacks: list[MeasureCallback]) -> None:
+    """Each task's leaders measured again (:mod:`workbench.meta_schedule.confirm`; option
+    ``ms_confirm_rounds``, 0: off); a dashboard's Stop ends it too."""
+    from workbench.meta_schedule.confirm import confirm_best
+
+    confirm_best(scheduler, should_stop=lambda: any(
+        getattr(cb, "stop_requested", False) for cb in callbacks))
 
 
 def _stop_workers(components: Sequence[Any], replay_pool: bool = False) -> None:

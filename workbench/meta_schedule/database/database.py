@@ -6,6 +6,11 @@ Semantics follow reference meta_schedule.md section 2:
 - a record is *valid* when its trace has at least one instruction before the first
   ``EnterPostproc`` and ``run_secs`` holds a value other than the 1e10 failure stub;
 - ``get_top_k`` returns valid records only, fastest first (ties keep commit order);
+- beyond TVM, a schedule measured more than once (records of one workload with equal traces,
+  decisions included) is ranked by all its measurements: ``get_top_k`` returns it once, as a
+  record whose ``run_secs`` pool those of its valid records (:func:`pool_by_trace`). On a
+  shared machine one candidate's single time can be 30% off; re-measuring the leaders
+  (``meta_schedule.confirm``) then outweighs a lucky measurement instead of adding to it;
 - ``query_tuning_record`` ignores ``target`` and ``workload_name`` (as TVM's JSON and memory
   databases do); ``query_schedule`` replays the best record's full trace (postprocessing
   included) on a fresh schedule of the workload module;
@@ -29,7 +34,7 @@ from workbench.target import Target
 from workbench.tir.function import PrimFunc
 from workbench.tir.schedule import Schedule, Trace
 
-__all__ = ["Workload", "TuningRecord", "Database", "PyDatabase", "FAILED_RUN_SECS",
+__all__ = ["Workload", "TuningRecord", "Database", "PyDatabase", "FAILED_RUN_SECS", "pool_by_trace",
            "mean_run_secs"]
 
 #: The run time TVM records for a failed build or run (a float32 stub, exactly 1e10).
@@ -184,6 +189,44 @@ class TuningRecord:
                 f"insts={len(self.trace.insts)})")
 
 
+def trace_key(record: TuningRecord) -> str:
+    """The identity of a record's schedule: its trace (postprocessing and decisions
+    included) as canonical JSON, computed once per record."""
+    key = getattr(record, "_trace_key", None)
+    if key is None:
+        import json
+        key = json.dumps(record.trace.as_json(remove_postproc=False), separators=(",", ":"),
+                         sort_keys=True)
+        record._trace_key = key
+    return key
+
+
+def pool_by_trace(records: Sequence[TuningRecord]) -> list[TuningRecord]:
+    """Valid ``records`` of one workload, given in commit order, as one record per distinct
+    trace, fastest (pooled mean) first, ties in order of first commit. A trace measured once
+    keeps its record object; one measured several times becomes a new record with the first
+    record's trace, target and argument info, the valid times of all of them in commit order,
+    and ``pooled_records``, how many records it pools."""
+    groups: dict[str, list[TuningRecord]] = {}
+    for r in records:
+        if r.is_valid():
+            groups.setdefault(trace_key(r), []).append(r)
+    pooled: list[TuningRecord] = []
+    for group in groups.values():
+        if len(group) == 1:
+            pooled.append(group[0])
+            continue
+        first = group[0]
+        secs = [s for r in group for s in r.run_secs if s != FAILED_RUN_SECS]
+        rec = TuningRecord(first.trace, first.workload, secs, first.target, first.args_info)
+        rec._trace_key = trace_key(first)
+        rec.pooled_records = len(group)
+        pooled.append(rec)
+    order = {id(r): i for i, r in enumerate(pooled)}
+    pooled.sort(key=lambda r: (r.mean_run_secs, order[id(r)]))
+    return pooled
+
+
 # ---- Database ---------------------------------------------------------------------------------
 
 _CURRENT = threading.local()
@@ -213,7 +256,8 @@ class Database:
         raise NotImplementedError(f"{type(self).__name__}.commit_tuning_record")
 
     def get_top_k(self, workload: Workload, top_k: int) -> list[TuningRecord]:
-        """Up to ``top_k`` valid records of ``workload``, fastest (mean) first."""
+        """Up to ``top_k`` valid records of ``workload``, fastest (mean) first; a trace
+        measured several times appears once, with its times pooled (module docstring)."""
         raise NotImplementedError(f"{type(self).__name__}.get_top_k")
 
     def get_all_tuning_records(self) -> list[TuningRecord]:

@@ -30,7 +30,7 @@ from typing import Any
 from workbench import options
 from workbench.ir.module import IRModule
 from workbench.meta_schedule.database.database import (
-    Database, TuningRecord, Workload, as_module,
+    Database, TuningRecord, Workload, as_module, pool_by_trace,
 )
 from workbench.meta_schedule.database.module_equality import ModuleEquality, WorkloadTable
 
@@ -207,13 +207,8 @@ class JSONDatabase(Database):
             wl = self._table.canonical(workload)
             if wl is None:
                 return []
-            out = []
-            for _, _, record in self._by_workload.get(id(wl), ()):
-                if record.is_valid():
-                    out.append(record)
-                    if len(out) == top_k:
-                        break
-            return out
+            entries = sorted(self._by_workload.get(id(wl), ()), key=lambda e: e[1])
+            return pool_by_trace([record for _, _, record in entries])[:top_k]
 
     def get_all_tuning_records(self) -> list[TuningRecord]:
         """Every record, fastest first (TVM keeps them in one sorted set)."""

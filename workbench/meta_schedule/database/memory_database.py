@@ -5,7 +5,7 @@ import threading
 
 from workbench.ir.module import IRModule
 from workbench.meta_schedule.database.database import (
-    Database, TuningRecord, Workload, as_module,
+    Database, TuningRecord, Workload, as_module, pool_by_trace,
 )
 from workbench.meta_schedule.database.module_equality import ModuleEquality, WorkloadTable
 
@@ -13,7 +13,8 @@ __all__ = ["MemoryDatabase"]
 
 
 class MemoryDatabase(Database):
-    """Workloads and records in lists; ``get_top_k`` scans and stable-sorts by mean time."""
+    """Workloads and records in lists; ``get_top_k`` scans, pools equal traces and sorts by
+    mean time."""
 
     def __init__(self, module_equality: str = "structural") -> None:
         self.module_equality = module_equality
@@ -51,9 +52,8 @@ class MemoryDatabase(Database):
             wl = self._table.canonical(workload)
             if wl is None:
                 return []
-            mine = [r for key, r in self._records if key == id(wl) and r.is_valid()]
-        mine.sort(key=lambda r: r.mean_run_secs)  # stable: ties keep commit order
-        return mine[:top_k]
+            mine = [r for key, r in self._records if key == id(wl)]
+        return pool_by_trace(mine)[:top_k]
 
     def get_all_tuning_records(self) -> list[TuningRecord]:
         """Every record, in commit order."""

@@ -11,7 +11,8 @@ For every task of a finished :class:`TaskScheduler` run, in task order:
    search, and the same measure callbacks (a dashboard shows the trials, the statistics count
    them) except ``UpdateCostModel`` (the model is not used any more) and ``AddToDatabase``;
 3. if the search moved, its result and the start are measured side by side
-   (``DUEL_ROUNDS`` rounds in one batch);
+   (``DUEL_ROUNDS`` rounds in turns in one batch; the median round of each is compared: a
+   single measurement on a shared machine can be far off either way);
 4. records are committed through the run's ``AddToDatabase`` so that a lucky measurement
    never becomes the best: failures and candidates not faster than the database's best are
    committed as measured; a faster-looking one is committed only if it is the search's result
@@ -38,6 +39,8 @@ import logging
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
 
 from workbench import options
 from workbench.meta_schedule.arg_info import ArgInfo
@@ -73,7 +76,7 @@ def _fraction(value: float) -> None:
 
 
 #: Rounds of the final side-by-side measurement of the start and the search's result.
-DUEL_ROUNDS = 2
+DUEL_ROUNDS = 3
 
 options.register("ms_post_opt_trials", int, 64, env="WORKBENCH_MS_POST_OPT_TRIALS",
                  doc="Measurements the post-optimization (Droplet search) may spend per task "
@@ -90,8 +93,9 @@ class PostOptResult:
     """One task's post-optimization: the task's module, the database's best mean time before
     and after (seconds), the search (its batches and same-batch times), the wall seconds and
     measurements spent (the final comparison included), whether the search's result beat the
-    start side by side (None: nothing to compare) and how many faster-looking records were
-    held back unconfirmed."""
+    start side by side (None: nothing to compare), how many faster-looking records were held
+    back unconfirmed, and ``side_by_side_gain``: the start's time over the result's in that
+    comparison (medians of its rounds; None when there was none)."""
 
     task_name: str
     mod: IRModule
@@ -102,6 +106,7 @@ class PostOptResult:
     trials: int
     confirmed: bool | None
     held_back: int
+    side_by_side_gain: float | None = None
 
     def schedule_before(self) -> Schedule:
         """The best schedule before post-optimization (the search's start), replayed."""
@@ -119,9 +124,11 @@ class PostOptResult:
         if not s.improved:
             moved = "no faster neighbour"
         else:
-            moved = (f"{len([b for b in s.batches if b.accepted])} move(s), same-batch "
-                     f"speedup {s.speedup:.3f}x, "
-                     f"{'confirmed' if self.confirmed else 'not confirmed'} against the start")
+            gain = ("" if self.side_by_side_gain is None
+                    else f": start / result {self.side_by_side_gain:.3f}")
+            moved = (f"{len([b for b in s.batches if b.accepted])} move(s), "
+                     f"{'confirmed' if self.confirmed else 'not confirmed'} against the start "
+                     f"side by side{gain}")
         return (f"post-optimization of {self.task_name!r}: best {self.best_before * 1e6:.2f} us"
                 f" -> {self.best_after * 1e6:.2f} us ({self.recorded_gain:.3f}x recorded; "
                 f"{moved}) in {self.trials} trial(s), {self.seconds:.1f} s")
@@ -171,7 +178,7 @@ def post_optimize(scheduler: "TaskScheduler", *, max_trials: int | None = None,
         after = before if after_rec is None else min(before, after_rec.mean_run_secs)
         res = PostOptResult(ctx.task_name, ctx.mod, before, after, found,
                             time.perf_counter() - t0, measure.trials, confirmed,
-                            measure.held_back)
+                            measure.held_back, measure.gain)
         out.append(res)
         # ``post_opt`` carries the result for programs that collect it (the benchmark).
         logger.info("%s", res.summary(), extra={"post_opt": res})
@@ -204,6 +211,7 @@ class _TaskMeasure:
         self.held: dict[tuple, tuple[MeasureCandidate, BuilderResult, list[float]]] = {}
         self.trials = 0
         self.held_back = 0
+        self.gain: float | None = None
 
     def _run(self, traces: Sequence[Trace]) -> list[tuple[MeasureCandidate | None,
                                                           BuilderResult | None,
@@ -248,8 +256,8 @@ class _TaskMeasure:
 
     def duel(self, start: Trace, final: Trace, min_gain: float) -> bool:
         """Measure ``start`` and ``final`` in turns, ``DUEL_ROUNDS`` times in one batch; True
-        when ``final`` is faster by more than ``min_gain`` (its times are kept for the
-        commit)."""
+        when ``final``'s median round is faster than ``start``'s by more than ``min_gain``
+        (its times are kept for the commit). ``self.gain``: start / final, medians."""
         runs = self._run([start, final] * DUEL_ROUNDS)
         start_secs = [s for c, b, r in runs[0::2] if r is not None and r.error_msg is None
                       for s in (r.run_secs or [])]
@@ -257,7 +265,10 @@ class _TaskMeasure:
                       for s in (r.run_secs or [])]
         if not start_secs or not final_secs:
             return False
-        won = mean_run_secs(final_secs) < mean_run_secs(start_secs) * (1.0 - min_gain)
+        # the median of each side's rounds: one round far off in either direction (a burst
+        # of load, or a quiet moment, on a shared machine) must not decide the comparison
+        self.gain = float(np.median(start_secs) / np.median(final_secs))
+        won = self.gain > 1.0 / (1.0 - min_gain)
         key = decision_key(final)
         if won and key in self.held:
             self.held[key][2].extend(final_secs)

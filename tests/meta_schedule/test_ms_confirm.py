@@ -1,0 +1,171 @@
+"""The confirmation that ends a tuning run (``meta_schedule.confirm``): each task's leaders
+are measured again, so a lucky single measurement does not decide the best schedule.
+
+Wiring is checked with a builder whose "artifact" carries a synthetic latency of the
+scheduled loop nest and a runner that reports it with the noise the test chooses; one real
+small run checks the records and the result against numpy.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from workbench import meta_schedule as ms
+from workbench import options
+from workbench.meta_schedule.builder import BuilderResult, PyBuilder
+from workbench.meta_schedule.confirm import confirm_best, measurements
+from workbench.meta_schedule.database.database import trace_key
+from workbench.meta_schedule.measure_callback import AddToDatabase, MeasureCallback
+from workbench.meta_schedule.runner import PyRunner, RunnerFuture, RunnerResult
+from workbench.meta_schedule.utils import derived_object
+from workbench.tir.schedule import Schedule
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ms_tuning_workloads import (  # noqa: E402
+    LLVM_SPACE_TARGET, fast_runner, matmul, random_args, run)
+from test_ms_search_quality import synthetic_latency  # noqa: E402
+
+pytestmark = pytest.mark.tuning
+TARGET = LLVM_SPACE_TARGET
+_PREFIX = "synthetic:"
+
+
+@derived_object
+class _SyntheticBuilder(PyBuilder):
+    def build(self, build_inputs):
+        return [BuilderResult(f"{_PREFIX}{synthetic_latency(b.mod)!r}", None)
+                for b in build_inputs]
+
+
+@derived_object
+class _LuckyRunner(PyRunner):
+    """Reports each schedule's synthetic latency, except that the first measurement of the
+    schedules in ``lucky`` (synthetic latencies) comes out as ``lucky_secs``."""
+
+    def __init__(self, lucky=(), lucky_secs=0.0):
+        self.lucky, self.lucky_secs = set(lucky), lucky_secs
+        self.seen: dict[float, int] = {}
+
+    def run(self, runner_inputs):
+        out = []
+        for r in runner_inputs:
+            latency = float(r.artifact_path[len(_PREFIX):])
+            n = self.seen[latency] = self.seen.get(latency, 0) + 1
+            secs = self.lucky_secs if latency in self.lucky and n == 1 else latency
+            res = RunnerResult([secs], None)
+            out.append(RunnerFuture(lambda: True, lambda res=res: res))
+        return out
+
+
+class _Stop(MeasureCallback):
+    stop_requested = False
+
+    def apply(self, task_scheduler, task_id, cands, built, results):
+        pass
+
+
+def _true_latency(mod, record) -> float:
+    sch = Schedule(mod)
+    record.trace.apply_to_schedule(sch, remove_postproc=False)
+    return synthetic_latency(sch.mod)
+
+
+def _tune(work_dir, runner, rounds, callbacks=()):
+    scheduler = ms.TaskScheduler.create("round-robin")
+    scheduler.check_outputs = False  # nothing is really built
+    func = matmul(256)
+    with options.override(ms_confirm_rounds=rounds, ms_confirm_top_k=3):
+        db = ms.tune_tir(func, TARGET, work_dir, max_trials_global=24, num_trials_per_iter=8,
+                         builder=_SyntheticBuilder(), runner=runner, database="memory",
+                         cost_model="random", measure_callbacks=[AddToDatabase(), *callbacks],
+                         task_scheduler=scheduler, strategy="replay-trace", seed=3)
+    return ms.tir_integration._task_module(func), db
+
+
+def test_a_lucky_measurement_does_not_decide_the_best(tmp_path):
+    # which schedules the search samples (seeded): two of them, over 2x slower than the best,
+    # are measured at half the best's time the first time
+    probe = _LuckyRunner()
+    mod, db = _tune(str(tmp_path / "probe"), probe, rounds=0)
+    latencies = sorted(probe.seen)
+    truly_best = latencies[0]
+    slow = [t for t in latencies if t > 2 * truly_best][:2]
+    assert len(slow) == 2
+    lucky = _LuckyRunner(slow, truly_best / 2)
+    mod, db = _tune(str(tmp_path / "off"), lucky, rounds=0)
+    assert _true_latency(mod, db.query_tuning_record(mod)) in lucky.lucky  # fooled
+    assert len(db.get_all_tuning_records()) == 24
+
+    lucky = _LuckyRunner(slow, truly_best / 2)
+    with _confirm_log() as log:
+        mod, db = _tune(str(tmp_path / "on"), lucky, rounds=3)
+    best = db.query_tuning_record(mod)
+    assert _true_latency(mod, best) == truly_best
+    assert measurements(best) == 3 and best.mean_run_secs == pytest.approx(truly_best)
+    extra = db.get_all_tuning_records()[24:]
+    assert extra and len(extra) <= 2 * 3 * 3  # the default budget: 2 * rounds * top_k
+    (res,) = [r.confirm for r in log if hasattr(r, "confirm")]
+    assert res.changed and res.trials == len(extra)
+    assert res.best_after == pytest.approx(truly_best)
+    assert res.best_before == pytest.approx(truly_best / 2)
+    assert res.summary().startswith("confirmation of 'main': best ")
+    # the leaders were measured again: every record of the lucky ones is in the database
+    for r in db.get_top_k(db.commit_workload(mod), 3):
+        assert measurements(r) == 3
+
+
+def test_confirmation_off_and_stopped_add_nothing(tmp_path):
+    stop = _Stop()
+    stop.stop_requested = True
+    _, db = _tune(str(tmp_path), _LuckyRunner(), rounds=3, callbacks=[stop])
+    assert len(db.get_all_tuning_records()) == 24
+
+
+def test_confirm_best_checks_its_arguments():
+    sched = ms.TaskScheduler.create("round-robin")
+    with pytest.raises(ValueError, match="rounds"):
+        confirm_best(sched, rounds=-1)
+    with pytest.raises(ValueError, match="top_k"):
+        confirm_best(sched, rounds=2, top_k=0)
+    with pytest.raises(ValueError, match="ms_confirm_rounds"):
+        options.set("ms_confirm_rounds", -2)
+
+
+@pytest.mark.slow
+def test_confirmation_in_a_real_run(tmp_path):
+    func = matmul(64)
+    with options.override(ms_confirm_rounds=2, ms_confirm_top_k=2):
+        db = ms.tune_tir(func, TARGET, str(tmp_path), max_trials_global=6,
+                         num_trials_per_iter=6, strategy="replay-trace", runner=fast_runner(),
+                         cost_model="random", seed=5)
+    records = db.records_in_commit_order()
+    assert 6 < len(records) <= 6 + 8
+    best = db.query_tuning_record(ms.tir_integration._task_module(func))
+    assert measurements(best) == 2
+    assert sum(trace_key(r) == trace_key(best) for r in records) == 2
+    sch = ms.compile_tir(db, func, TARGET)
+    args = random_args(func)
+    np.testing.assert_allclose(run(sch.mod, args)[-1], args[0] @ args[1], rtol=1e-4,
+                               atol=1e-5)
+
+
+class _confirm_log:
+    """The records of the tuner's logger that carry a ConfirmResult."""
+
+    def __enter__(self):
+        self.got: list[logging.LogRecord] = []
+        self.handler = logging.Handler()
+        self.handler.emit = self.got.append
+        self.logger = logging.getLogger("workbench.meta_schedule")
+        self.old = self.logger.level
+        self.logger.addHandler(self.handler)
+        self.logger.setLevel(logging.INFO)
+        return self.got
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self.handler)
+        self.logger.setLevel(self.old)
