@@ -185,10 +185,13 @@ class _PostOptResults(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.INFO)
         self.results = []
+        self.confirmed = []   # the ConfirmResults of the re-measurement ending the run
 
     def emit(self, record: logging.LogRecord) -> None:
         if hasattr(record, "post_opt"):
             self.results.append(record.post_opt)
+        if hasattr(record, "confirm"):
+            self.confirmed.append(record.confirm)
 
 
 def tune(name: str, func, trials: int, flop: int, post_opt: bool = True):
@@ -197,6 +200,8 @@ def tune(name: str, func, trials: int, flop: int, post_opt: bool = True):
     post_logger = logging.getLogger("workbench.meta_schedule.post_optimization")
     post_logger.addHandler(collect)
     post_logger.setLevel(logging.INFO)
+    ms_logger = logging.getLogger("workbench.meta_schedule")
+    ms_logger.addHandler(collect)
     t0 = time.perf_counter()
     try:
         with ms.Profiler() as prof:
@@ -204,10 +209,12 @@ def tune(name: str, func, trials: int, flop: int, post_opt: bool = True):
                              num_trials_per_iter=64, seed=0, post_optimization=post_opt)
     finally:
         post_logger.removeHandler(collect)
+        ms_logger.removeHandler(collect)
     wall = time.perf_counter() - t0
     post = collect.results[0] if collect.results else None
     if post is not None:
         wall -= post.seconds  # the search's wall time, comparable with TVM's
+    wall -= sum(c.seconds for c in collect.confirmed)  # and without the re-measurements
     recs = [r for r in db.get_all_tuning_records()
             if r.run_secs and max(r.run_secs) < 1e9]
     best_rec = min(float(np.median(r.run_secs)) for r in recs) if recs else float("nan")

@@ -125,6 +125,29 @@ def test_confirmation_off_and_stopped_add_nothing(tmp_path):
     assert len(db.get_all_tuning_records()) == 24
 
 
+@derived_object
+class _FailingAfter(PyRunner):
+    """Reports synthetic latencies for the first ``n`` runs, then only failures."""
+
+    def __init__(self, n):
+        self.n, self.count = n, 0
+
+    def run(self, runner_inputs):
+        out = []
+        for r in runner_inputs:
+            self.count += 1
+            res = RunnerResult([float(r.artifact_path[len(_PREFIX):])], None) \
+                if self.count <= self.n else RunnerResult(None, "LocalRunner: injected")
+            out.append(RunnerFuture(lambda: True, lambda res=res: res))
+        return out
+
+
+def test_confirmation_stops_when_nothing_can_be_re_measured(tmp_path):
+    _, db = _tune(str(tmp_path), _FailingAfter(24), rounds=3)
+    extra = db.get_all_tuning_records()[24:]
+    assert len(extra) == 3 and not any(r.is_valid() for r in extra)   # one batch, not 18
+
+
 def test_confirm_best_checks_its_arguments():
     sched = ms.TaskScheduler.create("round-robin")
     with pytest.raises(ValueError, match="rounds"):

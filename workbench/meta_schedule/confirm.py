@@ -124,7 +124,10 @@ def confirm_best(scheduler: "TaskScheduler", *, rounds: int | None = None,
                 scheduler.measure_batch(task_id, [r.as_measure_candidate() for r in need],
                                         callbacks)
                 spent += len(need)
+                counts = {trace_key(r): measurements(r) for r in leaders}
                 leaders = database.get_top_k(workload, top_k)
+                if all(counts.get(trace_key(r)) == measurements(r) for r in leaders):
+                    break  # nothing was added (failed runs, or a database that does not pool)
         best = database.get_top_k(workload, 1)
         if not best or spent == 0:
             continue
