@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator
 
 __all__ = [
     "Option", "register", "get", "set", "reset", "override", "describe", "all_options",
-    "explicit_values", "generation",
+    "explicit_values", "generation", "positive", "not_negative",
 ]
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -241,7 +241,8 @@ def _cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def _positive(value: int) -> None:
+def positive(value: int) -> None:
+    """A ``validate`` for options that must be >= 1."""
     if value < 1:
         raise ValueError(f"must be >= 1, got {value}")
 
@@ -253,7 +254,7 @@ def _default_cache_dir() -> str:
 register("num_threads", int, _cpu_count, env="WORKBENCH_NUM_THREADS",
          doc="Threads for parallel loops when the kernel does not fix a count "
              "(default: the cores this process may run on).",
-         validate=_positive)
+         validate=positive)
 register("cache_dir", str, _default_cache_dir, env="WORKBENCH_CACHE_DIR",
          doc="Directory of the on-disk compile cache (default ~/.cache/workbench).")
 register("cc", str, "", env="WORKBENCH_CC",
@@ -261,7 +262,8 @@ register("cc", str, "", env="WORKBENCH_CC",
              "clang found on PATH.")
 
 
-def _not_negative(value: float) -> None:
+def not_negative(value: float) -> None:
+    """A ``validate`` for options that must be >= 0."""
     if value < 0:
         raise ValueError(f"must be >= 0, got {value}")
 
@@ -275,7 +277,7 @@ register("timing_settle_ms", float, 250.0, env="WORKBENCH_TIMING_SETTLE_MS",
          doc="time_evaluator first waits up to this long for the process's other threads to "
              "stop running (e.g. OpenBLAS's pool spinning ~0.1 s after a numpy matmul); "
              "0 disables the wait.",
-         validate=_not_negative)
+         validate=not_negative)
 register("omp_spin_count", int, 10000, env="WORKBENCH_OMP_SPIN_COUNT",
          doc="GOMP_SPINCOUNT given to libgomp when the runtime loads it (how long our idle "
              "threads spin before sleeping; less spinning leaves the cores to numpy & co. "

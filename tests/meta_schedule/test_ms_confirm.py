@@ -16,10 +16,9 @@ import pytest
 
 from workbench import meta_schedule as ms
 from workbench import options
-from workbench.meta_schedule.builder import BuilderResult, PyBuilder
 from workbench.meta_schedule.confirm import confirm_best, measurements
 from workbench.meta_schedule.database.database import trace_key
-from workbench.meta_schedule.measure_callback import AddToDatabase, MeasureCallback
+from workbench.meta_schedule.measure_callback import AddToDatabase
 from workbench.meta_schedule.runner import PyRunner, RunnerFuture, RunnerResult
 from workbench.meta_schedule.utils import derived_object
 from workbench.tir.schedule import Schedule
@@ -27,18 +26,11 @@ from workbench.tir.schedule import Schedule
 sys.path.insert(0, os.path.dirname(__file__))
 from ms_tuning_workloads import (  # noqa: E402
     LLVM_SPACE_TARGET, fast_runner, matmul, random_args, run)
-from test_ms_search_quality import synthetic_latency  # noqa: E402
+from test_ms_post_opt import _Stop  # noqa: E402
+from test_ms_search_quality import _PREFIX, SyntheticBuilder, synthetic_latency  # noqa: E402
 
 pytestmark = pytest.mark.tuning
 TARGET = LLVM_SPACE_TARGET
-_PREFIX = "synthetic:"
-
-
-@derived_object
-class _SyntheticBuilder(PyBuilder):
-    def build(self, build_inputs):
-        return [BuilderResult(f"{_PREFIX}{synthetic_latency(b.mod)!r}", None)
-                for b in build_inputs]
 
 
 @derived_object
@@ -61,13 +53,6 @@ class _LuckyRunner(PyRunner):
         return out
 
 
-class _Stop(MeasureCallback):
-    stop_requested = False
-
-    def apply(self, task_scheduler, task_id, cands, built, results):
-        pass
-
-
 def _true_latency(mod, record) -> float:
     sch = Schedule(mod)
     record.trace.apply_to_schedule(sch, remove_postproc=False)
@@ -80,7 +65,7 @@ def _tune(work_dir, runner, rounds, callbacks=()):
     func = matmul(256)
     with options.override(ms_confirm_rounds=rounds, ms_confirm_top_k=3):
         db = ms.tune_tir(func, TARGET, work_dir, max_trials_global=24, num_trials_per_iter=8,
-                         builder=_SyntheticBuilder(), runner=runner, database="memory",
+                         builder=SyntheticBuilder(), runner=runner, database="memory",
                          cost_model="random", measure_callbacks=[AddToDatabase(), *callbacks],
                          task_scheduler=scheduler, strategy="replay-trace", seed=3)
     return ms.tir_integration._task_module(func), db

@@ -51,26 +51,16 @@ def _cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def _positive(value: int) -> None:
-    if value < 1:
-        raise ValueError(f"must be >= 1, got {value}")
-
-
-def _not_negative(value: float) -> None:
-    if value < 0:
-        raise ValueError(f"must be >= 0, got {value}")
-
-
 options.register("compile_isolation", bool, True, env="WORKBENCH_COMPILE_ISOLATION",
                  doc="Run LLVM (on a compile-cache miss) in a helper process, so an LLVM crash "
                      "raises LLVMCrashError instead of killing this process; off compiles "
                      "in-process.")
 options.register("compile_helpers", int, _cpu_count, env="WORKBENCH_COMPILE_HELPERS",
                  doc="Most compile helper processes alive at once (one per concurrent compile; "
-                     "default: the cores this process may run on).", validate=_positive)
+                     "default: the cores this process may run on).", validate=options.positive)
 options.register("compile_timeout", float, 0.0, env="WORKBENCH_COMPILE_TIMEOUT",
                  doc="Seconds an isolated LLVM compile may take before its helper is killed "
-                     "and LLVMCrashError raised; 0 means no limit.", validate=_not_negative)
+                     "and LLVMCrashError raised; 0 means no limit.", validate=options.not_negative)
 
 
 class LLVMCrashError(RuntimeError):

@@ -40,23 +40,13 @@ __all__ = ["ConfirmResult", "confirm_best", "measurements"]
 logger = logging.getLogger("workbench.meta_schedule")
 
 
-def _non_negative(value: int) -> None:
-    if value < 0:
-        raise ValueError(f"must be >= 0, got {value}")
-
-
-def _positive(value: int) -> None:
-    if value < 1:
-        raise ValueError(f"must be >= 1, got {value}")
-
-
 options.register("ms_confirm_rounds", int, 3, env="WORKBENCH_MS_CONFIRM_ROUNDS",
                  doc="After tuning, each task's leading schedules are measured until each "
                      "has this many measurements (meta_schedule.confirm); 0: off.",
-                 validate=_non_negative)
+                 validate=options.not_negative)
 options.register("ms_confirm_top_k", int, 3, env="WORKBENCH_MS_CONFIRM_TOP_K",
                  doc="How many leading schedules per task the confirmation re-measures.",
-                 validate=_positive)
+                 validate=options.positive)
 
 
 def measurements(record: object) -> int:

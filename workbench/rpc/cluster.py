@@ -35,14 +35,9 @@ __all__ = ["Cluster", "WorkerInfo", "get_cluster", "shutdown", "normalize_addres
 LOCAL = "local"
 
 
-def _positive(value: int) -> None:
-    if value < 1:
-        raise ValueError(f"must be >= 1, got {value}")
-
-
 options.register("rpc_local_workers", int, 2, env="WORKBENCH_RPC_LOCAL_WORKERS",
                  doc="Workers of the in-process Dask cluster (workbench.rpc.connect() with no "
-                     "address).", validate=_positive)
+                     "address).", validate=options.positive)
 
 
 class WorkerInfo(NamedTuple):

@@ -112,7 +112,8 @@ class JSONDatabase(Database):
         self._lock = threading.RLock()
         self._line_of: dict[int, int] = {}            # id(canonical workload) -> its line
         self._n_workload_lines = 0
-        self._by_workload: dict[int, list[tuple[float, int, TuningRecord]]] = {}
+        # id(canonical workload) -> its records in commit order (get_top_k pools and ranks)
+        self._by_workload: dict[int, list[TuningRecord]] = {}
         self._all: list[tuple[float, int, TuningRecord]] = []
         self._seq = itertools.count()
         for path in (self.path_workload, self.path_tuning_record):
@@ -168,7 +169,7 @@ class JSONDatabase(Database):
 
     def _insert(self, wl: Workload, record: TuningRecord) -> None:
         entry = (record.mean_run_secs, next(self._seq), record)
-        bisect.insort(self._by_workload.setdefault(id(wl), []), entry, key=lambda e: e[:2])
+        self._by_workload.setdefault(id(wl), []).append(record)
         bisect.insort(self._all, entry, key=lambda e: e[:2])
 
     # -- primitives ----------------------------------------------------------------------------
@@ -207,8 +208,7 @@ class JSONDatabase(Database):
             wl = self._table.canonical(workload)
             if wl is None:
                 return []
-            entries = sorted(self._by_workload.get(id(wl), ()), key=lambda e: e[1])
-            return pool_by_trace([record for _, _, record in entries])[:top_k]
+            return pool_by_trace(self._by_workload.get(id(wl), ()))[:top_k]
 
     def get_all_tuning_records(self) -> list[TuningRecord]:
         """Every record, fastest first (TVM keeps them in one sorted set)."""
