@@ -25,7 +25,8 @@ MVEC_FUNCS = {
 }
 
 # ISA letter, register bits, the target feature that enables it.
-_ISAS = (("e", 512, "+avx512f"), ("d", 256, "+avx2"), ("b", 128, "+sse4.1"))
+# (Target.has_feature, so a named -mcpu answers from its own features, not the host's)
+_ISAS = (("e", 512, ("avx512f",)), ("d", 256, ("avx2",)), ("b", 128, ("sse4.1", "avx2")))
 
 
 @functools.lru_cache(maxsize=1)
@@ -48,11 +49,10 @@ def _has_symbol(symbol: str) -> bool:
 def _variant(target: Target, func: str, elem_bits: int, lanes: int, nargs: int
              ) -> tuple[str, int] | None:
     """The widest usable ``(symbol, width)`` whose width divides ``lanes``."""
-    features = target.features
     base = MVEC_FUNCS[func] + ("f" if elem_bits == 32 else "")
     for letter, bits, feature in _ISAS:
         width = bits // elem_bits
-        if feature not in features or lanes % width:
+        if lanes % width or not any(target.has_feature(f) for f in feature):
             continue
         symbol = f"_ZGV{letter}N{width}{'v' * nargs}_{base}"
         if _has_symbol(symbol):

@@ -84,11 +84,12 @@ class Target:
 
     @property
     def vector_width_bits(self) -> int:
-        """The widest native SIMD register, used to pick vector lengths."""
-        feats = self.features
-        if "+avx512f" in feats:
+        """The widest native SIMD register, used to pick vector lengths (from
+        :meth:`has_feature`, so a named ``-mcpu`` other than the host's answers from its
+        features, not the host's)."""
+        if self.has_feature("avx512f"):
             return 512
-        if "+avx2" in feats or "+avx" in feats:
+        if self.has_feature("avx2") or self.has_feature("avx"):
             return 256
         return 128
 
