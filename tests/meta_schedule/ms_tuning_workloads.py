@@ -85,3 +85,16 @@ def xgb_1thread():
 #: host: tests of that space pin it, because the host target ("llvm") gets the x86 tensorizing
 #: rule lists where the CPU has AVX-512 (``rule_kind_from_target``).
 LLVM_SPACE_TARGET = "llvm -num-cores=2 -mcpu=haswell"
+
+
+def tensorized_only_space(kind: str = "vnni"):
+    """The x86 ``kind`` design space without the untensorized space the tensorizing rules keep
+    (TVM's MultiLevelTilingWithIntrin): for tests that check what tuning does with the
+    tensorized spaces in a few trials."""
+    from workbench.meta_schedule.schedule_rule import MultiLevelTilingWithIntrin, ScheduleRule
+    from workbench.meta_schedule.space_generator import PostOrderApply
+    rules = ScheduleRule.create(kind)
+    for rule in rules:
+        if isinstance(rule, MultiLevelTilingWithIntrin):
+            rule.keep_untensorized = False
+    return PostOrderApply(sch_rules=rules)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ms_tuning_workloads import fast_runner, xgb_1thread
+from ms_tuning_workloads import fast_runner, tensorized_only_space, xgb_1thread
 
 import workbench as wb
 from workbench import te, topi
@@ -57,7 +57,9 @@ def test_rule_checks_the_intrinsic_exists():
         MultiLevelTilingWithIntrin("no_such_intrin")
 
 
-def _candidates(func, target, n=2, seed=3):
+def _candidates(func, target, n=2, seed=3, family=None):
+    """(design spaces, up to ``n`` candidates: one per space, in order). ``family``: only
+    candidates whose first tensorized intrinsic starts with it ("": the untensorized ones)."""
     ctx = TuneContext(func, target=target, space_generator="post-order-apply",
                       search_strategy="replay-trace", rand_state=seed)
     spaces = ctx.generate_design_space()
@@ -68,7 +70,9 @@ def _candidates(func, target, n=2, seed=3):
         for j in range(6):
             sch = applier.apply(trace, seed=seed + 10 * k + j, keep_decisions=False)
             if sch is not None:
-                out.append(sch)
+                if family is None or _family(sch).startswith(family) and \
+                        (family or not _tensorized(sch)):
+                    out.append(sch)
                 break
         if len(out) >= n:
             break
@@ -77,6 +81,16 @@ def _candidates(func, target, n=2, seed=3):
 
 def _tensorized(sch):
     return [i.attrs[0] for i in sch.trace.insts if i.kind.name == "Tensorize"]
+
+
+def _family(sch):
+    names = _tensorized(sch)
+    return names[0] if names else ""
+
+
+def _has_plain_space(spaces):
+    """The tensorizing rules always keep one untensorized space (tiled by MultiLevelTiling)."""
+    return any(not any(i.kind.name == "Blockize" for i in s.trace.insts) for s in spaces)
 
 
 def _run_stripped(sch, args):
@@ -97,9 +111,10 @@ def _before_postproc(sch):
 
 def test_int8_dense_design_spaces_pack_the_weight_for_the_vnni_micro_kernel():
     func = int8_dense()
-    spaces, cands = _candidates(func, VNNI)
-    assert all(any(i.kind.name == "Blockize" for i in s.trace.insts) for s in spaces)
-    assert cands and all(_tensorized(c)[0].startswith("avx512_vnni_mk_") for c in cands)
+    spaces, cands = _candidates(func, VNNI, family="avx512_vnni_mk_")
+    assert any(i.kind.name == "Blockize" for i in spaces[0].trace.insts)
+    assert _has_plain_space(spaces) and _candidates(func, VNNI, family="")[1]
+    assert cands
     for sch in cands:
         # The rule packs the layout-free weight [N/16, K/4, 16, 4] before tiling; RewriteLayout
         # leaves it alone.
@@ -113,30 +128,38 @@ def test_int8_dense_design_spaces_pack_the_weight_for_the_vnni_micro_kernel():
 
 def test_int8_dense_without_a_micro_kernel_shape_uses_the_16x4_dot_product():
     func = int8_dense(m=13)          # no register tile (MR 4, 6, 7, 8) divides 13 rows
-    _, cands = _candidates(func, VNNI)
-    assert cands and all(_tensorized(c) == ["dot_16x4_vnni"] for c in cands)
-    for sch in cands:
-        _, post = _before_postproc(sch)
-        assert post.index("TransformLayout") < post.index("Tensorize")
+    spaces, cands = _candidates(func, VNNI, n=8)
+    assert _has_plain_space(spaces)
+    tensorized = [c for c in cands if _tensorized(c)]
+    assert tensorized and all(_tensorized(c) == ["dot_16x4_vnni"] for c in tensorized)
+    for sch in tensorized:
+        # packed in the design space, as for the micro-kernels
+        before, post = _before_postproc(sch)
+        assert before.index("TransformLayout") < before.index("Blockize")
+        assert "TransformLayout" not in post and post.index("Tensorize") > 0
+        packed = RemoveWeightLayoutRewriteBlock()(sch.mod)["main"]
+        assert [r.packed_shape for r in layout_rewrites(packed)] == [(2, 16, 16, 4)]
         verify_trace_roundtrip(sch, func)
 
 
 @needs_vnni
 def test_int8_dense_candidates_match_numpy_exactly():
     func = int8_dense()
-    _, cands = _candidates(func, TARGET)
+    _, cands = _candidates(func, TARGET, n=12)
     rng = np.random.default_rng(0)
     x = rng.integers(0, 256, (16, 64)).astype("uint8")
     w = rng.integers(-128, 128, (32, 64)).astype("int8")
     want = x.astype(np.int32) @ w.astype(np.int32).T
     family = "amx_int8_mk_" if HOST.has_feature("amx-int8") else "avx512_vnni_mk_"
-    for sch in cands:
-        assert _tensorized(sch)[0].startswith(family)
+    families = {_family(c) for c in cands}
+    assert "" in families and "dot_16x4_vnni" in families
+    assert any(f.startswith(family) for f in families)
+    for sch in cands:          # every space: micro-kernels, the dot product, plain tiling
         got = _run_stripped(sch, [x, w, np.zeros((16, 32), "int32")])
         np.testing.assert_array_equal(got, want)
-    _, cands = _candidates(int8_dense(m=13), TARGET)
+    _, cands = _candidates(int8_dense(m=13), TARGET, n=12)
+    assert "dot_16x4_vnni" in {_family(c) for c in cands}
     for sch in cands:
-        assert _tensorized(sch) == ["dot_16x4_vnni"]
         got = _run_stripped(sch, [x[:13], w, np.zeros((13, 32), "int32")])
         np.testing.assert_array_equal(got, want[:13])
 
@@ -156,8 +179,8 @@ def test_bf16_matmul_packs_the_weight_for_the_bf16_kernels(target, family, monke
     # host's OS grants the tile state (an AMD host has none)
     monkeypatch.setitem(cpu_state._granted, "amx", None)
     func = bf16_matmul()
-    _, cands = _candidates(func, target)
-    assert cands and all(_tensorized(c)[0].startswith(family) for c in cands)
+    spaces, cands = _candidates(func, target, family=family)
+    assert cands and _has_plain_space(spaces)
     for sch in cands:
         before, post = _before_postproc(sch)
         assert before.index("TransformLayout") < before.index("Blockize")
@@ -177,18 +200,19 @@ def test_bf16_matmul_candidates_match_numpy():
     b = rng.integers(-8, 9, (64, 64)).astype(ml_dtypes.bfloat16)
     want = a.astype(np.float32) @ b.astype(np.float32)
     family = "amx_bf16_mk_" if HOST.has_feature("amx-bf16") else "avx512_bf16_mk_"
-    _, cands = _candidates(bf16_matmul(), TARGET)
-    assert cands
-    for sch in cands:
-        assert _tensorized(sch)[0].startswith(family)
+    _, cands = _candidates(bf16_matmul(), TARGET, n=12)
+    families = {_family(c) for c in cands}
+    assert any(f.startswith(family) for f in families)
+    assert {"", "dot_16x2_bf16"} <= families and "dot_16x2_bf16_generic" not in families
+    for sch in cands:          # every space: micro-kernels, the dot product, plain tiling
         got = _run_stripped(sch, [a, b, np.zeros((32, 64), "float32")])
         np.testing.assert_array_equal(got, want)
 
 
 def test_target_without_the_feature_falls_back():
     func = int8_dense()
-    _, cands = _candidates(func, "llvm -num-cores=2 -mcpu=skylake-avx512")
-    assert cands and all(_tensorized(c) == ["dot_16x4_u8i8i32_generic"] for c in cands)
+    _, cands = _candidates(func, "llvm -num-cores=2 -mcpu=skylake-avx512", n=12)
+    assert {_family(c) for c in cands} == {"", "dot_16x4_u8i8i32_generic"}
     _, cands = _candidates(func, "llvm -num-cores=2 -mcpu=haswell")
     assert cands and all(not _tensorized(c) for c in cands)
 
@@ -221,9 +245,10 @@ def test_rewrite_tensorize_rejects_a_block_that_does_not_match():
 @needs_vnni
 def test_tune_tir_int8_dense_picks_the_vnni_kernel_and_compile_tir_is_exact(tmp_path):
     func = int8_dense(16, 32, 32)
+    # the tensorized spaces only: with the untensorized one, 4 trials may all miss them
     db = ms.tune_tir(func, TARGET, str(tmp_path), max_trials_global=4, num_trials_per_iter=4,
                      strategy="replay-trace", runner=fast_runner(), cost_model=xgb_1thread(),
-                     seed=2)
+                     seed=2, space=tensorized_only_space())
     recs = db.get_all_tuning_records()
     assert recs and all(r.is_valid() for r in recs), [r.run_secs for r in recs]
     sch = ms.compile_tir(db, func, TARGET)
@@ -257,10 +282,12 @@ def test_tune_relax_int8_model_uses_vnni_and_matches_numpy(tmp_path):
                 relax.const(np.float32(0.5)), relax.const(np.int32(2))))
         bb.emit_func_output(out)
     mod = bb.get()
-    # The tensorized design space is what is checked: no default-schedule trial first.
+    # The tensorized design spaces are what is checked: no default-schedule trial first, no
+    # untensorized space.
     db = tune_relax(mod, None, TARGET, str(tmp_path), max_trials_global=4,
                     num_trials_per_iter=4, strategy="replay-trace", runner=fast_runner(),
-                    cost_model=xgb_1thread(), seed=1, default_schedule_first=False)
+                    cost_model=xgb_1thread(), seed=1, default_schedule_first=False,
+                    space=tensorized_only_space())
     exe = compile_relax(db, mod, TARGET)
     from workbench.tir import PrimFunc
     kernels = [f for _, f in exe.lowered_mod.items() if isinstance(f, PrimFunc)]
@@ -292,8 +319,8 @@ def packed_int8_dense(m=32, n=64, k=64):
 
 def test_packed_int8_weight_takes_the_vnni_micro_kernel_as_it_is():
     func = packed_int8_dense()
-    spaces, cands = _candidates(func, VNNI)
-    assert cands and all(_tensorized(c)[0].startswith("avx512_vnni_mk_") for c in cands)
+    spaces, cands = _candidates(func, VNNI, family="avx512_vnni_mk_")
+    assert cands and _has_plain_space(spaces)
     # Nothing to pack: the weight parameter is read as it is.
     assert all("CacheRead" not in _before_postproc(c)[0] for c in cands)
 
@@ -332,8 +359,8 @@ def _conv_ref(x, w):
 
 def test_int8_conv2d_hwio_weight_is_packed_for_the_vnni_micro_kernel():
     func = int8_conv2d_nhwc()
-    _, cands = _candidates(func, VNNI)
-    assert cands and all(_tensorized(c)[0].startswith("avx512_vnni_mk_") for c in cands)
+    _, cands = _candidates(func, VNNI, family="avx512_vnni_mk_")
+    assert cands
     for sch in cands:
         packed = RemoveWeightLayoutRewriteBlock()(sch.mod)["main"]
         # HWIO [3, 3, 32, 32] -> [KH, KW, O/16, I/4, 16, 4]
@@ -369,7 +396,8 @@ def test_tune_relax_int8_conv2d_model_packs_the_weight_and_is_exact(tmp_path):
     # The packed, tensorized design space is what is checked: no default-schedule trial first.
     db = tune_relax(mod, None, TARGET, str(tmp_path), max_trials_global=4,
                     num_trials_per_iter=4, strategy="replay-trace", runner=fast_runner(),
-                    cost_model=xgb_1thread(), seed=1, default_schedule_first=False)
+                    cost_model=xgb_1thread(), seed=1, default_schedule_first=False,
+                    space=tensorized_only_space())
     exe = compile_relax(db, mod, TARGET)
     scripts = "".join(f.script() for _, f in exe.lowered_mod.items() if isinstance(f, PrimFunc))
     assert "llvm.x86.avx512.vpdpbusd.512" in scripts
@@ -391,5 +419,7 @@ def test_amx_is_dropped_where_the_os_refuses_the_tile_state(monkeypatch):
     assert not cpu_state.available("amx")
     assert not intrin_supported("amx_int8_mk_32x32x64", spr)
     assert intrin_supported("avx512_vnni_mk_4x64x64", spr)
-    _, cands = _candidates(int8_dense(), "llvm -num-cores=2 -mcpu=sapphirerapids")
-    assert cands and all(_tensorized(c)[0].startswith("avx512_vnni_mk_") for c in cands)
+    _, cands = _candidates(int8_dense(), "llvm -num-cores=2 -mcpu=sapphirerapids", n=12)
+    families = {_family(c) for c in cands}
+    assert any(f.startswith("avx512_vnni_mk_") for f in families)
+    assert not any(f.startswith("amx") for f in families)

@@ -25,8 +25,8 @@ from workbench.meta_schedule.runner import Runner
 from workbench.meta_schedule.schedule_rule import ScheduleRule
 from workbench.meta_schedule.search_strategy import MeasureCandidate, SearchStrategy
 from workbench.meta_schedule.space_generator import SpaceGenerator
-from workbench.meta_schedule.task_scheduler import TaskScheduler
-from workbench.meta_schedule.tir_integration import compile_tir, tune_tir
+from workbench.meta_schedule.task_scheduler import NoValidCandidateWarning, TaskScheduler
+from workbench.meta_schedule.tir_integration import NoValidRecordError, compile_tir, tune_tir
 from workbench.meta_schedule.tune import tune_tasks
 from workbench.meta_schedule.tune_context import TuneContext
 from workbench.meta_schedule.utils import derived_object
@@ -34,4 +34,5 @@ from workbench.meta_schedule.utils import derived_object
 __all__ = ["Builder", "CostModel", "Database", "ExtractedTask", "FeatureExtractor",
            "MeasureCallback", "Mutator", "Postproc", "Profiler", "Runner", "ScheduleRule",
            "MeasureCandidate", "SearchStrategy", "SpaceGenerator", "TaskScheduler",
-           "TuneContext", "tune_tir", "tune_tasks", "compile_tir", "derived_object"]
+           "TuneContext", "tune_tir", "tune_tasks", "compile_tir", "derived_object",
+           "NoValidCandidateWarning", "NoValidRecordError"]

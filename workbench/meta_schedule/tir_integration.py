@@ -5,7 +5,9 @@ Every PrimFunc (sorted by name) becomes one task ``IRModule({"main": func})`` wi
 ``TuneContext`` (seed forked from ``seed``, logger under ``work_dir/logs``), cloned so each
 has independent generator and strategy state; ``tune_tasks`` then does the work.
 ``compile_tir(database, mod, target)`` returns the best schedule of ``mod`` in the database
-(its trace replayed, postprocessing included), or None.
+(its trace replayed, postprocessing included); where TVM returns None when the database has
+no valid record for the workload, it raises :class:`NoValidRecordError` saying so (a None
+handed on to ``build`` hid the cause).
 """
 from __future__ import annotations
 
@@ -21,7 +23,11 @@ from workbench.target import Target
 from workbench.tir.function import PrimFunc
 from workbench.tir.schedule import Schedule
 
-__all__ = ["tune_tir", "compile_tir"]
+__all__ = ["tune_tir", "compile_tir", "NoValidRecordError"]
+
+
+class NoValidRecordError(LookupError):
+    """``compile_tir``: the database holds no valid record of the workload."""
 
 
 def _task_module(func: PrimFunc) -> IRModule:
@@ -86,12 +92,22 @@ def tune_tir(mod: IRModule | PrimFunc, target: str | Target, work_dir: str,
 
 
 def compile_tir(database: Database, mod: IRModule | PrimFunc,
-                target: str | Target) -> Schedule | None:
-    """The best schedule of ``mod`` recorded in ``database`` (None if it has none)."""
+                target: str | Target) -> Schedule:
+    """The best schedule of ``mod`` recorded in ``database``.
+
+    Raises :class:`NoValidRecordError` when the database holds no valid record of the
+    workload (never tuned, or tuning found no valid candidate: ``tune_tir`` warned then)."""
     if not isinstance(target, Target):
         target = Target(target)
     named = _named_tasks(mod)
     if len(named) != 1:
         raise ValueError(f"compile_tir: expected one PrimFunc, the module has "
                          f"{[n for n, _ in named]}")
-    return database.query_schedule(named[0][1], target, "main")
+    name, task_mod = named[0]
+    sch = database.query_schedule(task_mod, target, "main")
+    if sch is None:
+        raise NoValidRecordError(
+            f"compile_tir: the database has no valid tuning record of {name!r} for {target} "
+            f"({len(database)} record(s) in all): tune it first, or build the function "
+            "unscheduled / with workbench.dlight.default_schedule")
+    return sch

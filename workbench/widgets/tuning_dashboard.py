@@ -199,6 +199,14 @@ class TuningDashboard(PyMeasureCallback):
             terminate(tid)
         self.progress.sync_tasks(task_scheduler)
 
+    def attach_scheduler(self, task_scheduler: Any) -> None:
+        """Tuning starts (the scheduler calls this): show its tasks before the first batch,
+        and read their notes when the run ends even if no batch was ever measured."""
+        self._scheduler = task_scheduler
+        self.progress.sync_tasks(task_scheduler)
+        if self.mode == "widget":
+            self.throttle.request()
+
     # ---- run control ----------------------------------------------------------------------
 
     def begin(self, max_trials_global: int | None = None,
@@ -254,6 +262,8 @@ class TuningDashboard(PyMeasureCallback):
                         f"{snap.trials} trials, {snap.errors} errors in "
                         f"{format_seconds(snap.elapsed_s)}; total weighted latency "
                         f"{_fmt(snap.total_latency_us, 3)} us")
+            for note in snap.notes:
+                self._print("Warning: " + note)
             workers = snap.workers_table()
             if len(workers):
                 self._print("Measured on:\n" + workers.to_string(index=False))
@@ -410,6 +420,7 @@ class TuningDashboard(PyMeasureCallback):
         frame = snap.table()
         lines = [f"TuningDashboard: {snap.trials} trials, {snap.errors} errors, elapsed "
                  f"{format_seconds(snap.elapsed_s)}, ETA {format_seconds(snap.eta_s)}"]
+        lines.extend("Warning: " + note for note in snap.notes)
         if len(frame):
             lines.append(frame.to_string(index=False, na_rep="N/A"))
         workers = snap.workers_table()
@@ -446,10 +457,13 @@ def summary_html(snap: ProgressSnapshot) -> str:
     budget = f"/{snap.budget}" if snap.budget is not None else ""
     errors = f"<span style='color:{_ERROR_COLOUR}'>{snap.errors}</span>" if snap.errors \
         else "0"
+    notes = "".join(
+        f"<div class='wb-tuning-note' style='color:{_ERROR_COLOUR};white-space:pre-wrap'>"
+        f"&#9888; {html.escape(note)}</div>" for note in snap.notes)
     return (f"<b>{snap.trials}{budget}</b> trials &middot; errors {errors} &middot; elapsed "
             f"{format_seconds(snap.elapsed_s)} &middot; ETA {format_seconds(snap.eta_s)} "
             f"&middot; total latency {_fmt(snap.total_latency_us, 3)} us &middot; "
-            f"<i>{html.escape(status)}</i>")
+            f"<i>{html.escape(status)}</i>{notes}")
 
 
 # ---- tune_tir / tune_tasks integration -----------------------------------------------------

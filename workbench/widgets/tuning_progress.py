@@ -58,6 +58,8 @@ class TaskStats:
     best_trial: int | None = None
     done: bool = False
     layers: str = ""
+    #: Why the task found no valid candidate, once tuning ended (the scheduler's note).
+    note: str | None = None
 
     @property
     def best_gflops(self) -> float:
@@ -107,6 +109,11 @@ class ProgressSnapshot:
             return None
         left = max(0, self.budget - self.trials)
         return self.elapsed_s / self.trials * left
+
+    @property
+    def notes(self) -> list[str]:
+        """The notes of tasks that found no valid candidate."""
+        return [t.note for t in self.tasks if t.note]
 
     @property
     def total_latency_us(self) -> float:
@@ -281,7 +288,8 @@ class TuningProgress:
 
     # -- input --------------------------------------------------------------------------------
     def sync_tasks(self, task_scheduler: Any) -> None:
-        """Add rows for tasks not seen yet and copy each task's ``is_terminated`` flag."""
+        """Add rows for tasks not seen yet and copy each task's ``is_terminated`` flag and
+        ``note``."""
         records = list(getattr(task_scheduler, "tasks_", None) or ())
         with self._lock:
             for tid, record in enumerate(records):
@@ -293,6 +301,7 @@ class TuningProgress:
                         layers=self._layers.get(name, ""))
                 if bool(getattr(record, "is_terminated", False)):
                     stats.done = True
+                stats.note = getattr(record, "note", None)
 
     def record_batch(self, task_scheduler: Any, task_id: int,
                      measure_candidates: Sequence[Any], builder_results: Sequence[Any],

@@ -3,7 +3,9 @@
 Lifecycle (as TVM): ``_initialize_with_tune_context(ctx)`` once, then ``apply(sch) -> bool``
 on each candidate *after* ``sch.enter_postproc()``: the postproc's own primitive calls land in
 the trace behind the ``EnterPostproc`` marker. Returning False (or raising) rejects the
-candidate. ``clone()`` deep-copies.
+candidate; a postproc that returns False may first set ``last_refusal`` to say why (the
+tuner reports the first refusal of a task that found no valid candidate). ``clone()``
+deep-copies.
 
 ``Postproc.create(kind)``: ``"llvm"`` (alias ``"cpu"``) gives the default **list**; a single
 postproc name (``"disallow-dynamic-loop"``, ``"rewrite-parallel-vectorize-unroll"``,
@@ -40,6 +42,9 @@ def register_postproc(name: str) -> Callable[[type], type]:
 
 class Postproc(abc.ABC):
     """Rewrites or checks a schedule; ``apply`` returns whether the schedule is acceptable."""
+
+    #: Why the last ``apply`` that returned False refused (None: not said).
+    last_refusal: str | None = None
 
     def _initialize_with_tune_context(self, context: "TuneContext") -> None:
         """Read what the postproc needs from the tuning context (default: nothing)."""

@@ -37,7 +37,8 @@ class RewriteTensorize(Postproc):
                     sch.tensorize(block, str(intrin))
                     if self.vectorize_init_loop:
                         self._vectorize_init(sch, name)
-            except (ScheduleError, ValueError):
+            except (ScheduleError, ValueError) as err:
+                self.last_refusal = f"cannot tensorize block {name!r} with {intrin}: {err}"
                 return False
         return True
 

@@ -12,18 +12,23 @@ For a block that needs multi-level tiling and computes what the intrinsic descri
 3. ordinary multi-level tiling (``MultiLevelTiling``'s structure and write reuse) proceeds on the
    outer block.
 
-A block that does not match (or whose extents the intrinsic does not divide; there is no
-padding) is returned unchanged for the next rule -- the plain MultiLevelTiling after it. Not in
-TVM: ``intrin_name`` may be a list; every candidate that matches gives its own design space.
-The rule checks at construction that each name is registered, and at initialization drops the
-candidates whose implementation needs a CPU feature the target lacks.
+The block itself, untouched, is always returned too, for the next rule -- in the end the plain
+MultiLevelTiling (TVM returns it only when the block does not match): the design space then
+always holds an untensorized space, so a tensorize refusal can never leave a task without a
+valid candidate. Not in TVM: ``intrin_name`` may be a list; every candidate that matches gives
+its own design space. The rule checks at construction that each name is registered, and at
+initialization drops the candidates whose implementation needs a CPU feature the target lacks.
+
+Intrinsics that read the weight packed ``[N/16, K/P, 16, P]`` (``pack=(dtype, P)``: the 16 x P
+dot products and the int8 / bf16 micro-kernels) match a block whose weight is in that layout as
+it is; otherwise the design space packs it first (``pack_weight.py``: a layout-free weight in a
+preproc block, any other in a copy inside the kernel), and each candidate is kept only if the
+blockized tile matches the intrinsic as it is (``strict``).
 
 ``MultiLevelTilingMicroKernel`` picks shapes of a register-blocked micro-kernel family (float32
 ``avx512_fp32_mk_<MR>x<NR>x<KC>``; int8 / bf16 on packed weights: ``avx512_vnni_mk_*``,
 ``avx512_bf16_mk_*``, AMX ``amx_int8_mk_*`` / ``amx_bf16_mk_*``) that divide the block's loops,
-packing a layout-free weight for the latter first. With ``strict``, a candidate is kept only if
-the blockized tile matches the intrinsic as it is (not after RewriteLayout re-lays out a
-weight).
+packing the weight for the latter first.
 """
 from __future__ import annotations
 
@@ -73,10 +78,20 @@ def intrin_supported(name: str, target: Any) -> bool:
 
 @register_schedule_rule("multi-level-tiling-with-intrin")
 class MultiLevelTilingWithIntrin(MultiLevelTiling):
+    """See the module docstring. ``pack``: ``(dtype, P)`` for intrinsics that read their
+    weight packed ``[N/16, K/P, 16, P]`` (the 16 x P dot products): a weight not in that layout
+    is packed in the design space (``pack_weight.py``) and every candidate's match is checked
+    up front. ``first_supported``: of the candidate intrinsics the target can run, keep only
+    the first (a native intrinsic, then its generic form for other CPUs).
+    ``keep_untensorized=False``: TVM's behaviour, the untensorized block is passed on only
+    when no tensorized space came out."""
+
     def __init__(self, intrin_name: str | Sequence[str], structure: str = "SSRSRS",
                  tile_binds: Any = None, max_innermost_factor: int | None = None,
                  vector_load_lens: Any = None, reuse_read: Any = None,
-                 reuse_write: Any = None, strict: bool = False) -> None:
+                 reuse_write: Any = None, strict: bool = False,
+                 pack: tuple[str, int] | None = None, first_supported: bool = False,
+                 keep_untensorized: bool = True) -> None:
         super().__init__(structure, tile_binds,
                          64 if max_innermost_factor is None else max_innermost_factor,
                          vector_load_lens, reuse_read, reuse_write)
@@ -85,18 +100,36 @@ class MultiLevelTilingWithIntrin(MultiLevelTiling):
             TensorIntrin.get(name)  # raises ValueError naming the missing intrinsic
         self.intrin_name = intrin_name
         self.candidates = names
-        self.strict = strict
+        self.pack = None if pack is None else (str(pack[0]), int(pack[1]))
+        self.strict = strict or self.pack is not None
+        self.first_supported = first_supported
+        self.keep_untensorized = keep_untensorized
 
     def _initialize_with_tune_context(self, context: "TuneContext") -> None:
         target = context.target
         if target is not None:
             self.candidates = [n for n in self.candidates if intrin_supported(n, target)]
+        if self.first_supported:
+            self.candidates = self.candidates[:1]
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
+        """The tensorized design spaces of ``block`` (its weight packed first where the
+        intrinsic needs it and it is not; a candidate that does not match as tiled is kept
+        only where RewriteLayout may mend it, on a layout-free weight), and ``sch`` itself,
+        untouched, for the plain MultiLevelTiling after this rule. Unlike TVM's rule, which
+        returns only the tensorized spaces when the block matches (``keep_untensorized=False``
+        here), a tensorized space whose every sample fails (a postprocessor refusing the match,
+        a build error) then never leaves a task without a valid candidate."""
         info = A.block_info(sch, block)
         if not A.needs_multi_level_tiling(info, sch._index()):
             return [sch]
-        return self._tile_all(sch, block, info) or [sch]
+        out = self._tile_all(sch, block, info)
+        if not out and self.pack is not None and self.candidates:
+            for packed in pack_weight(sch, block, *self.pack):
+                out = self._tile_all(packed, block, A.block_info(packed, block))
+                if out:
+                    break
+        return [*out, sch] if self.keep_untensorized or not out else out
 
     def _tile_all(self, sch: Schedule, block: BlockRV, info: Any) -> list[Schedule]:
         """One tiled schedule per matching candidate intrinsic (none: empty)."""
@@ -110,7 +143,9 @@ class MultiLevelTilingWithIntrin(MultiLevelTiling):
                 outer = tile_with_tensor_intrin(new, block, mapping)
             except ScheduleError:
                 continue
-            if self.strict and not _tensorizes(new, outer, name):
+            if not _tensorizes(new, outer, name) and (
+                    self.strict or not _reads_layout_free(new, outer)):
+                # a mismatch only RewriteLayout could mend, on a weight it may not re-lay out
                 continue
             new.annotate(outer, AUTO_TENSORIZE, name)
             out.extend(MultiLevelTiling.apply(self, new, outer))
@@ -128,6 +163,14 @@ def _tensorizes(sch: Schedule, block: BlockRV, name: str) -> bool:
     except ScheduleError:
         return False
     return True
+
+
+def _reads_layout_free(sch: Schedule, block: BlockRV) -> bool:
+    """Does ``block`` read a layout-free buffer (one RewriteLayout lays out after sampling)?"""
+    from workbench.meta_schedule.postproc.rewrite_layout import layout_free_buffers
+    free = {id(b) for b in layout_free_buffers(sch._func)}
+    reads = A.block_info(sch, block).block.reads
+    return any(id(r.buffer) in free for r in reads)
 
 
 def tile_with_tensor_intrin(sch: Schedule, block: BlockRV, mapping: Any) -> BlockRV:
@@ -184,9 +227,7 @@ class MultiLevelTilingMicroKernel(MultiLevelTilingWithIntrin):
     - "vnni": uint8 x int8 ``avx512_vnni_mk_*``; "avx512-bf16": ``avx512_bf16_mk_*``;
     - "amx-int8" / "amx-bf16": AMX tile kernels ``amx_int8_mk_*`` / ``amx_bf16_mk_*``.
 
-    The last four read the weight packed ``[N/16, K/P, 16, P]``: a block whose weight is
-    already in that layout matches as it is; otherwise a layout-free 2-d weight is packed in
-    the design space first (``pack_weight.py``). Their match is checked up front (strict).
+    The last four read the weight packed ``[N/16, K/P, 16, P]`` (``pack``, module docstring).
 
     ``shapes`` are the ``(MR, NR)`` register tiles to try, in order of preference (default:
     the family's); at most ``max_candidates`` that divide the block give design spaces.
@@ -205,28 +246,7 @@ class MultiLevelTilingMicroKernel(MultiLevelTilingWithIntrin):
         self.shapes = [tuple(s) for s in (shapes if shapes is not None else fam.shapes)]
         self.max_candidates = max_candidates
         self.max_kc = fam.max_kc if max_kc is None else max_kc
-        super().__init__(fam.name(*fam.units), strict=fam.pack is not None, **kwargs)
-
-    def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
-        fam = _FAMILIES[self.family]
-        if fam.pack is None or not self.candidates:
-            out = MultiLevelTilingWithIntrin.apply(self, sch, block)
-            if fam.pack is not None or out == [sch]:
-                return out
-            # float32 also keeps the untensorized block as a design space of its own (the
-            # plain MultiLevelTiling after this rule tiles it): a micro-kernel space has few
-            # decisions (a 128^3 matmul gave 8 distinct candidates, the best 5x slower than the
-            # tiled space), so the search must be free to prefer ordinary tiling.
-            return [*out, sch]
-        info = A.block_info(sch, block)
-        if not A.needs_multi_level_tiling(info, sch._index()):
-            return [sch]
-        out = self._tile_all(sch, block, info)      # a weight packed already
-        if not out:
-            packed = pack_weight(sch, block, *fam.pack)
-            if packed is not None:
-                out = self._tile_all(packed, block, A.block_info(packed, block))
-        return out or [sch]
+        super().__init__(fam.name(*fam.units), pack=fam.pack, **kwargs)
 
     def _names_for(self, info: Any) -> list[str]:
         if not self.candidates:

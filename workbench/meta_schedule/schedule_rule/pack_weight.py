@@ -18,12 +18,16 @@ a Relax build packs constant weights once (``PrepackConstantWeights``), and
 ``compile_tir`` without constants packs on each call. RewriteLayout leaves a weight that a
 preproc block already reads alone.
 
-A weight is packed when the function marks it layout-free, only this block reads it, and
-each of its dimensions is indexed by a distinct block iter var: exactly one spatial var ``j``
-(the output column / channel, N % 16 == 0) and reduction vars, the last of which is ``k``
-(K % P == 0). The other dimensions keep their order in front: ``W[k, j]`` (``matmul``) and
-``W[j, k]`` (``dense``) become ``[N/16, K/P, 16, P]``, a conv2d HWIO weight ``W[rh, rw, rc,
-o]`` becomes ``[KH, KW, O/16, I/P, 16, P]`` (OHWI likewise).
+A layout-free weight (the function marks it so: a constant of the model) is packed through a
+*preproc* block as above. Any other weight is packed inside the kernel: the same cache_read
+and transform_layout without the annotation, so the copy runs on every call and the tuner
+measures its cost (for an ``M x N x K`` product the copy is ``N x K`` of ``M x N x K`` work).
+A weight is packed when only this block reads it, and each of its dimensions is indexed by a
+distinct block iter var: exactly one spatial var ``j`` (the output column / channel,
+N % 16 == 0) and reduction vars, the last of which is ``k`` (K % P == 0). The other
+dimensions keep their order in front: ``W[k, j]`` (``matmul``) and ``W[j, k]`` (``dense``)
+become ``[N/16, K/P, 16, P]``, a conv2d HWIO weight ``W[rh, rw, rc, o]`` becomes
+``[KH, KW, O/16, I/P, 16, P]`` (OHWI likewise).
 """
 from __future__ import annotations
 
@@ -54,20 +58,17 @@ def packed_weight_map(ndim: int, j_dim: int, k_dim: int, pack_k: int,
                                 op.floormod(k, cp)))
 
 
-def _weight_read(sch: Schedule, block: BlockRV, dtype: str, pack_k: int
-                 ) -> tuple[int, int, int, int] | None:
-    """(read index, rank, j dimension, k dimension) of the block's layout-free weight that
-    can be packed (module docstring), or None."""
-    from workbench.meta_schedule.postproc.rewrite_layout import layout_free_buffers
-    func = sch._func
-    free = {id(b) for b in layout_free_buffers(func)}
-    info = A.block_info(sch, block)
-    blk = info.block
+def _packable_reads(sch: Schedule, block: BlockRV, dtype: str, pack_k: int
+                    ) -> list[tuple[int, int, int, int]]:
+    """(read index, rank, j dimension, k dimension) of every read of the block that can be
+    packed (module docstring)."""
+    blk = A.block_info(sch, block).block
     kinds = {iv.var: (iv.iter_type, A.const_int(iv.dom.extent)) for iv in blk.iter_vars}
     loads = A.loads_in(blk.body)
+    out = []
     for idx, region in enumerate(blk.reads):
         buf = region.buffer
-        if id(buf) not in free or buf.dtype != dtype or len(buf.shape) < 2:
+        if buf.dtype != dtype or len(buf.shape) < 2:
             continue
         mine = [ld for ld in loads if ld.buffer is buf]
         if len(mine) != 1 or _readers(sch, buf) != 1:
@@ -84,8 +85,8 @@ def _weight_read(sch: Schedule, block: BlockRV, dtype: str, pack_k: int
         n, k = kinds[ix[j_dim]][1], kinds[ix[k_dim]][1]
         if n is None or k is None or n % 16 or k % pack_k:
             continue
-        return idx, len(ix), j_dim, k_dim
-    return None
+        out.append((idx, len(ix), j_dim, k_dim))
+    return out
 
 
 def _readers(sch: Schedule, buf) -> int:
@@ -94,21 +95,29 @@ def _readers(sch: Schedule, buf) -> int:
                if any(r.buffer is buf for r in info.block.reads))
 
 
-def pack_weight(sch: Schedule, block: BlockRV, dtype: str, pack_k: int) -> Schedule | None:
-    """A copy of ``sch`` with the block's layout-free ``dtype`` weight packed
-    ``[.., N/16, K/P, 16, P]`` through a preproc block (module docstring); None when the block
-    has no such weight. The block's handle stays valid in the copy."""
-    found = _weight_read(sch, block, dtype, pack_k)
-    if found is None:
-        return None
-    idx, ndim, j_dim, k_dim = found
-    out = sch.copy()
-    try:
-        preproc = out.cache_read(block, idx, "global")
-        out.annotate(preproc, PREPROC_ANNOTATION, 1)
-        out.transform_layout(block, ("read", idx),
-                             packed_weight_map(ndim, j_dim, k_dim, pack_k),
-                             assume_injective_transform=True)
-    except ScheduleError:
-        return None
+def pack_weight(sch: Schedule, block: BlockRV, dtype: str, pack_k: int) -> list[Schedule]:
+    """Copies of ``sch``, one per read of the block that can be packed (module docstring), with
+    that ``dtype`` operand packed ``[.., N/16, K/P, 16, P]`` through a copy block: a preproc
+    block when the operand is layout-free (those come first), else a copy that runs in the
+    kernel. Empty when the block has no such read. The block's handle stays valid in each
+    copy. (With two packable reads -- bf16 x bf16 -- only the caller's intrinsic match tells
+    which is the weight.)"""
+    from workbench.meta_schedule.postproc.rewrite_layout import layout_free_buffers
+    free = {id(b) for b in layout_free_buffers(sch._func)}
+    reads = A.block_info(sch, block).block.reads
+    hits = sorted(_packable_reads(sch, block, dtype, pack_k),
+                  key=lambda hit: id(reads[hit[0]].buffer) not in free)
+    out = []
+    for idx, ndim, j_dim, k_dim in hits:
+        new = sch.copy()
+        try:
+            copy = new.cache_read(block, idx, "global")
+            if id(reads[idx].buffer) in free:
+                new.annotate(copy, PREPROC_ANNOTATION, 1)
+            new.transform_layout(block, ("read", idx),
+                                 packed_weight_map(ndim, j_dim, k_dim, pack_k),
+                                 assume_injective_transform=True)
+        except ScheduleError:
+            continue
+        out.append(new)
     return out

@@ -110,9 +110,10 @@ def _default_x86(kind: str) -> list[ScheduleRule]:
     saturating ``dot_16x4_avx512``), the bf16 AMX and AVX512-BF16 micro-kernels (weights packed
     [N/16, K/2, 16, 2]), the bf16 dot product (``dot_16x2_bf16`` where the target has
     AVX512-BF16, else its generic form) and the float32 AVX-512 micro-kernel, each through
-    MultiLevelTilingWithIntrin, then plain MultiLevelTiling for blocks none of them matches.
-    A rule whose intrinsic the target cannot run drops it at initialization and passes blocks
-    on, so a fallback rule placed after it takes them."""
+    MultiLevelTilingWithIntrin (the dot products on weights packed like the micro-kernels'),
+    then plain MultiLevelTiling. Each tensorizing rule also passes the block on untouched, so
+    the plain MultiLevelTiling always gives one untensorized space. A rule whose intrinsic the
+    target cannot run drops it at initialization."""
     from workbench.meta_schedule.schedule_rule import (
         MultiLevelTilingMicroKernel, MultiLevelTilingWithIntrin, ReuseType,
     )
@@ -123,14 +124,15 @@ def _default_x86(kind: str) -> list[ScheduleRule]:
     int8 = "dot_16x4_vnni" if kind == "vnni" else "dot_16x4_u8i8i32_generic"
     with_intrin: list[ScheduleRule] = [
         # int8 / bf16 weights are packed [N/16, K/P, 16, P] for the register-blocked kernels
-        # (in the design space when layout-free); AMX tiles first where the CPU has them.
+        # and the 16 x P dot products (in the design space when not packed already); AMX tiles
+        # first where the CPU has them.
         *([MultiLevelTilingMicroKernel("amx-int8", **common),
            MultiLevelTilingMicroKernel("vnni", **common)] if kind == "vnni" else []),
-        MultiLevelTilingWithIntrin(int8, **common),
+        MultiLevelTilingWithIntrin(int8, pack=("int8", 4), **common),
         MultiLevelTilingMicroKernel("amx-bf16", **common),
         MultiLevelTilingMicroKernel("avx512-bf16", **common),
-        MultiLevelTilingWithIntrin("dot_16x2_bf16", **common),
-        MultiLevelTilingWithIntrin("dot_16x2_bf16_generic", **common),
+        MultiLevelTilingWithIntrin(["dot_16x2_bf16", "dot_16x2_bf16_generic"],
+                                   pack=("bfloat16", 2), first_supported=True, **common),
         MultiLevelTilingMicroKernel("avx512", **common),
     ]
     return rules[:mlt_at] + with_intrin + rules[mlt_at:]

@@ -6,6 +6,7 @@ import hashlib
 import logging
 import pickle
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from workbench.ir.module import IRModule
@@ -33,20 +34,50 @@ _POOL_WORTH_SECONDS = 2.0
 _TIMING_SAMPLE = 8
 
 
+@dataclass
+class SampleFailures:
+    """Why a search's samples never became candidates, over its whole run: trace replays that
+    raised, refusals per postprocessor (by name), and the first failure's message -- what a
+    task that found no valid candidate reports (``TaskScheduler``)."""
+
+    replay: int = 0
+    postproc: dict[str, int] = field(default_factory=dict)
+    first: str | None = None
+
+    def note(self, message: str) -> None:
+        if self.first is None:
+            self.first = message
+
+    @property
+    def refused(self) -> int:
+        return sum(self.postproc.values())
+
+
+def refusal_message(proc: "Postproc", err: BaseException | None = None) -> str:
+    """What a postproc's refusal says: the exception it raised, or the reason it left in
+    ``last_refusal`` before returning False."""
+    if err is not None:
+        return f"{proc}: {type(err).__name__}: {err}"
+    return f"{proc}: {getattr(proc, 'last_refusal', None) or 'refused the schedule'}"
+
+
 class TraceApplier:
     """Replays traces onto fresh schedules of one workload and runs the postprocessors,
-    counting why candidates fail (replay errors, then the first postproc that refused).
+    counting why candidates fail (replay errors, then the first postproc that refused), here
+    and in ``failures`` (a :class:`SampleFailures` a strategy shares across its appliers).
 
     ``apply_many`` replays a batch, in the worker processes of ``pool`` when one is given and
     the batch is heavy enough to pay for shipping (see :mod:`.replay_pool`)."""
 
     def __init__(self, mod: IRModule, postprocs: list["Postproc"],
-                 pool: "ReplayPool | None" = None) -> None:
+                 pool: "ReplayPool | None" = None,
+                 failures: SampleFailures | None = None) -> None:
         self.mod = mod
         self.postprocs = postprocs
         self.pool = pool
         self.replay_failures = 0
         self.postproc_failures = [0] * len(postprocs)
+        self.failures = failures if failures is not None else SampleFailures()
         self._shipping: tuple[str, bytes] | None = None
         self._timed = 0
         self._timed_secs = 0.0
@@ -56,19 +87,31 @@ class TraceApplier:
         try:
             trace.apply_to_schedule(sch, remove_postproc=True,
                                     decision_provider=None if keep_decisions else _drop_decision)
-        except Exception:  # noqa: BLE001 - any replay error just rejects this sample
-            self.replay_failures += 1
+        except Exception as err:  # noqa: BLE001 - any replay error just rejects this sample
+            self.count_replay_failure(f"trace replay: {type(err).__name__}: {err}")
             return None
         sch.enter_postproc()
         for i, proc in enumerate(self.postprocs):
+            error = None
             try:
                 ok = proc.apply(sch)
-            except Exception:  # noqa: BLE001 - a raising postproc rejects the sample (as TVM)
-                ok = False
+            except Exception as err:  # noqa: BLE001 - a raising postproc rejects it (as TVM)
+                ok, error = False, err
             if not ok:
-                self.postproc_failures[i] += 1
+                self.count_postproc_failure(i, refusal_message(proc, error))
                 return None
         return sch
+
+    def count_replay_failure(self, message: str) -> None:
+        self.replay_failures += 1
+        self.failures.replay += 1
+        self.failures.note(message)
+
+    def count_postproc_failure(self, index: int, message: str) -> None:
+        self.postproc_failures[index] += 1
+        name = str(self.postprocs[index])
+        self.failures.postproc[name] = self.failures.postproc.get(name, 0) + 1
+        self.failures.note(message)
 
     def _timed_apply(self, trace: Trace, seed: int, keep: bool) -> Schedule | None:
         t0 = time.perf_counter()
@@ -107,9 +150,9 @@ class TraceApplier:
             mod, func_name, trace, symbols, rand = pickle.loads(item[1])
             return Schedule._restore(mod, func_name, trace, symbols, rand)
         if item[0] == "replay":
-            self.replay_failures += 1
+            self.count_replay_failure(item[1])
         else:
-            self.postproc_failures[item[1]] += 1
+            self.count_postproc_failure(item[1], item[2])
         return None
 
     def summary(self) -> str:
@@ -128,6 +171,7 @@ class BuiltinStrategy(SearchStrategy):
         self.mutator_probs: dict["Mutator", float] = {}
         self.rand = RandomEngine(None)
         self.logger = logging.getLogger("workbench.meta_schedule")
+        self.sample_failures = SampleFailures()
         self._tuning = False
         self.st = 0
         self.ed = 0
@@ -161,6 +205,7 @@ class BuiltinStrategy(SearchStrategy):
         if not design_spaces:
             raise ValueError("pre_tuning: design_spaces is empty")
         self._tuning = True
+        self.sample_failures = SampleFailures()
         self.st, self.ed = 0, num_trials_per_iter
         self.max_trials = max_trials
         self.num_trials_per_iter = num_trials_per_iter
@@ -194,7 +239,7 @@ class BuiltinStrategy(SearchStrategy):
         if n > 1:
             from workbench.meta_schedule.search_strategy.replay_pool import get_replay_pool
             pool = get_replay_pool(n)
-        return TraceApplier(self.context.mod, self.postprocs, pool)
+        return TraceApplier(self.context.mod, self.postprocs, pool, self.sample_failures)
 
     def _config(self) -> dict[str, Any]:
         raise NotImplementedError

@@ -47,7 +47,7 @@ _WORKER_APPLIERS: dict[str, "TraceApplier"] = {}
 def _worker_replay(key: str, setup: bytes, jobs: list[ReplayJob]) -> list[tuple]:
     """Replay ``jobs`` on the workload ``setup`` (pickled ``(mod, postprocs)``, cached by
     ``key``). Each result is ``("ok", pickle of (mod, func_name, trace, symbols, rng))``,
-    ``("replay",)`` or ``("postproc", index)``."""
+    ``("replay", message)`` or ``("postproc", index, message)``."""
     from workbench.meta_schedule.search_strategy.base import TraceApplier
 
     applier = _WORKER_APPLIERS.get(key)
@@ -60,17 +60,18 @@ def _worker_replay(key: str, setup: bytes, jobs: list[ReplayJob]) -> list[tuple]
     for trace, seed, keep in jobs:
         n_replay = applier.replay_failures
         n_post = list(applier.postproc_failures)
+        applier.failures.first = None  # each failure's own message goes back
         sch = applier.apply(trace, seed, keep_decisions=keep)
         if sch is not None:
             out.append(("ok", pickle.dumps(
                 (sch._mod, sch._func_name, sch._trace, sch._symbols, sch._rand),
                 protocol=pickle.HIGHEST_PROTOCOL)))
         elif applier.replay_failures != n_replay:
-            out.append(("replay",))
+            out.append(("replay", applier.failures.first))
         else:
             i = next(i for i, (a, b) in enumerate(zip(n_post, applier.postproc_failures))
                      if a != b)
-            out.append(("postproc", i))
+            out.append(("postproc", i, applier.failures.first))
     return out
 
 

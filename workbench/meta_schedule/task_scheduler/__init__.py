@@ -2,7 +2,8 @@
 from workbench.meta_schedule.task_scheduler.gradient_based import GradientBased
 from workbench.meta_schedule.task_scheduler.round_robin import RoundRobin
 from workbench.meta_schedule.task_scheduler.task_scheduler import (
-    PyTaskScheduler, TaskRecord, TaskScheduler,
+    NoValidCandidateWarning, PyTaskScheduler, TaskRecord, TaskScheduler,
 )
 
-__all__ = ["TaskScheduler", "PyTaskScheduler", "TaskRecord", "GradientBased", "RoundRobin"]
+__all__ = ["TaskScheduler", "PyTaskScheduler", "TaskRecord", "GradientBased", "RoundRobin",
+           "NoValidCandidateWarning"]

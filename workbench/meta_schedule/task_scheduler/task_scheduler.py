@@ -19,6 +19,13 @@ Beyond TVM: each task's unscheduled function is run once (``make_reference``) an
 ``RunnerInput`` carries that reference, so a schedule computing wrong results fails its
 measurement instead of becoming the best record (pass ``check_outputs=False`` to skip).
 
+No silent empty run: a task that ends without one valid measurement gets a ``note`` saying
+why, with the counts per cause (samples refused by each postprocessor, trace replays that
+failed, builds and runs that failed) and the first message of each; it is logged and issued
+as one :class:`NoValidCandidateWarning` per task. Measure callbacks with an
+``attach_scheduler(task_scheduler)`` method are given the scheduler when tuning starts (the
+dashboard shows the tasks, and the notes, even when no batch is ever measured).
+
 Interrupts (Ctrl-C, a Jupyter interrupt) end the run without losing measurements: a batch is
 committed whole (SIGINT is held back until the callbacks that store records -- those with
 ``stores_records``, i.e. ``AddToDatabase`` -- have returned; the cost model update after them
@@ -36,6 +43,7 @@ import os
 import signal
 import tempfile
 import threading
+import warnings
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from workbench.meta_schedule.arg_info import ArgInfo
@@ -51,10 +59,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from workbench.meta_schedule.search_strategy import MeasureCandidate
     from workbench.meta_schedule.tune_context import TuneContext
 
-__all__ = ["TaskRecord", "TaskScheduler", "PyTaskScheduler"]
+__all__ = ["TaskRecord", "TaskScheduler", "PyTaskScheduler", "NoValidCandidateWarning"]
 
 FAILED_LATENCY_MS = 1e9
 GLOBAL_LOGGER = "workbench.meta_schedule"
+
+
+class NoValidCandidateWarning(UserWarning):
+    """A tuning task ended without one valid measurement (the message says why)."""
 
 
 @contextlib.contextmanager
@@ -91,6 +103,10 @@ class TaskRecord:
         self.builder_results: list["BuilderResult"] | None = None
         self.runner_futures: list["RunnerFuture"] | None = None
         self.reference: str | None = None
+        self.first_build_error: str | None = None
+        self.first_run_error: str | None = None
+        #: Why the task found no valid candidate (set when tuning ends; None otherwise).
+        self.note: str | None = None
 
     @property
     def best_latency_ms(self) -> float | None:
@@ -100,6 +116,43 @@ class TaskRecord:
     def __repr__(self) -> str:
         return (f"TaskRecord({self.ctx.task_name!r}, trials={len(self.latency_ms)}, "
                 f"best_ms={self.best_latency_ms}, done={self.is_terminated})")
+
+
+def _first_lines(text: str | None, lines: int = 3, limit: int = 400) -> str:
+    """The gist of an error message: its first lines, or for one that holds a traceback its
+    first line and the exception (the traceback's last line)."""
+    all_lines = [ln for ln in str(text or "").strip().splitlines() if ln.strip()]
+    if any(ln.startswith("Traceback (most recent call last)") for ln in all_lines):
+        keep = [all_lines[0], all_lines[-1]] if len(all_lines) > 1 else all_lines
+    else:
+        keep = all_lines[:lines]
+    out = "\n".join(keep)
+    return out if len(out) <= limit else out[:limit - 3] + "..."
+
+
+def empty_task_note(task_id: int, task: TaskRecord) -> str:
+    """Why ``task`` found no valid candidate: counts per cause and each cause's first
+    message (module docstring)."""
+    fails = getattr(task.ctx.search_strategy, "sample_failures", None)
+    trials = len(task.latency_ms)
+    parts = []
+    if fails is not None:
+        refused = ", ".join(f"{name}: {n}" for name, n in fails.postproc.items() if n)
+        parts.append(f"{fails.refused} sample(s) refused by postprocessors"
+                     + (f" ({refused})" if refused else ""))
+        parts.append(f"{fails.replay} trace replay failure(s)")
+    parts.append(f"{task.build_error_count} build failure(s)")
+    parts.append(f"{task.run_error_count} run failure(s)")
+    text = (f"Task #{task_id} ({task.ctx.task_name!r}) found no valid candidate in {trials} "
+            f"trial(s): {'; '.join(parts)}.")
+    firsts = [("First refusal", getattr(fails, "first", None)),
+              ("First build error", task.first_build_error),
+              ("First run error", task.first_run_error)]
+    text += "".join(f"\n{label}: {msg}" for label, msg in firsts if msg)
+    if trials == 0 and not any(msg for _, msg in firsts):
+        text += "\nThe search proposed no candidate (is the design space empty?)."
+    return text + ("\nThe database holds no record for this workload: compile_tir raises for "
+                   "it; a Relax build gives it its default schedule (workbench.dlight).")
 
 
 class TaskScheduler(abc.ABC):
@@ -143,6 +196,10 @@ class TaskScheduler(abc.ABC):
             with Profiler.timeit("InitializeTask"):
                 self._initialize_task(i, ctx, weight, max_trials_per_task,
                                       num_trials_per_iter, ref_dir)
+        for cb in self.measure_callbacks_:
+            attach = getattr(cb, "attach_scheduler", None)
+            if callable(attach):
+                attach(self)
         try:
             self._loop(max_trials_global, max_trials_per_task)
             for task_id, task in enumerate(self.tasks_):
@@ -154,6 +211,19 @@ class TaskScheduler(abc.ABC):
         except BaseException as err:
             self._store_measured(err)
             raise
+        for task_id in range(len(self.tasks_)):
+            self._report_if_empty(task_id)
+
+    def _report_if_empty(self, task_id: int) -> None:
+        """Set the note of a task that found no valid candidate, log it and warn once."""
+        task = self.tasks_[task_id]
+        if task.best_latency_ms is not None:
+            task.note = None
+            return
+        task.note = empty_task_note(task_id, task)
+        task.ctx.logger.warning("%s", task.note)
+        self.logger.warning("%s", task.note)
+        warnings.warn(task.note, NoValidCandidateWarning, stacklevel=2)
 
     def _loop(self, max_trials_global: int, max_trials_per_task: int) -> None:
         trials = 0
@@ -349,8 +419,12 @@ class TaskScheduler(abc.ABC):
                 stage = "building" if b.error_msg is not None else "running"
                 if stage == "building":
                     task.build_error_count += 1
+                    task.first_build_error = task.first_build_error or _first_lines(
+                        b.error_msg)
                 else:
                     task.run_error_count += 1
+                    task.first_run_error = task.first_run_error or _first_lines(
+                        r.error_msg or "no run time measured")
                 log.info("%s Trial #%d: Error in %s:\n%s\n%s\n%s", name, trial, stage,
                          b.error_msg if b.error_msg is not None else r.error_msg,
                          cand.sch.mod["main"].script(), cand.sch.trace)
