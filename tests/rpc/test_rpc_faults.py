@@ -136,6 +136,43 @@ def test_scheduler_gone_stops_tuning_cleanly(tmp_path):
         assert not cluster.pids()
 
 
+USER_SCRIPT = """
+import sys
+import numpy as np
+import workbench as wb
+session = wb.rpc.connect(sys.argv[1], sys.argv[2])
+x = wb.nd.array(np.arange(4, dtype="float32"), session.cpu())
+print("sum", float(x.numpy().sum()), flush=True)
+sys.stdin.read()  # the test stops the cluster meanwhile
+print("done", flush=True)
+"""
+
+
+def test_client_leaves_quietly_when_its_scheduler_is_gone(tmp_path):
+    """A script (a fresh interpreter, no main guard) used a session; the cluster is stopped
+    under it; the script ends: no traceback from Dask's reconnect loop at exit."""
+    import sys
+    script = tmp_path / "user.py"
+    script.write_text(USER_SCRIPT)
+    cluster = DaskCluster(str(tmp_path / "dask"), n_workers=1)
+    try:
+        cluster.wait_for_workers(1)
+        proc = subprocess.Popen([sys.executable, str(script), cluster.address, KEY],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        first = proc.stdout.readline()
+        assert first.startswith("sum 6.0"), first + proc.stderr.read()
+        cluster.stop()
+        time.sleep(3)   # Dask's client notices and starts reconnecting
+        out, err = proc.communicate("", timeout=120)
+    finally:
+        rpc.shutdown()
+        cluster.stop()
+    assert proc.returncode == 0, err
+    assert "done" in out
+    assert "Traceback" not in err and "Error" not in err, err
+
+
 def _make_certificates(folder):
     """A CA and a certificate for 127.0.0.1 signed by it (PEM files), with openssl."""
     def run(*args):

@@ -23,9 +23,11 @@ trust, and only let clients you trust connect to yours.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import logging
 import threading
 import time
-from typing import Any, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 from workbench import options
 from workbench.rpc.base import ClusterUnavailable, NoMatchingWorker, require_distributed
@@ -135,10 +137,14 @@ class Cluster:
         return True
 
     def close(self) -> None:
-        try:
-            self.client.close()
-        except Exception:  # noqa: BLE001 - closing a broken connection
-            pass
+        """Close the client (and the in-process cluster we started), quietly: with its
+        scheduler gone, closing cancels Dask's reconnect loop, which logs the cancellation
+        and the refused connection as an error with two tracebacks."""
+        with _dask_client_logs_silenced():
+            try:
+                self.client.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection
+                pass
         if self._local is not None:
             try:
                 self._local.close()
@@ -150,6 +156,33 @@ class Cluster:
         return f"<Cluster {kind} status={self.status}>"
 
 
+@contextlib.contextmanager
+def _dask_client_logs_silenced() -> Iterator[None]:
+    """Drop what ``distributed.client`` logs in the block (only ever errors of a closing
+    connection: what went wrong before reached the caller as exceptions)."""
+    log = logging.getLogger("distributed.client")
+    previous = log.disabled
+    log.disabled = True
+    try:
+        yield
+    finally:
+        log.disabled = previous
+
+
+class _ReconnectGaveUp(logging.Filter):
+    """Dask's client, its scheduler gone for ``distributed.comm.timeouts.connect`` seconds,
+    closes itself and logs that as an error; the session's next call raises
+    ``ClusterUnavailable`` saying the same, so it becomes a line of ``workbench.rpc``'s
+    info log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Failed to reconnect to scheduler"):
+            return True
+        logging.getLogger("workbench.rpc").info("Dask client: %s", record.getMessage())
+        return False
+
+
+_RECONNECT_FILTER = _ReconnectGaveUp()
 _CLUSTERS: dict[tuple, Cluster] = {}
 _LOCK = threading.Lock()
 
@@ -180,6 +213,8 @@ def get_cluster(address: Any = None, security: Any = None, timeout: float = 30.0
 
 def _connect(address: str, security: Any, timeout: float) -> Cluster:
     import distributed
+
+    logging.getLogger("distributed.client").addFilter(_RECONNECT_FILTER)  # once: a set
 
     if address == LOCAL:
         local = distributed.LocalCluster(
