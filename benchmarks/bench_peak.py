@@ -8,7 +8,8 @@ bf16 matmuls and conv2d as fractions of them, next to numpy and PyTorch.
    is printed next to it: on a loaded machine the cores are rarely free at the same moment,
    so it under-reads).
 2. Workloads: matmul 512^3 and 1024^3 (``topi.nn.matmul``: ``A[M, K] @ B[K, N]``, B a
-   layout-free weight as in a model) and conv2d NHWC 1x56x56x64 -> 64, 3x3, pad 1
+   layout-free weight as in a model), dense 512^3 (``topi.nn.dense``: ``B[N, K]``) and
+   conv2d NHWC 1x56x56x64 -> 64, 3x3, pad 1
    (``topi.nn.conv2d_nhwc``, HWIO weight). Each is tuned with ``tune_tir`` (``--trials``,
    default 64) for float32, for uint8 x int8 -> int32 and for bfloat16 -> float32 on
    ``llvm -num-cores=N``; the tuner picks the tensor intrinsics the target has (register-
@@ -29,7 +30,7 @@ The tuner times each candidate as the table does, the best of 20 single calls
 (:func:`best_call_evaluator`; ``--measure mean`` restores the runner's default mean over
 100 ms, which on a loaded machine favours single-threaded schedules).
 
-Usage: ``python benchmarks/bench_peak.py [--trials 64] [--only matmul512,matmul1024,conv2d]
+Usage: ``python benchmarks/bench_peak.py [--trials 64] [--only matmul512,dense512,matmul1024,conv2d]
 [--dtypes fp32,int8,bf16] [--cores N] [--strategy evolutionary|replay-trace]
 [--measure best-call|mean]``
 """
@@ -83,12 +84,14 @@ DTYPES = {  # name: (data dtype, weight dtype, accumulator/output dtype)
 }
 
 
-def matmul_func(n: int, dtype: str):
-    """``topi.nn.matmul`` with B a layout-free weight (the tuner packs it for the kernels)."""
+def matmul_func(n: int, dtype: str, layout: str = "matmul"):
+    """``topi.nn.matmul`` (``B[K, N]``, numpy's layout) or ``topi.nn.dense`` (``B[N, K]``)
+    with B a layout-free weight (the tuner packs it for the kernels)."""
     a_t, b_t, acc = DTYPES[dtype]
     A = te.placeholder((n, n), a_t, name="A")
     B = te.placeholder((n, n), b_t, name="B")
-    return te.create_prim_func([A, B, topi.nn.matmul(A, B, out_dtype=acc)])
+    op = topi.nn.matmul if layout == "matmul" else topi.nn.dense
+    return te.create_prim_func([A, B, op(A, B, out_dtype=acc)])
 
 
 def conv2d_func(dtype: str):
@@ -103,6 +106,7 @@ def conv2d_func(dtype: str):
 WORKLOADS = {
     "matmul512": (lambda d: matmul_func(512, d), 2 * 512 ** 3),
     "matmul1024": (lambda d: matmul_func(1024, d), 2 * 1024 ** 3),
+    "dense512": (lambda d: matmul_func(512, d, "dense"), 2 * 512 ** 3),
     "conv2d": (conv2d_func, 2 * 56 * 56 * 64 * 64 * 9),
 }
 
@@ -163,9 +167,7 @@ def tune(name: str, dtype: str, trials: int, target: str, strategy: str = "evolu
                      num_trials_per_iter=min(64, trials), seed=0, strategy=strategy,
                      runner=runner)
     wall = time.perf_counter() - t0
-    sch = ms.compile_tir(db, func, target)
-    if sch is None:
-        raise RuntimeError(f"{name}/{dtype}: no valid schedule in the database")
+    sch = ms.compile_tir(db, func, target)     # raises NoValidRecordError, naming the task
     used = sorted({ins.attrs[0] for ins in sch.trace.insts if ins.kind.name == "Tensorize"})
     return tuned_kernel_fn(sch, func, target), wall, used
 
@@ -174,10 +176,12 @@ def tune(name: str, dtype: str, trials: int, target: str, strategy: str = "evolu
 
 def numpy_fns(name: str) -> dict:
     rng = np.random.RandomState(0)
-    if name.startswith("matmul"):
-        n = int(name[len("matmul"):])
+    if name.startswith(("matmul", "dense")):
+        n = int(name.removeprefix("matmul").removeprefix("dense"))
         a, b = (rng.rand(n, n).astype("float32") for _ in range(2))
         out = np.empty((n, n), "float32")
+        if name.startswith("dense"):
+            return {"numpy fp32": lambda: np.matmul(a, b.T, out=out)}
         return {"numpy fp32": lambda: np.matmul(a, b, out=out)}
     x = rng.rand(56, 56, 64).astype("float32")
     wm = rng.rand(9 * 64, 64).astype("float32")
@@ -200,8 +204,9 @@ def torch_fns(name: str, cores: int) -> dict:
     torch.set_num_threads(cores)
     g = torch.Generator().manual_seed(0)
     out: dict = {}
-    if name.startswith("matmul"):
-        n = int(name[len("matmul"):])
+    if name.startswith(("matmul", "dense")):
+        # the same products for both layouts (torch's mm reads a transposed view as fast)
+        n = int(name.removeprefix("matmul").removeprefix("dense"))
         a, b = torch.rand(n, n, generator=g), torch.rand(n, n, generator=g)
         out["torch fp32"] = lambda: torch.mm(a, b)
         a16, b16 = a.bfloat16(), b.bfloat16()
@@ -279,7 +284,7 @@ def _print_peaks(peaks: dict, cores: int, when: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=64)
-    ap.add_argument("--only", default="matmul512,matmul1024,conv2d")
+    ap.add_argument("--only", default="matmul512,dense512,matmul1024,conv2d")
     ap.add_argument("--dtypes", default="fp32,int8,bf16")
     ap.add_argument("--cores", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--strategy", default="evolutionary",
