@@ -136,6 +136,21 @@ def test_task_without_valid_measurement_shows_na():
     assert dash.best_figure.data[0].x in ((), None)
 
 
+def test_a_task_note_is_shown_in_the_summary_and_the_text_table():
+    """A task that found no valid candidate carries the scheduler's note (why); the widget's
+    summary and the text table show it, escaped."""
+    sched = FakeScheduler(2)
+    dash = TuningDashboard("widget", interval=0)
+    dash.attach_scheduler(sched)
+    feed(dash, sched, 0, [10.0, 20.0])
+    sched.tasks_[1].note = "Task #1 ('task1') found no valid candidate: 4 <refused>"
+    dash.finish(sched)
+    assert dash.progress.snapshot().notes == [sched.tasks_[1].note]
+    assert "found no valid candidate: 4 &lt;refused&gt;" in dash.summary_html.value
+    assert "Warning: Task #1 ('task1') found no valid candidate" in dash._text_table(
+        dash.progress.snapshot())
+
+
 def test_best_so_far_is_monotone_and_scatter_has_every_candidate():
     rng = random.Random(7)
     sched = FakeScheduler(3)
