@@ -9,7 +9,6 @@ On a host without VNNI the space is the plain one (the target tests in
 """
 from __future__ import annotations
 
-import logging
 import warnings
 
 import numpy as np
@@ -76,15 +75,14 @@ class RefuseEverything(PyPostproc):
         return RefuseEverything()
 
 
-def test_a_task_without_a_valid_candidate_says_why_everywhere(tmp_path, caplog, capsys):
+def test_a_task_without_a_valid_candidate_says_why_everywhere(tmp_path, capsys):
     """Every sample refused: one warning for the task with the counts and the first refusal,
-    the same in the log and on the dashboard, and ``compile_tir`` raises a clear error rather
+    the same in the logs (the scheduler's and the task's) and on the dashboard, and ``compile_tir`` raises a clear error rather
     than handing None to ``build``."""
     func = product("int8", "matmul", 32, 32, 32)
     mod = wb.IRModule({"main": func})
     space = PostOrderApply(postprocs=[RefuseEverything()])
-    with caplog.at_level(logging.WARNING, logger="workbench.meta_schedule"), \
-            pytest.warns(ms.NoValidCandidateWarning) as caught:
+    with pytest.warns(ms.NoValidCandidateWarning) as caught:
         db = ms.tune_tir(mod, TARGET, str(tmp_path), max_trials_global=4,
                          num_trials_per_iter=4, strategy="replay-trace", cost_model="random",
                          space=space, runner=fast_runner(), dashboard="text")
@@ -95,7 +93,8 @@ def test_a_task_without_a_valid_candidate_says_why_everywhere(tmp_path, caplog, 
     assert "refused by postprocessors (RefuseEverything: " in msg
     assert "First refusal: RefuseEverything: this test refuses every schedule" in msg
     assert "0 build failure(s)" in msg and "0 run failure(s)" in msg
-    assert any("found no valid candidate" in r.getMessage() for r in caplog.records)
+    logs = {p.name: p.read_text() for p in (tmp_path / "logs").iterdir()}
+    assert all("First refusal: RefuseEverything:" in text for text in logs.values()), logs
     out = capsys.readouterr().out
     assert "Warning: Task #0 ('main') found no valid candidate" in out
     assert len(db) == 0
@@ -119,3 +118,16 @@ def test_a_task_whose_builds_all_fail_reports_the_build_error(tmp_path):
                if issubclass(w.category, ms.NoValidCandidateWarning))
     assert "2 build failure(s)" in msg, msg
     assert "boom: this build always fails" in msg, msg
+
+
+def test_an_empty_run_over_earlier_records_says_they_are_kept(tmp_path):
+    """A second run in the same work_dir whose samples are all refused still warns, and says
+    the database keeps the first run's records (compile_tir still works)."""
+    mod = wb.IRModule({"main": product("fp32", "matmul", 16, 16, 16)})
+    common = dict(num_trials_per_iter=2, strategy="replay-trace", cost_model="random",
+                  runner=fast_runner())
+    ms.tune_tir(mod, TARGET, str(tmp_path), max_trials_global=2, **common)
+    with pytest.warns(ms.NoValidCandidateWarning, match="keeps this workload's records"):
+        db = ms.tune_tir(mod, TARGET, str(tmp_path), max_trials_global=2,
+                         space=PostOrderApply(postprocs=[RefuseEverything()]), **common)
+    assert ms.tir_integration.compile_tir(db, mod, TARGET) is not None

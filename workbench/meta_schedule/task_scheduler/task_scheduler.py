@@ -130,9 +130,10 @@ def _first_lines(text: str | None, lines: int = 3, limit: int = 400) -> str:
     return out if len(out) <= limit else out[:limit - 3] + "..."
 
 
-def empty_task_note(task_id: int, task: TaskRecord) -> str:
+def empty_task_note(task_id: int, task: TaskRecord, earlier_record: bool = False) -> str:
     """Why ``task`` found no valid candidate: counts per cause and each cause's first
-    message (module docstring)."""
+    message (module docstring). ``earlier_record``: the database holds a valid record of the
+    workload from an earlier run."""
     fails = getattr(task.ctx.search_strategy, "sample_failures", None)
     trials = len(task.latency_ms)
     parts = []
@@ -151,6 +152,8 @@ def empty_task_note(task_id: int, task: TaskRecord) -> str:
     text += "".join(f"\n{label}: {msg}" for label, msg in firsts if msg)
     if trials == 0 and not any(msg for _, msg in firsts):
         text += "\nThe search proposed no candidate (is the design space empty?)."
+    if earlier_record:
+        return text + "\nThe database keeps this workload's records of earlier runs."
     return text + ("\nThe database holds no record for this workload: compile_tir raises for "
                    "it; a Relax build gives it its default schedule (workbench.dlight).")
 
@@ -220,7 +223,14 @@ class TaskScheduler(abc.ABC):
         if task.best_latency_ms is not None:
             task.note = None
             return
-        task.note = empty_task_note(task_id, task)
+        earlier = False
+        if self.database_ is not None and task.ctx.mod is not None:
+            try:
+                earlier = self.database_.query_tuning_record(
+                    task.ctx.mod, task.ctx.target, "main") is not None
+            except Exception:  # noqa: BLE001 - a user database that cannot answer: say nothing
+                earlier = False
+        task.note = empty_task_note(task_id, task, earlier)
         task.ctx.logger.warning("%s", task.note)
         self.logger.warning("%s", task.note)
         warnings.warn(task.note, NoValidCandidateWarning, stacklevel=2)
