@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from workbench.meta_schedule import analysis as A
 from workbench.meta_schedule.mutator.mutator import Mutator, register_mutator
 from workbench.meta_schedule.schedule_rule.parallel_vectorize_unroll import _num_cores
+from workbench.tir.analysis import collect_vars
 from workbench.tir.schedule import Schedule, ScheduleError, Trace
 from workbench.tir.schedule.instruction import Instruction
 from workbench.tir.schedule.utils import realizes_under
@@ -100,7 +101,7 @@ def _analyze_parallel(sch: Schedule, block: str, limit: int) -> list[list[int]]:
     for r in realizes:
         for iv, value in zip(r.block.iter_vars, r.iter_values):
             if iv.iter_type != IterType.DATA_PAR:
-                non_spatial |= A.expr_vars([value])
+                collect_vars(value, non_spatial)
     out: list[list[int]] = []
     for r in realizes:
         extents: list[int] = []

@@ -167,10 +167,6 @@ def loop_binds_reduction(loop: For) -> bool:
     return False
 
 
-def const_extent(loop: For) -> int | None:
-    return loop.extent.value if isinstance(loop.extent, IntImm) else None
-
-
 def and_predicate(pred: PrimExpr, extra: PrimExpr) -> PrimExpr:
     return op.logical_and(pred, extra)
 
