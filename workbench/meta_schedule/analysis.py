@@ -1,8 +1,9 @@
 """Block and loop queries the schedule rules, postprocessors and mutators share.
 
-All functions read the schedule's current IR through its index (``sch._index()``): the rules
-live inside the workbench package and need facts (iteration types, bindings, regions) that
-the public handle API does not expose. Nothing here changes a schedule.
+All functions read the schedule's current IR through its read-only index
+(``sch.func_index()``): the rules need facts (iteration types, bindings, regions) that the
+handle API does not expose. Expression facts (variables, constants) come from
+:mod:`workbench.tir.analysis`. Nothing here changes a schedule.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def block_name(sch: Schedule, block: BlockRV) -> str:
 
 def block_info(sch: Schedule, block: BlockRV | str) -> BlockInfo:
     name = block if isinstance(block, str) else block_name(sch, block)
-    return sch._index().blocks[name]
+    return sch.func_index().blocks[name]
 
 
 def root_block_name(index: FuncIndex) -> str:
@@ -44,12 +45,12 @@ def root_block_name(index: FuncIndex) -> str:
 
 
 def is_root(sch: Schedule, block: BlockRV) -> bool:
-    return block_name(sch, block) == root_block_name(sch._index())
+    return block_name(sch, block) == root_block_name(sch.func_index())
 
 
 def has_block(sch: Schedule, block: BlockRV) -> bool:
     name = sch._symbols.get(block)
-    return isinstance(name, str) and name in sch._index().blocks
+    return isinstance(name, str) and name in sch.func_index().blocks
 
 
 def is_spatial(block: Block) -> bool:
@@ -88,17 +89,17 @@ def iter_types_of_loops(info: BlockInfo) -> list[int]:
 
 
 def is_output(sch: Schedule, name: str) -> bool:
-    return is_output_block(sch._index(), name)
+    return is_output_block(sch.func_index(), name)
 
 
 def consumers(sch: Schedule, name: str) -> list[str]:
     from workbench.tir.schedule.primitive.block_scope import producers_consumers
-    return producers_consumers(sch._index(), name)[1]
+    return producers_consumers(sch.func_index(), name)[1]
 
 
 def producers(sch: Schedule, name: str) -> list[str]:
     from workbench.tir.schedule.primitive.block_scope import producers_consumers
-    return producers_consumers(sch._index(), name)[0]
+    return producers_consumers(sch.func_index(), name)[0]
 
 
 def _region_indices(region: BufferRegion) -> list[PrimExpr]:
@@ -318,6 +319,6 @@ def needs_rfactor(sch: Schedule, block: BlockRV, max_parallel_extent: int,
             space *= ext
         else:
             reduce *= ext
-    if needs_multi_level_tiling(info, sch._index()):
+    if needs_multi_level_tiling(info, sch.func_index()):
         return not (space >= reduce or space > max_parallel_extent)
     return reduce > 1 and reduce > max_parallel_basic

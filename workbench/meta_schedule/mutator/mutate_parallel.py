@@ -95,7 +95,7 @@ def _analyze_parallel(sch: Schedule, block: str, limit: int) -> list[list[int]]:
     """Per block realize directly under ``block``'s scope: prefix products (outermost first)
     of the constant spatial loops above it that are outside every non-spatial loop, stopping
     once a product reaches ``limit`` (TVM's AnalyzeParallel)."""
-    info = sch._index().blocks[block]
+    info = sch.func_index().blocks[block]
     realizes = realizes_under(info.block.body)
     non_spatial = set()
     for r in realizes:

@@ -135,7 +135,7 @@ def _rewrite_layout(sch: Schedule) -> bool:
             continue
         # The weight goes through copies first: lay out the copy the anchor reads, then carry
         # the same layout back along the chain, the preproc block going before its start.
-        last = sch._index().blocks[chain[-1]].block
+        last = sch.func_index().blocks[chain[-1]].block
         found = suggest_read_layout(sch._func, last.writes[0].buffer)
         if found is None:
             continue

@@ -89,7 +89,7 @@ def _weight_read(sch: Schedule, block: BlockRV, dtype: str, pack_k: int
 
 
 def _readers(sch: Schedule, buf) -> int:
-    index = sch._index()
+    index = sch.func_index()
     return sum(1 for info in index.blocks.values()
                if any(r.buffer is buf for r in info.block.reads))
 

@@ -22,7 +22,7 @@ class RandomComputeLocation(ScheduleRule):
         if A.is_root(sch, block) or A.is_tiled(info.block):
             return False
         if not isinstance(info.scope_block, Block) or \
-                info.scope_block.name_hint != A.root_block_name(sch._index()):
+                info.scope_block.name_hint != A.root_block_name(sch.func_index()):
             return False
         loops = info.loops
         if not loops:

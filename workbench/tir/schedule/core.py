@@ -181,11 +181,24 @@ class ScheduleCore:
     def _func(self) -> PrimFunc:
         return self._mod[self._func_name]
 
-    def _index(self) -> FuncIndex:
+    def func_index(self) -> FuncIndex:
+        """A read-only index of the function being scheduled, for schedule rules,
+        postprocessors and mutators that need facts the handle API does not give.
+
+        ``func`` is the current PrimFunc; ``blocks`` maps each block name to a ``BlockInfo``
+        (block, realize, ancestors, ``loops``); ``loops`` maps each loop variable to a
+        ``LoopInfo``; ``block_order`` lists block names in pre-order. The index describes one
+        version of the IR: a primitive that changes the IR makes it stale, so call again
+        afterwards (it is rebuilt once per version and cached). Never modify it: change the
+        schedule only through its primitives, so every change is in the trace.
+        """
         func = self._func
         if self._index_cache is None or self._index_cache[0] is not func:
             self._index_cache = (func, FuncIndex(func))
         return self._index_cache[1]
+
+    #: The name the primitives use (and rules used before ``func_index`` was public).
+    _index = func_index
 
     def _commit(self, func: PrimFunc) -> None:
         self._mod[self._func_name] = func
