@@ -152,8 +152,6 @@ def apply_tile_plan(sch: Schedule, f: BlockFacts, plan: TilePlan, epilogue: Bloc
               [f.iters[i] for i in f.spatial if i != plan.v], cpu)
 
 
-
-
 def _move_dim_last(sch: Schedule, block: BlockRV, dim: int | None, ndim: int) -> None:
     if dim is None or dim == ndim - 1:
         return
