@@ -66,5 +66,5 @@ class PostOrderApply(SpaceGenerator):
             for child in child_stmts(stmt):
                 visit(child)
 
-        visit(sch._func.body)
+        visit(sch.func_index().func.body)
         return order
