@@ -235,7 +235,7 @@ def block_realize(sch: Schedule, block: BlockRV) -> BlockRealize | None:
 def count_reductions(func: PrimFunc) -> int:
     """The blocks of ``func`` that reduce (have an init or a reduction variable): a cheap test
     the rules run before building a schedule."""
-    from workbench.tir.schedule.utils import blocks_under
+    from workbench.tir.analysis import blocks_under
     return sum(1 for b in blocks_under(func.body)
                if b.init is not None or any(iv.iter_type != IterType.DATA_PAR
                                             for iv in b.iter_vars))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from workbench.tir.analysis import collect_vars, const_int, vars_in_order
+from workbench.tir.analysis import collect_vars, const_int, realizes_under, vars_in_order
 from workbench.tir.arith import evaluate
 from workbench.tir.buffer import Buffer, BufferRegion
 from workbench.tir.expr import BufferLoad, Call, PrimExpr, Select, Var
@@ -17,7 +17,6 @@ from workbench.tir.functor import IRVisitor, substitute
 from workbench.tir.schedule import BlockRV, Schedule
 from workbench.tir.schedule.primitive.block_scope import is_output_block, loop_iter_type
 from workbench.tir.schedule.state import BlockInfo, FuncIndex
-from workbench.tir.schedule.utils import realizes_under
 from workbench.tir.stmt import Block, BlockRealize, For, IterType, SeqStmt
 
 __all__ = [

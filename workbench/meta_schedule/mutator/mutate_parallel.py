@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 from workbench.meta_schedule import analysis as A
 from workbench.meta_schedule.mutator.mutator import Mutator, register_mutator
 from workbench.meta_schedule.schedule_rule.parallel_vectorize_unroll import _num_cores
-from workbench.tir.analysis import collect_vars
+from workbench.tir.analysis import collect_vars, realizes_under
 from workbench.tir.schedule import Schedule, ScheduleError, Trace
 from workbench.tir.schedule.instruction import Instruction
-from workbench.tir.schedule.utils import realizes_under
 from workbench.tir.stmt import BlockRealize, For, IterType
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -125,7 +124,7 @@ def _analyze_parallel(sch: Schedule, block: str, limit: int) -> list[list[int]]:
 
 def _loops_above(root: Any, target: BlockRealize) -> list[For]:
     """The For loops from ``root`` down to ``target`` (outermost first)."""
-    from workbench.tir.schedule.state import child_stmts
+    from workbench.tir.analysis import child_stmts
 
     def walk(node: Any, path: list[For]) -> list[For] | None:
         if node is target:

@@ -46,7 +46,7 @@ from workbench.tir.buffer import Buffer
 from workbench.tir.function import PrimFunc
 from workbench.tir.schedule import Schedule
 from workbench.tir.schedule.analysis import suggest_read_layout
-from workbench.tir.schedule.utils import blocks_under
+from workbench.tir.analysis import blocks_under
 from workbench.tir.transform.remove_weight_layout_rewrite_block import PREPROC_ANNOTATION
 
 __all__ = ["RewriteLayout", "LAYOUT_REWRITE_PREPROC", "layout_free_buffers",

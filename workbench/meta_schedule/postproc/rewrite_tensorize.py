@@ -14,7 +14,7 @@ from __future__ import annotations
 from workbench.meta_schedule.postproc.postproc import Postproc, register_postproc
 from workbench.meta_schedule.schedule_rule.multi_level_tiling_with_intrin import AUTO_TENSORIZE
 from workbench.tir.schedule import Schedule, ScheduleError
-from workbench.tir.schedule.utils import realizes_under
+from workbench.tir.analysis import realizes_under
 
 __all__ = ["RewriteTensorize"]
 

@@ -27,7 +27,7 @@ class RandomComputeLocation(ScheduleRule):
         loops = info.loops
         if not loops:
             return False
-        from workbench.tir.schedule.utils import realizes_under
+        from workbench.tir.analysis import realizes_under
         if len(realizes_under(loops[0].body)) != 1:
             return False
         return bool(A.consumers(sch, info.block.name_hint))
