@@ -149,3 +149,21 @@ def test_func_index_is_the_current_functions_index():
     after = sch.func_index()
     assert after is not index and after.func is sch.mod[sch.func_working_on]
     assert len(after.blocks["C"].loops) == 4
+
+
+def test_has_block_and_snapshot():
+    import pickle
+    A = te.placeholder((8,), name="A")
+    B = te.compute((8,), lambda i: A[i] + 1, name="B")
+    C = te.compute((8,), lambda i: B[i] * 2, name="C")
+    sch = tir.Schedule(te.create_prim_func([A, C]), seed=3)
+    b, c = sch.get_sblock("B"), sch.get_sblock("C")
+    assert sch.has_block(b) and not sch.has_block("B")
+    sch.compute_inline(b)
+    assert not sch.has_block(b) and sch.has_block(c)
+    back = tir.Schedule.from_snapshot(pickle.loads(pickle.dumps(sch.snapshot())))
+    assert str(back.trace) == str(sch.trace)
+    # the trace's handles travel with their table: the rebuilt schedule resolves them
+    got_b, got_c = (i.outputs[0] for i in back.trace.insts if i.kind.name == "GetSBlock")
+    assert not back.has_block(got_b) and back.get(got_c).name_hint == "C"
+    assert back.mod["main"].script() == sch.mod["main"].script()

@@ -30,7 +30,7 @@ TILING_ANN = "meta_schedule.tiling_structure"
 
 
 def block_name(sch: Schedule, block: BlockRV) -> str:
-    return sch._block_name(block, "meta_schedule")
+    return sch.get(block).name_hint
 
 
 def block_info(sch: Schedule, block: BlockRV | str) -> BlockInfo:
@@ -48,8 +48,7 @@ def is_root(sch: Schedule, block: BlockRV) -> bool:
 
 
 def has_block(sch: Schedule, block: BlockRV) -> bool:
-    name = sch._symbols.get(block)
-    return isinstance(name, str) and name in sch.func_index().blocks
+    return sch.has_block(block)
 
 
 def is_spatial(block: Block) -> bool:

@@ -47,7 +47,7 @@ class MutateComputeLocation(Mutator):
 
         def provider(inst, inputs, attrs, decision):
             if inst.kind.name == "SampleComputeLocation" and decision is not None:
-                name = sch._block_name(inputs[0], "MutateComputeLocation")
+                name = sch.get(inputs[0]).name_hint
                 index = sch.func_index()
                 locs = [c for c, _ in collect_compute_location(index.func, index, name)
                         if c != int(decision)]

@@ -164,6 +164,18 @@ class ScheduleCore:
         new.enable_check = True
         return new
 
+    def snapshot(self) -> tuple:
+        """``(mod, func_name, trace, handle table, random engine)``: everything this schedule
+        is, as plain picklable data (the replay pool's workers send finished schedules back
+        this way); :meth:`from_snapshot` rebuilds a full Schedule from it."""
+        return (self._mod, self._func_name, self._trace, self._symbols, self._rand)
+
+    @classmethod
+    def from_snapshot(cls, snapshot: tuple) -> "ScheduleCore":
+        """The schedule a :meth:`snapshot` describes; the handles in its trace resolve as
+        they did in the original (they travel with the handle table)."""
+        return cls._restore(*snapshot)
+
     # -- state -----------------------------------------------------------------------------
     @property
     def mod(self) -> IRModule:
@@ -287,6 +299,12 @@ class ScheduleCore:
         if hasattr(x, "value"):
             return int(x.value)
         raise TypeError(f"{primitive}: expected an int or ExprRV, got {x!r}")
+
+    def has_block(self, rv: Any) -> bool:
+        """Whether ``rv`` is a BlockRV of this schedule whose block still exists (TVM's
+        ``HasBlock``): an earlier primitive (compute_inline, ...) may have removed it."""
+        name = self._symbols.get(rv) if isinstance(rv, BlockRV) else None
+        return isinstance(name, str) and name in self._index().blocks
 
     def get(self, rv: Any) -> Any:
         """The Block, For or int a handle stands for now."""
