@@ -36,7 +36,7 @@ from workbench.meta_schedule.logging import get_loggers_from_work_dir
 from workbench.meta_schedule.task_budget import (
     CappedStrategy, SeededStrategy, default_schedule_candidate, trials_done,
 )
-from workbench.meta_schedule.tir_integration import _task_module
+from workbench.meta_schedule.tir_integration import task_module
 from workbench.meta_schedule.tune import tune_tasks
 from workbench.meta_schedule.tune_context import TuneContext
 from workbench.meta_schedule.utils import fork_seed
@@ -53,7 +53,7 @@ logger = logging.getLogger("workbench.meta_schedule")
 def _as_relax_module(mod: Any, params: Mapping[str, Any] | None) -> IRModule:
     from workbench.relax.expr import Function
     from workbench.relax.transform.bind_params import BindParams
-    from workbench.relax.vm_build import _entry_function
+    from workbench.relax.vm_build import entry_function
     if isinstance(mod, Function):
         mod = IRModule({"main": mod})
     if not isinstance(mod, IRModule):
@@ -61,7 +61,7 @@ def _as_relax_module(mod: Any, params: Mapping[str, Any] | None) -> IRModule:
     if not any(isinstance(f, Function) for _, f in mod.items()):
         raise ValueError("the module has no Relax function")
     if params:
-        mod = BindParams(_entry_function(mod), params)(mod)
+        mod = BindParams(entry_function(mod), params)(mod)
     return mod
 
 
@@ -111,7 +111,7 @@ def extract_tasks(mod: Any, target: str | Target, params: Mapping[str, Any] | No
         func = fused[name]
         if not isinstance(func, PrimFunc):
             continue
-        task_mod = _task_module(func)
+        task_mod = task_module(func)
         shash = equality.hash(task_mod)
         for task in buckets.get(shash, ()):
             if equality.equal(task.dispatched[0], task_mod):

@@ -24,11 +24,16 @@ from workbench.tir.schedule import Schedule
 __all__ = ["tune_tir", "compile_tir"]
 
 
-def _task_module(func: PrimFunc) -> IRModule:
+def task_module(func: PrimFunc) -> IRModule:
+    """The module a tuning task holds for ``func``: one PrimFunc named ``main`` with
+    ``tir.noalias``, the form databases key workloads on (relax's tasks use it too)."""
     func = func.with_attr("global_symbol", "main")
     if "tir.noalias" not in func.attrs:
         func = func.with_attr("tir.noalias", True)
     return IRModule({"main": func})
+
+
+_task_module = task_module  # the name before it was public
 
 
 def _named_tasks(mod: Any) -> list[tuple[str, IRModule]]:

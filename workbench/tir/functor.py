@@ -11,6 +11,7 @@ identity consistent across loads, stores and regions.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
 from workbench.ir.node import FrozenDict, Node, field_names
@@ -167,16 +168,48 @@ def post_order_visit(node: Any, fvisit: Callable[[Any], None]) -> None:
     _V().visit(node)
 
 
-def collect_vars(node: Any) -> set[Var]:
-    """Every Var used in ``node`` (loads/stores' buffer shapes excluded)."""
-    found: set[Var] = set()
+def collect_vars(node: Any, out: set[Var] | None = None) -> set[Var]:
+    """Every Var used in ``node`` (loads/stores' buffer shapes excluded), added to ``out``
+    when given; ``node`` may also be a tuple or list of nodes.
 
-    class _V(IRVisitor):
-        def visit_Var(self, v: Var) -> None:
-            found.add(v)
-
-    _V().visit(node)
+    The same walk as an :class:`IRVisitor` with ``visit_Var`` (dataclass fields, tuples and
+    dict values; buffers skipped), done with an explicit stack: the schedule rules, dlight and
+    the feature extractor call it on every index, where a visitor per call cost too much.
+    """
+    found: set[Var] = set() if out is None else out
+    stack: list[Any] = [node]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    while stack:
+        n = pop()
+        if isinstance(n, Var):
+            found.add(n)
+        elif isinstance(n, Node):
+            names = _CHILD_FIELDS.get(type(n))
+            if names is None:
+                names = _child_fields(type(n))
+            for name in names:
+                push(getattr(n, name))
+        elif isinstance(n, (tuple, list)):
+            extend(n)
+        elif isinstance(n, FrozenDict):
+            extend(n.values())
     return found
+
+
+# Per node class, the fields that can hold nodes: a field declared ``str`` / ``int`` / ...
+# (dtype, value, name_hint) never does, and skipping it keeps collect_vars a tight loop.
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_LEAF_ANNOTATIONS = frozenset({"str", "int", "float", "bool", str, int, float, bool})
+
+
+def _child_fields(cls: type) -> tuple[str, ...]:
+    if issubclass(cls, Buffer):  # buffers' shapes are not part of the expression
+        names: tuple[str, ...] = ()
+    else:
+        names = tuple(f.name for f in dataclasses.fields(cls)
+                      if f.type not in _LEAF_ANNOTATIONS)
+    _CHILD_FIELDS[cls] = names
+    return names
 
 
 def uses_var(expr: PrimExpr, pred: Callable[[Var], bool]) -> bool:

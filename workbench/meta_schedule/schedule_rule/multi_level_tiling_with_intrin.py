@@ -94,7 +94,7 @@ class MultiLevelTilingWithIntrin(MultiLevelTiling):
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         info = A.block_info(sch, block)
-        if not A.needs_multi_level_tiling(info, sch._index()):
+        if not A.needs_multi_level_tiling(info, sch.func_index()):
             return [sch]
         return self._tile_all(sch, block, info) or [sch]
 
@@ -219,7 +219,7 @@ class MultiLevelTilingMicroKernel(MultiLevelTilingWithIntrin):
             # tiled space), so the search must be free to prefer ordinary tiling.
             return [*out, sch]
         info = A.block_info(sch, block)
-        if not A.needs_multi_level_tiling(info, sch._index()):
+        if not A.needs_multi_level_tiling(info, sch.func_index()):
             return [sch]
         out = self._tile_all(sch, block, info)      # a weight packed already
         if not out:

@@ -59,7 +59,7 @@ def _weight_read(sch: Schedule, block: BlockRV, dtype: str, pack_k: int
     """(read index, rank, j dimension, k dimension) of the block's layout-free weight that
     can be packed (module docstring), or None."""
     from workbench.meta_schedule.postproc.rewrite_layout import layout_free_buffers
-    func = sch._func
+    func = sch.func_index().func
     free = {id(b) for b in layout_free_buffers(func)}
     info = A.block_info(sch, block)
     blk = info.block
@@ -89,7 +89,7 @@ def _weight_read(sch: Schedule, block: BlockRV, dtype: str, pack_k: int
 
 
 def _readers(sch: Schedule, buf) -> int:
-    index = sch._index()
+    index = sch.func_index()
     return sum(1 for info in index.blocks.values()
                if any(r.buffer is buf for r in info.block.reads))
 

@@ -62,9 +62,7 @@ def _worker_replay(key: str, setup: bytes, jobs: list[ReplayJob]) -> list[tuple]
         n_post = list(applier.postproc_failures)
         sch = applier.apply(trace, seed, keep_decisions=keep)
         if sch is not None:
-            out.append(("ok", pickle.dumps(
-                (sch._mod, sch._func_name, sch._trace, sch._symbols, sch._rand),
-                protocol=pickle.HIGHEST_PROTOCOL)))
+            out.append(("ok", pickle.dumps(sch.snapshot(), protocol=pickle.HIGHEST_PROTOCOL)))
         elif applier.replay_failures != n_replay:
             out.append(("replay",))
         else:

@@ -51,7 +51,7 @@ class MetaScheduleApplyDatabase:
         return db
 
     def __call__(self, mod: IRModule) -> IRModule:
-        from workbench.meta_schedule.tir_integration import _task_module
+        from workbench.meta_schedule.tir_integration import task_module
         from workbench.target import Target
         if not isinstance(mod, IRModule):
             raise TypeError(f"MetaScheduleApplyDatabase expects an IRModule, got "
@@ -69,7 +69,7 @@ class MetaScheduleApplyDatabase:
         for name, func in list(mod.items()):
             if not isinstance(func, PrimFunc) or func.attrs.get("tir.is_scheduled", False):
                 continue
-            sch = db.query_schedule(_task_module(func), target, name)
+            sch = db.query_schedule(task_module(func), target, name)
             if sch is None:
                 if self.enable_warning:
                     logger.warning("MetaScheduleApplyDatabase: no tuning record for %s", name)

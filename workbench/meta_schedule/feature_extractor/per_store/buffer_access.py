@@ -34,8 +34,10 @@ from workbench.tir import expr as E
 from workbench.tir.buffer import Buffer
 from workbench.tir.stmt import BufferStore
 
+from workbench.tir.analysis import const_interval
+
 from workbench.meta_schedule.feature_extractor.per_store.index_analysis import (
-    AffineIndex, affine_index, interval, var_coefficient,
+    AffineIndex, affine_index, var_coefficient,
 )
 from workbench.meta_schedule.feature_extractor.per_store.loop_context import (
     LoopNest, slog, storage_bytes,
@@ -83,7 +85,7 @@ class AccessCache:
                 if isinstance(s, E.IntImm):
                     got.append(s.value)
                 else:
-                    b = interval(s, {})
+                    b = const_interval(s, {})
                     got.append(b[1] if b is not None and b[1] >= 0 else 1)
             self.shapes[buf] = got
         return got
@@ -220,7 +222,7 @@ class _DimBounds:
         if self.unknown:
             return None
         if self.general:
-            return interval(self.expr, env)
+            return const_interval(self.expr, env)
         d = self.delta.get(p)
         if d is not None:
             self.lo += d[0]
