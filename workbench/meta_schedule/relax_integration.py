@@ -53,7 +53,7 @@ logger = logging.getLogger("workbench.meta_schedule")
 def _as_relax_module(mod: Any, params: Mapping[str, Any] | None) -> IRModule:
     from workbench.relax.expr import Function
     from workbench.relax.transform.bind_params import BindParams
-    from workbench.relax.vm_build import _entry_function
+    from workbench.relax.vm_build import entry_function
     if isinstance(mod, Function):
         mod = IRModule({"main": mod})
     if not isinstance(mod, IRModule):
@@ -61,7 +61,7 @@ def _as_relax_module(mod: Any, params: Mapping[str, Any] | None) -> IRModule:
     if not any(isinstance(f, Function) for _, f in mod.items()):
         raise ValueError("the module has no Relax function")
     if params:
-        mod = BindParams(_entry_function(mod), params)(mod)
+        mod = BindParams(entry_function(mod), params)(mod)
     return mod
 
 

@@ -45,7 +45,7 @@ def numpy_dtype(dtype: Any) -> np.dtype:
     return np.dtype(dtype)
 
 
-def _dtype_name(dtype: Any, param: str = "dtype") -> str:
+def dtype_name(dtype: Any, param: str = "dtype") -> str:
     """Normalise a dtype (string, numpy dtype or type) to its name, e.g. ``"float32"``."""
     try:
         name = numpy_dtype(dtype).name
@@ -57,7 +57,8 @@ def _dtype_name(dtype: Any, param: str = "dtype") -> str:
     return name
 
 
-def _shape_tuple(shape: Any) -> tuple[int, ...]:
+def shape_tuple(shape: Any) -> tuple[int, ...]:
+    """An int or a sequence of ints as a shape tuple; ``TypeError`` naming the bad dim."""
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (shape,)
     try:
@@ -261,7 +262,7 @@ def empty(shape: int | Sequence[int], dtype: Any = "float32",
     session = _remote_session(device)
     if session is not None:
         return session._empty(shape, dtype, device)
-    return NDArray._new(_shape_tuple(shape), _dtype_name(dtype), _check_device(device))
+    return NDArray._new(shape_tuple(shape), dtype_name(dtype), _check_device(device))
 
 
 def tensor(arr: Any, device: Device | None = None) -> NDArray:
@@ -275,7 +276,7 @@ def tensor(arr: Any, device: Device | None = None) -> NDArray:
     if isinstance(arr, NDArray):
         return arr.copyto(dev)
     src = arr if isinstance(arr, np.ndarray) else np.asarray(arr)
-    out = NDArray._new(src.shape, _dtype_name(src.dtype, "arr"), dev)
+    out = NDArray._new(src.shape, dtype_name(src.dtype, "arr"), dev)
     np.copyto(out._view, src)
     return out
 
