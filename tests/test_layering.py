@@ -220,3 +220,16 @@ def test_the_docs_name_every_floor():
     section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
     missing = [name for name in FLOORS if f"workbench/{name}" not in section]
     assert missing == [], f"docs/internals.md 'Layers' does not place {missing}"
+
+
+def test_importing_workbench_loads_neither_the_tuner_nor_the_widgets():
+    """The lazy re-export and the dashboard loaders keep the upper floors unloaded."""
+    import subprocess
+    import sys
+    script = ("import sys, workbench, workbench.relax.transform; "
+              "print(sorted(m for m in sys.modules if m.startswith(('workbench.meta_schedule', "
+              "'workbench.widgets'))))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
