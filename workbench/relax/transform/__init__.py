@@ -35,6 +35,7 @@ __all__ += ["FoldConstant"]
 
 
 def __getattr__(name: str):
+    """TVM's names for the tuner's Relax passes, imported from the tuner on first use."""
     if name == "MetaScheduleApplyDatabase":
         from workbench.meta_schedule.relax_passes import MetaScheduleApplyDatabase
         return MetaScheduleApplyDatabase
