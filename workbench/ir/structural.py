@@ -28,6 +28,7 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from workbench.ir.dispatch import TypeTable
 from workbench.ir.module import IRModule
 from workbench.ir.node import FrozenDict, Node, field_names
 
@@ -53,7 +54,10 @@ class _Rule:
     get: Callable[[Any], tuple]   # the values of ``fields``, as a tuple
 
 
-_REGISTERED: dict[type, dict[str, Any]] = {}
+# The declared spec of a class, found along its MRO; undeclared classes compare every field.
+_REGISTERED: TypeTable[dict[str, Any]] = TypeTable(default=dict(
+    kind=NODE, order=(), defs=frozenset(), inherit_defs=frozenset(), ignore=frozenset()))
+# The rule of each concrete class (its own fields, its spec's order): built on first use.
 _RULES: dict[type, _Rule] = {}
 
 
@@ -70,8 +74,9 @@ def register_structural(cls: type, *, kind: str = NODE, order: Iterable[str] = (
     if kind not in (NODE, VAR, BOUND):
         raise ValueError(
             f"register_structural: kind must be 'node', 'var' or 'bound', got {kind!r}")
-    _REGISTERED[cls] = dict(kind=kind, order=tuple(order), defs=frozenset(defs),
-                            inherit_defs=frozenset(inherit_defs), ignore=frozenset(ignore))
+    _REGISTERED.register(cls, dict(kind=kind, order=tuple(order), defs=frozenset(defs),
+                                   inherit_defs=frozenset(inherit_defs),
+                                   ignore=frozenset(ignore)))
     _RULES.clear()
 
 
@@ -79,9 +84,7 @@ def _rule(cls: type) -> _Rule:
     rule = _RULES.get(cls)
     if rule is not None:
         return rule
-    spec = next((_REGISTERED[b] for b in cls.__mro__ if b in _REGISTERED), None)
-    spec = spec or dict(kind=NODE, order=(), defs=frozenset(), inherit_defs=frozenset(),
-                        ignore=frozenset())
+    spec = _REGISTERED.lookup(cls)
     names = field_names(cls)
     unknown = [f for f in (*spec["order"], *spec["defs"], *spec["inherit_defs"]) if f not in names]
     if unknown:

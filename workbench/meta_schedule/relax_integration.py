@@ -36,11 +36,11 @@ from workbench.meta_schedule.logging import get_loggers_from_work_dir
 from workbench.meta_schedule.task_budget import (
     CappedStrategy, SeededStrategy, default_schedule_candidate, trials_done,
 )
+from workbench.meta_schedule.relax_passes import MetaScheduleApplyDatabase
 from workbench.meta_schedule.tir_integration import task_module
 from workbench.meta_schedule.tune import tune_tasks
 from workbench.meta_schedule.tune_context import TuneContext
 from workbench.meta_schedule.utils import fork_seed
-from workbench.relax.transform.meta_schedule import MetaScheduleApplyDatabase
 from workbench.target import Target
 from workbench.tir.function import PrimFunc
 
@@ -248,12 +248,12 @@ def _open_database(database: Any, work_dir: str, module_equality: str) -> Databa
 
 
 def _dashboard_with_layers(dashboard: Any, tasks: Sequence[ExtractedTask]) -> Any:
-    """The dashboard ``tune_tasks`` will attach, told which layers each task runs for. The
-    widgets layer is imported only because a dashboard was asked for."""
+    """The dashboard ``tune_tasks`` will attach, told which layers each task runs for (the
+    callback object is built by a higher floor: :mod:`.dashboard_hook`)."""
     layers = {t.task_name: t.layers for t in tasks if t.layers}
     if not layers:
         return dashboard
-    from workbench.widgets.tuning_dashboard import as_dashboard
+    from workbench.meta_schedule.dashboard_hook import as_dashboard
     dashboard = as_dashboard(dashboard)
     dashboard.set_task_layers(layers)
     return dashboard

@@ -14,51 +14,30 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+from workbench.ir.dispatch import MethodTable
 from workbench.ir.node import FrozenDict, Node, field_names
 from workbench.tir.buffer import Buffer
 from workbench.tir.expr import PrimExpr, Var
 
 
-
 class _Dispatching:
-    """Builds the ``visit_<Class>`` lookup per subclass, resolved along each node's MRO."""
+    """Gives each subclass its ``visit_<Class>`` lookup, resolved along each node's MRO and
+    cached per node type (:class:`workbench.ir.dispatch.MethodTable`)."""
 
-    _method_by_name: dict[str, str]
-    _cache: dict[type, Callable | None]
+    _methods: MethodTable
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        # Inherit the parents' table and add this class's own methods: cheap enough that
-        # visitors defined inside functions (a new class per call) cost little.
-        table: dict[str, str] = {}
-        for base in reversed(cls.__mro__[1:]):
-            table.update(getattr(base, "_method_by_name", None) or {})
-        table.update({name[len("visit_"):]: name for name in cls.__dict__
-                      if name.startswith("visit_")})
-        cls._method_by_name = table
-        cls._cache = {}
-
-    @classmethod
-    def _handler(cls, node_type: type) -> Callable | None:
-        try:
-            return cls._cache[node_type]
-        except KeyError:
-            pass
-        found = None
-        for base in node_type.__mro__:
-            name = cls._method_by_name.get(base.__name__)
-            if name is not None:
-                found = getattr(cls, name)
-                break
-        cls._cache[node_type] = found
-        return found
+        # Built lazily, type by type: visitors defined inside functions (a new class per
+        # call) cost little.
+        cls._methods = MethodTable(cls, "visit_")
 
 
 class IRVisitor(_Dispatching):
     """Walks every node once per reference (no memo): override ``visit_<Class>`` as needed."""
 
     def visit(self, node: Any) -> None:
-        h = self._handler(type(node))
+        h = self._methods.lookup(type(node))
         if h is not None:
             h(self, node)
         else:
@@ -91,7 +70,7 @@ class IRMutator(_Dispatching):
         self._buffer_memo: dict[Buffer, Buffer] = {}
 
     def visit(self, node: Any) -> Any:
-        h = self._handler(type(node))
+        h = self._methods.lookup(type(node))
         if h is not None:
             return h(self, node)
         return self.generic_visit(node)

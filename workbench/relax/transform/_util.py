@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
+from workbench.ir.dispatch import TypeTable
 from workbench.ir.module import IRModule
 from workbench.relax.expr import (
     Binding, Call, Function, If, SeqExpr, Tuple, TupleGetItem, Var,
@@ -12,12 +13,7 @@ from workbench.relax.struct_info import TensorStructInfo, TupleStructInfo
 
 
 def _uses(e: Any, out: list[Var], seen: set[int]) -> None:
-    rule = _USES.get(type(e))
-    if rule is None:
-        for cls in type(e).__mro__:
-            rule = _USES.get(cls)
-            if rule is not None:
-                break
+    rule = _USES.lookup(type(e))
     if rule is not None:
         rule(e, out, seen)
 
@@ -35,7 +31,7 @@ def _use_seq(s: SeqExpr, out: list[Var], seen: set[int]) -> None:
     _uses(s.body, out, seen)
 
 
-_USES: dict[type, Callable[[Any, list, set], None]] = {
+_USES: TypeTable[Callable[[Any, list, set], None]] = TypeTable({
     Var: _use_var,
     Call: lambda c, out, seen: [_uses(a, out, seen) for a in (c.op, *c.args)],
     Tuple: lambda t, out, seen: [_uses(f, out, seen) for f in t.fields],
@@ -43,7 +39,7 @@ _USES: dict[type, Callable[[Any, list, set], None]] = {
     If: lambda e, out, seen: [_uses(x, out, seen) for x in (e.cond, e.true_branch,
                                                             e.false_branch)],
     SeqExpr: _use_seq,
-}
+})
 
 
 def used_vars(e: Any) -> list[Var]:

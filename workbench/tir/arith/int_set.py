@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from workbench.ir import dtype as dt
+from workbench.ir.dispatch import TypeTable
 from workbench.ir.node import field_names
 from workbench.tir import expr as E
 from workbench.tir.arith import const_bound as cb
@@ -102,12 +103,7 @@ class IntSetEvaluator:
     def _eval(self, e: E.PrimExpr) -> IntervalSet:
         if not self._uses_dom(e):
             return IntervalSet.single_point(self.an.simplify(e))
-        h = _HANDLERS.get(type(e))
-        if h is None:
-            for base in type(e).__mro__:
-                h = _HANDLERS.get(base)
-                if h is not None:
-                    break
+        h = _HANDLERS.lookup(type(e))
         out = h(self, e) if h is not None else None
         return out if out is not None else self._fallback(e)
 
@@ -279,10 +275,10 @@ def union(ev: IntSetEvaluator, a: IntervalSet, b: IntervalSet, dtype: str) -> In
     return IntervalSet(lo, hi)
 
 
-_HANDLERS: dict[type, Callable[[IntSetEvaluator, E.PrimExpr], IntervalSet | None]] = {
+_HANDLERS: TypeTable[Callable[[IntSetEvaluator, E.PrimExpr], IntervalSet | None]] = TypeTable({
     E.Var: _var, E.Add: _add, E.Sub: _sub, E.Mul: _mul, E.FloorDiv: _div, E.Div: _div,
     E.FloorMod: _floormod, E.Min: _minmax, E.Max: _minmax, E.Select: _select, E.Call: _call,
-}
+})
 
 
 def as_interval_set(value: "IntervalSet | Range") -> IntervalSet:
