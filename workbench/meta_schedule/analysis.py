@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 from workbench.tir.arith import evaluate
 from workbench.tir.buffer import Buffer, BufferRegion
-from workbench.tir.expr import BufferLoad, Call, IntImm, PrimExpr, Select, Var
+from workbench.tir.expr import BufferLoad, Call, IntImm, PrimExpr, Select, Var, expr_children
 from workbench.tir.functor import IRVisitor, substitute
 from workbench.tir.schedule import BlockRV, Schedule
 from workbench.tir.schedule.primitive.block_scope import is_output_block, loop_iter_type
@@ -274,7 +274,6 @@ def buffer_of_write(block: Block) -> Buffer:
 
 def expr_vars(exprs: Iterable[Any]) -> set[Var]:
     """The Vars in expressions, by an iterative walk (no visitor class per call)."""
-    from workbench.ir.node import field_names
     found: set[Var] = set()
     stack = list(exprs)
     while stack:
@@ -282,14 +281,8 @@ def expr_vars(exprs: Iterable[Any]) -> set[Var]:
         if isinstance(node, Var):
             found.add(node)
             continue
-        if not isinstance(node, PrimExpr):
-            continue
-        for name in field_names(type(node)):
-            v = getattr(node, name)
-            if isinstance(v, PrimExpr):
-                stack.append(v)
-            elif isinstance(v, tuple):
-                stack.extend(x for x in v if isinstance(x, PrimExpr))
+        if isinstance(node, PrimExpr):
+            stack.extend(expr_children(node))
     return found
 
 

@@ -18,10 +18,10 @@ from typing import Any, Callable, Sequence, TypeVar
 import numpy as np
 
 from workbench.ir.module import IRModule
-from workbench.ir.node import field_names
 from workbench.ir.structural import structural_hash
 from workbench.tir.expr import (
     Add, BufferLoad, Call, Div, FloorDiv, FloorMod, IntImm, Max, Min, Mod, Mul, PrimExpr, Sub,
+    expr_children,
 )
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRVisitor
@@ -213,14 +213,8 @@ def _count_ops(expr: Any) -> int:
         node = stack.pop()
         if isinstance(node, _FLOP_NODES):
             count += 1
-        if isinstance(node, BufferLoad) or not isinstance(node, (PrimExpr, Call)):
-            continue
-        for name in field_names(type(node)):
-            v = getattr(node, name)
-            if isinstance(v, PrimExpr):
-                stack.append(v)
-            elif isinstance(v, tuple):
-                stack.extend(x for x in v if isinstance(x, PrimExpr))
+        if isinstance(node, (PrimExpr, Call)) and not isinstance(node, BufferLoad):
+            stack.extend(expr_children(node))
     return count
 
 

@@ -12,12 +12,11 @@ symbolic range) goes through the general pass.
 """
 from __future__ import annotations
 
-from workbench.ir.node import field_names
 from workbench.tir import op
 from workbench.tir.arith import Analyzer
 from workbench.tir.buffer import Buffer
 from workbench.tir.arith.expr_key import KeyMaker
-from workbench.tir.expr import Add, BufferLoad, IntImm, Mul, PrimExpr, Sub, Var
+from workbench.tir.expr import Add, BufferLoad, IntImm, Mul, PrimExpr, Sub, Var, expr_children
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator
 from workbench.tir.stmt import Allocate, DeclBuffer, Stmt
@@ -140,17 +139,8 @@ def _loads_of(e: PrimExpr, data: Var) -> bool:
         elif isinstance(n, (Var, IntImm)):
             continue
         else:
-            stack.extend(c for c in _expr_children(n))
+            stack.extend(expr_children(n))
     return False
-
-
-def _expr_children(n: PrimExpr):
-    for name in field_names(type(n)):
-        v = getattr(n, name)
-        if isinstance(v, PrimExpr):
-            yield v
-        elif isinstance(v, tuple):
-            yield from (x for x in v if isinstance(x, PrimExpr))
 
 
 class _Rebase(_plan_buffers._Rebase):
