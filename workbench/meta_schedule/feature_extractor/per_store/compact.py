@@ -18,18 +18,13 @@ from workbench.tir.buffer import Buffer
 from workbench.tir.arith.expr_key import KeyMaker
 from workbench.tir.expr import Add, BufferLoad, IntImm, Mul, PrimExpr, Sub, Var, expr_children
 from workbench.tir.function import PrimFunc
-from workbench.tir.functor import IRMutator
-from workbench.tir.stmt import Allocate, DeclBuffer, Stmt
-from workbench.tir.transform import plan_buffers as _plan_buffers
-from workbench.tir.transform.plan_buffers import compact_buffer_allocation
+from workbench.tir.transform.plan_buffers import (
+    BufferAccesses, BufferCompactor, BufferRebase, compact_buffer_allocation,
+)
 
 from workbench.meta_schedule.feature_extractor.per_store.index_analysis import (
     free_vars, interval,
 )
-
-
-# The access collector is the pipeline pass's own, so both see the same accesses.
-_Accesses = _plan_buffers._Accesses
 
 
 class _Fallback(Exception):
@@ -143,7 +138,7 @@ def _loads_of(e: PrimExpr, data: Var) -> bool:
     return False
 
 
-class _Rebase(_plan_buffers._Rebase):
+class _Rebase(BufferRebase):
     """The pipeline's re-basing rewrite, skipping expressions that never touch the buffer."""
 
     def visit_PrimExpr(self, e: PrimExpr) -> PrimExpr:
@@ -157,7 +152,10 @@ class _Rebase(_plan_buffers._Rebase):
         return super().visit_BufferLoad(e)
 
 
-class _Compact(IRMutator):
+class _Compact(BufferCompactor):
+    """The pipeline's compaction (and its access collector, so both see the same accesses)
+    with the box bounded by affine arithmetic and the cheaper re-basing."""
+
     def __init__(self) -> None:
         super().__init__()
         self.ana = Analyzer()
@@ -168,26 +166,11 @@ class _Compact(IRMutator):
     def visit_Buffer(self, buf: Buffer) -> Buffer:
         return buf
 
-    def visit_Allocate(self, alloc: Allocate) -> Stmt:
-        decl = alloc.body
-        body = self.visit(decl.body) if isinstance(decl, DeclBuffer) else None
-        if body is None or decl.buffer.data is not alloc.buffer_var or decl.buffer.strides:
-            return self.generic_visit(alloc)
-        buf = decl.buffer
-        acc = _Accesses(alloc.buffer_var)
-        acc.visit(body)
-        if acc.opaque or not acc.found:
-            return alloc.replace(body=decl.replace(body=body))
-        region = _region(acc.found, buf, self.ana)
-        if all(r is None for r in region):
-            return alloc.replace(body=decl.replace(body=body))
-        shape = tuple(dim if r is None else op.const(r[1], dim.dtype)
-                      for dim, r in zip(buf.shape, region))
-        offsets = [op.const(0, dim.dtype) if r is None else r[0]
-                   for dim, r in zip(buf.shape, region)]
-        new_buf = buf.replace(shape=shape)
-        body = _Rebase(buf, new_buf, offsets).visit(body)
-        return alloc.replace(extents=shape, body=decl.replace(buffer=new_buf, body=body))
+    def region(self, acc: BufferAccesses, buf: Buffer) -> list[tuple[PrimExpr, int] | None]:
+        return _region(acc.found, buf, self.ana)
+
+    def rebase(self, old: Buffer, new: Buffer, offsets: list[PrimExpr]) -> _Rebase:
+        return _Rebase(old, new, offsets)
 
 
 def compact_for_features(func: PrimFunc) -> PrimFunc:
