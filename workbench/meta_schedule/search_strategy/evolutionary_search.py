@@ -279,22 +279,15 @@ class EvolutionarySearch(BuiltinStrategy):
                 order[i], order[j] = order[j], order[i]
             rands = [unmeasured[i] for i in order]
             out: list[Schedule] = []
-            i_best = i_rand = 0
+            from_bests, from_rands = iter(bests), iter(rands)
             for i in range(num):
-                if i < num_bests:
-                    if i_best < len(bests):
-                        sch, i_best = bests[i_best], i_best + 1
-                    elif i_rand < len(rands):
-                        sch, i_rand = rands[i_rand], i_rand + 1
-                    else:
-                        break
-                else:
-                    if i_rand < len(rands):
-                        sch, i_rand = rands[i_rand], i_rand + 1
-                    elif i_best < len(bests):
-                        sch, i_best = bests[i_best], i_best + 1
-                    else:
-                        break
+                # The first num_bests picks prefer the best, the rest the random; either side
+                # makes up for the other running out.
+                first, other = (from_bests, from_rands) if i < num_bests else \
+                    (from_rands, from_bests)
+                sch = next(first, None) or next(other, None)
+                if sch is None:
+                    break
                 if self._measured.add(sch.mod):
                     out.append(sch)
             return out
