@@ -29,6 +29,7 @@ import logging
 from typing import Any, Mapping, Sequence
 
 from workbench.ir.module import IRModule
+from workbench.ir.structural import StructuralSet
 from workbench.meta_schedule.database import Database
 from workbench.meta_schedule.database.module_equality import ModuleEquality
 from workbench.meta_schedule.extracted_task import ExtractedTask
@@ -105,25 +106,23 @@ def extract_tasks(mod: Any, target: str | Target, params: Mapping[str, Any] | No
         target = Target(target)
     fused = _fuse(_as_relax_module(mod, params), target)
     equality = ModuleEquality(module_equality)
-    buckets: dict[int, list[ExtractedTask]] = {}
-    tasks: list[ExtractedTask] = []
+    tasks = StructuralSet(key=lambda task: task.dispatched[0], hash=equality.hash,
+                          equal=equality.equal)
     for name, layer in _call_sites(fused):
         func = fused[name]
         if not isinstance(func, PrimFunc):
             continue
         task_mod = task_module(func)
         shash = equality.hash(task_mod)
-        for task in buckets.get(shash, ()):
-            if equality.equal(task.dispatched[0], task_mod):
-                task.weight += 1
-                break
-        else:
+        task = tasks.find(task_mod, shash)
+        if task is None:
             task = ExtractedTask(name, task_mod, target, [task_mod], 1)
-            buckets.setdefault(shash, []).append(task)
-            tasks.append(task)
+            tasks.add(task, shash)
+        else:
+            task.weight += 1
         if layer:
             task.layers.append(layer)
-    return tasks
+    return list(tasks)
 
 
 def _is_static(task_mod: IRModule) -> bool:

@@ -1,11 +1,12 @@
-"""Small helpers shared by the compilation passes (which variables an expression uses, fresh
-names, the Relax functions of a module, the tir Vars of struct info)."""
+"""Small helpers shared by the compilation passes (which variables an expression uses, which
+module functions it references, fresh names, the Relax functions of a module, the tir Vars of
+struct info)."""
 from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
 from workbench.ir.dispatch import TypeTable
-from workbench.ir.module import IRModule
+from workbench.ir.module import GlobalVar, IRModule
 from workbench.relax.expr import (
     Binding, Call, Function, If, SeqExpr, Tuple, TupleGetItem, Var,
 )
@@ -48,6 +49,38 @@ def used_vars(e: Any) -> list[Var]:
     out: list[Var] = []
     _uses(e, out, set())
     return out
+
+
+def referenced_functions(e: Any) -> set[str]:
+    """The names of the module functions referenced anywhere in ``e`` (called, passed as a
+    value, inside nested functions and If conditions)."""
+    out: set[str] = set()
+    _add_references(e, out)
+    return out
+
+
+def _add_references(e: Any, out: set[str]) -> None:
+    if isinstance(e, GlobalVar):
+        out.add(e.name_hint)
+    elif isinstance(e, SeqExpr):
+        for blk in e.blocks:
+            for b in blk.bindings:
+                _add_references(b.value, out)
+        _add_references(e.body, out)
+    elif isinstance(e, Call):
+        _add_references(e.op, out)
+        for a in e.args:
+            _add_references(a, out)
+    elif isinstance(e, Tuple):
+        for f in e.fields:
+            _add_references(f, out)
+    elif isinstance(e, TupleGetItem):
+        _add_references(e.tuple_value, out)
+    elif isinstance(e, If):
+        for x in (e.cond, e.true_branch, e.false_branch):
+            _add_references(x, out)
+    elif isinstance(e, Function):
+        _add_references(e.body, out)
 
 
 def relax_functions(mod: IRModule) -> Iterator[tuple[str, Function]]:
@@ -116,5 +149,5 @@ def tensor_fields(sinfo: Any) -> list[TensorStructInfo]:
     raise TypeError(f"expected tensor or tuple struct info, got {sinfo}")
 
 
-__all__ = ["used_vars", "relax_functions", "is_primitive", "fresh_name", "map_bindings",
+__all__ = ["used_vars", "referenced_functions", "relax_functions", "is_primitive", "fresh_name", "map_bindings",
            "with_body", "tensor_fields"]

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from workbench.ir import dtype as dt
 from workbench.ir.dispatch import TypeTable
-from workbench.ir.node import field_names
 from workbench.tir import expr as E
 from workbench.tir.arith import const_bound as cb
 from workbench.tir.buffer import Range
@@ -113,7 +112,7 @@ class IntSetEvaluator:
             if isinstance(e, E.Var):
                 got = e in self.dom
             else:
-                got = any(self._uses_dom(c) for c in _children(e))
+                got = any(self._uses_dom(c) for c in E.expr_children(e))
             self._uses[e] = got
         return got
 
@@ -141,15 +140,6 @@ class IntSetEvaluator:
         """1 / -1 when ``e`` is provably positive / negative, else 0."""
         lo, hi = self.an._bound(e)
         return 1 if lo > 0 else -1 if hi < 0 else 0
-
-
-def _children(e: E.PrimExpr):
-    for name in field_names(type(e)):
-        v = getattr(e, name)
-        if isinstance(v, E.PrimExpr):
-            yield v
-        elif isinstance(v, tuple):
-            yield from (x for x in v if isinstance(x, E.PrimExpr))
 
 
 def _end_op(fn: Callable[[E.PrimExpr, E.PrimExpr], E.PrimExpr]):

@@ -208,7 +208,7 @@ def plan_buffer_allocation(func: PrimFunc) -> PrimFunc:
     return func.with_body(_Plan().visit(func.body))
 
 
-class RebaseBuffer(IRMutator):
+class BufferRebase(IRMutator):
     """Replaces buffer ``old`` by ``new`` (same data pointer, smaller shape) in loads, stores
     and regions, subtracting ``offsets[d]`` from each index of dimension ``d``."""
 
@@ -280,22 +280,24 @@ def _pick(ana: Analyzer, a: PrimExpr, b: PrimExpr, choose) -> PrimExpr | None:
     return a if choose(0, diff.value) == 0 else b
 
 
-class CompactAllocations(IRMutator):
-    """CompactBufferAllocation's rewrite: each ``Allocate`` + ``DeclBuffer`` whose accesses
-    (:class:`BufferAccesses`) cover less than the buffer shrinks to that box.
+class BufferCompactor(IRMutator):
+    """The rewrite of :func:`compact_buffer_allocation` (TVM's CompactBufferAllocation): each
+    ``Allocate`` + ``DeclBuffer`` whose accesses (:class:`BufferAccesses`) cover less than the
+    buffer shrinks to that box.
 
-    :meth:`region` decides the box; a subclass may answer it another way (the feature
-    extractor's affine shortcut) and keeps the rest of the rewrite identical.
+    A subclass may bound the accesses another way (:meth:`region`) or re-base them with another
+    rewrite (:meth:`rebase`), as the feature extractor's affine shortcut does; the rest of the
+    rewrite stays identical.
     """
 
     def region(self, acc: BufferAccesses, buf: Buffer) -> list[tuple[PrimExpr, int] | None]:
-        """Per dimension: (offset, constant extent) of the touched box, or None to keep the
-        dimension whole."""
+        """Per dimension of ``buf``: (offset, constant extent) of the box ``acc`` touches, or
+        None to keep the dimension whole."""
         return _region(acc, buf)
 
     def rebase(self, old: Buffer, new: Buffer, offsets: list[PrimExpr]) -> IRMutator:
         """The rewrite that moves accesses of ``old`` onto ``new``."""
-        return RebaseBuffer(old, new, offsets)
+        return BufferRebase(old, new, offsets)
 
     def visit_Allocate(self, alloc: Allocate) -> Stmt:
         decl = alloc.body
@@ -321,11 +323,8 @@ class CompactAllocations(IRMutator):
 
 def compact_buffer_allocation(func: PrimFunc) -> PrimFunc:
     """Shrink each allocated buffer to the region its accesses cover; re-base the indices."""
-    return func.with_body(CompactAllocations().visit(func.body))
+    return func.with_body(BufferCompactor().visit(func.body))
 
-
-# The names the feature extractor used before these pieces were public.
-_Accesses, _Rebase, _Compact = BufferAccesses, RebaseBuffer, CompactAllocations
 
 __all__ = ["plan_buffer_allocation", "compact_buffer_allocation", "BufferAccesses",
-           "RebaseBuffer", "CompactAllocations"]
+           "BufferRebase", "BufferCompactor"]

@@ -145,31 +145,9 @@ def _collect_loads(e: E.PrimExpr, out: list[E.BufferLoad]) -> None:
         for i in e.indices:
             _collect_loads(i, out)
         out.append(e)
-    elif isinstance(e, E.BinaryOp):
-        _collect_loads(e.a, out)
-        _collect_loads(e.b, out)
-    elif isinstance(e, E.Call):
-        for a in e.args:
-            _collect_loads(a, out)
-    elif isinstance(e, E.Select):
-        _collect_loads(e.condition, out)
-        _collect_loads(e.true_value, out)
-        _collect_loads(e.false_value, out)
-    elif isinstance(e, E.Cast):
-        _collect_loads(e.value, out)
-    elif isinstance(e, E.Not):
-        _collect_loads(e.a, out)
-    elif isinstance(e, E.Let):
-        _collect_loads(e.value, out)
-        _collect_loads(e.body, out)
-    elif isinstance(e, E.Broadcast):
-        _collect_loads(e.value, out)
-    elif isinstance(e, E.Ramp):
-        _collect_loads(e.base, out)
-        _collect_loads(e.stride, out)
-    elif isinstance(e, E.Shuffle):
-        for v in e.vectors:
-            _collect_loads(v, out)
+    else:
+        for c in E.expr_children(e):
+            _collect_loads(c, out)
 
 
 def _accesses(store: BufferStore) -> list[BufferAccess]:

@@ -3,8 +3,8 @@
 Same contract and same result as ``workbench.tir.transform.plan_buffers.
 compact_buffer_allocation`` (each allocated buffer shrinks to the box its accesses touch, and
 indices are re-based), which the tests check structurally: it is that pass's public
-:class:`~workbench.tir.transform.plan_buffers.CompactAllocations` with another answer to
-``region``. The general pass asks the analyzer for an ``int_set`` per access and dimension;
+:class:`~workbench.tir.transform.plan_buffers.BufferCompactor` with other answers to
+``region`` and ``rebase``. The general pass asks the analyzer for an ``int_set`` per access and dimension;
 feature extraction runs it on every candidate, and there the indices are affine in loop
 variables, so the box is plain integer arithmetic: an index is split into a sum of terms; terms
 over variables outside the accesses' loops stay symbolic (compared by structural key), the
@@ -14,17 +14,16 @@ range) goes through the general pass.
 """
 from __future__ import annotations
 
-from workbench.ir.node import field_names
 from workbench.tir import op
 from workbench.tir.analysis import collect_vars, const_interval
 from workbench.tir.arith import Analyzer
 from workbench.tir.buffer import Buffer
 from workbench.tir.arith.expr_key import KeyMaker
-from workbench.tir.expr import Add, BufferLoad, IntImm, Mul, PrimExpr, Sub, Var
+from workbench.tir.expr import Add, BufferLoad, IntImm, Mul, PrimExpr, Sub, Var, expr_children
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator
 from workbench.tir.transform.plan_buffers import (
-    BufferAccesses, CompactAllocations, RebaseBuffer, compact_buffer_allocation,
+    BufferAccesses, BufferCompactor, BufferRebase, compact_buffer_allocation,
 )
 
 
@@ -135,20 +134,11 @@ def _loads_of(e: PrimExpr, data: Var) -> bool:
         elif isinstance(n, (Var, IntImm)):
             continue
         else:
-            stack.extend(c for c in _expr_children(n))
+            stack.extend(expr_children(n))
     return False
 
 
-def _expr_children(n: PrimExpr):
-    for name in field_names(type(n)):
-        v = getattr(n, name)
-        if isinstance(v, PrimExpr):
-            yield v
-        elif isinstance(v, tuple):
-            yield from (x for x in v if isinstance(x, PrimExpr))
-
-
-class _SkippingRebase(RebaseBuffer):
+class _SkippingRebase(BufferRebase):
     """The pipeline's re-basing rewrite, skipping expressions that never touch the buffer."""
 
     def visit_PrimExpr(self, e: PrimExpr) -> PrimExpr:
@@ -162,8 +152,9 @@ class _SkippingRebase(RebaseBuffer):
         return super().visit_BufferLoad(e)
 
 
-class _AffineCompact(CompactAllocations):
-    """The pipeline's compaction with the affine box and a rebase that skips expressions."""
+class _AffineCompact(BufferCompactor):
+    """The pipeline's compaction (and its access collector, so both see the same accesses)
+    with the box bounded by affine arithmetic and a re-basing that skips expressions."""
 
     def __init__(self) -> None:
         super().__init__()
