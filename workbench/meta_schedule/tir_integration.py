@@ -33,15 +33,12 @@ def task_module(func: PrimFunc) -> IRModule:
     return IRModule({"main": func})
 
 
-_task_module = task_module  # the name before it was public
-
-
 def _named_tasks(mod: Any) -> list[tuple[str, IRModule]]:
     mod = normalize_mod(mod)
     funcs = sorted((name, f) for name, f in mod.items() if isinstance(f, PrimFunc))
     if not funcs:
         raise ValueError("tune_tir: the module has no PrimFunc to tune")
-    return [(name, _task_module(f)) for name, f in funcs]
+    return [(name, task_module(f)) for name, f in funcs]
 
 
 def tune_tir(mod: IRModule | PrimFunc, target: str | Target, work_dir: str,

@@ -37,9 +37,6 @@ def entry_function(mod: IRModule) -> str:
     return names[0]
 
 
-_entry_function = entry_function  # the name before it was public
-
-
 def build(mod: IRModule, target: Any = "llvm", params: Mapping[str, Any] | None = None,
           fuse: bool = True, plan_memory: bool = True, relax_pipeline: Pipeline | None = None,
           instrument: RelaxInstrument | None = None, database: Any = None,

@@ -77,10 +77,6 @@ def shape_tuple(shape: Any) -> tuple[int, ...]:
     return tuple(out)
 
 
-# The names rpc imported before they were public.
-_dtype_name, _shape_tuple = dtype_name, shape_tuple
-
-
 def _check_device(dev: Any) -> Device:
     if dev is None:
         return cpu(0)
