@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from workbench.ir.dispatch import TypeTable
 from workbench.ir.node import field_names
 from workbench.tir import op
 from workbench.tir.buffer import Buffer, BufferRegion, Range
@@ -156,12 +157,7 @@ def index_bounds(e: PrimExpr, dom: dict[Var, Bounds]) -> Bounds | None:
 
     Vars not in ``dom`` (shape variables) are fixed symbols. ``None`` when not analyzable.
     """
-    h = _BOUND.get(type(e))
-    if h is None:
-        for base in type(e).__mro__:
-            h = _BOUND.get(base)
-            if h is not None:
-                break
+    h = _BOUND.lookup(type(e))
     return None if h is None else h(e, dom)
 
 
@@ -234,10 +230,10 @@ def _b_cast(e: Cast, dom: dict[Var, Bounds]) -> Bounds | None:
     return None if b is None else (op.cast(e.dtype, b[0]), op.cast(e.dtype, b[1]))
 
 
-_BOUND: dict[type, Callable[[Any, dict[Var, Bounds]], Bounds | None]] = {
+_BOUND: TypeTable[Callable[[Any, dict[Var, Bounds]], Bounds | None]] = TypeTable({
     Var: _b_var, IntImm: _b_const, Add: _b_add, Sub: _b_sub, Mul: _b_mul,
     FloorDiv: _b_floordiv, FloorMod: _b_floormod, Min: _b_min, Max: _b_max, Cast: _b_cast,
-}
+})
 
 
 #: The name te used before the move.
