@@ -20,6 +20,27 @@ from workbench.driver import build, compile, lower
 
 __version__ = "0.1.0"
 
+
+def _load_widgets_on_first_use(name: str) -> None:
+    """Register, under the global function ``name``, a loader that imports the notebook
+    widgets (whose import registers the real ``name``) and calls it. This package is the one
+    place above every floor: the tuner (floor 5) looks its dashboard up by name
+    (``meta_schedule.dashboard_hook``) and never imports the widgets (floor 7) itself."""
+    def load(*args: object) -> object:
+        import workbench.widgets  # noqa: F401 - its import replaces this loader
+        real = get_global_func(name)
+        if real is wrapper:
+            raise RuntimeError(f"importing workbench.widgets did not register {name!r}")
+        return real(*args)
+
+    register_func(name, load)
+    wrapper = get_global_func(name)
+
+
+for _name in ("meta_schedule.as_dashboard", "meta_schedule.attach_dashboard"):
+    _load_widgets_on_first_use(_name)
+del _name
+
 __all__ = [
     "nd", "options", "runtime", "Device", "cpu", "device", "get_global_func", "register_func",
     "IRModule", "ir", "target", "te", "tir", "topi", "relax", "rpc", "Target", "build",

@@ -13,6 +13,7 @@ from workbench.ir import (
     IRModule, assert_structural_equal, structural_equal, structural_hash,
 )
 from workbench.ir.node import FrozenDict
+from workbench.ir.structural import StructuralSet
 from workbench.tir import For, IterType, IterVar, Var, const
 
 BUILDERS = [matmul, matmul_bias_relu, elementwise, misc]
@@ -171,6 +172,21 @@ def test_plain_values_and_containers():
     assert same(FrozenDict({"a": 1, "b": 2}), FrozenDict({"b": 2, "a": 1}))
     assert not structural_equal(FrozenDict({"a": 1}), FrozenDict({"a": 2}))
     assert structural_hash(FrozenDict({"a": 1})) != structural_hash(FrozenDict({"a": 2}))
+
+
+def test_structural_set_keeps_one_of_each_shape_in_insertion_order():
+    s = StructuralSet()
+    f, g = matmul(), elementwise()
+    assert s.add(f) and s.add(g)
+    assert not s.add(renamed(f))              # equal up to renaming: already present
+    assert list(s) == [f, g] and len(s) == 2
+    assert s.find(renamed(g)) is g and renamed(f) in s
+    assert s.owns(f) and not s.owns(renamed(f))
+    t = s.copy()
+    assert t.add(misc()) and len(t) == 3 and len(s) == 2
+    pairs = StructuralSet(key=lambda item: item[1])  # compared by a part of the item
+    assert pairs.add(("a", f)) and not pairs.add(("b", renamed(f)))
+    assert pairs.find(f) == ("a", f)
 
 
 def test_deep_expression_does_not_recurse():

@@ -68,7 +68,7 @@ def _tune(work_dir, runner, rounds, callbacks=()):
                          builder=SyntheticBuilder(), runner=runner, database="memory",
                          cost_model="random", measure_callbacks=[AddToDatabase(), *callbacks],
                          task_scheduler=scheduler, strategy="replay-trace", seed=3)
-    return ms.tir_integration._task_module(func), db
+    return ms.tir_integration.task_module(func), db
 
 
 def test_a_lucky_measurement_does_not_decide_the_best(tmp_path):
@@ -152,7 +152,7 @@ def test_confirmation_in_a_real_run(tmp_path):
                          cost_model="random", seed=5)
     records = db.records_in_commit_order()
     assert 6 < len(records) <= 6 + 8
-    best = db.query_tuning_record(ms.tir_integration._task_module(func))
+    best = db.query_tuning_record(ms.tir_integration.task_module(func))
     assert measurements(best) == 2
     assert sum(trace_key(r) == trace_key(best) for r in records) == 2
     sch = ms.compile_tir(db, func, TARGET)

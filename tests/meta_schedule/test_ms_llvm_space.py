@@ -278,7 +278,7 @@ def test_inline_constant_scalars():
     ctx = _ctx(func, sch_rules=[InlineConstantScalars()], postprocs=[], mutator_probs={})
     (sch,) = ctx.generate_design_space()
     assert _kinds(sch) == ["GetSBlock", "GetSBlock", "GetSBlock", "ComputeInline"]
-    assert "c" not in sch._index().blocks
+    assert "c" not in sch.func_index().blocks
     args = _random_args(sch.mod["main"])
     np.testing.assert_allclose(run(sch.mod, args)[-1], args[0] * 2, rtol=1e-6)
     # An output 0-d block is left alone.

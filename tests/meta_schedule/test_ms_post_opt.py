@@ -39,7 +39,7 @@ TARGET = LLVM_SPACE_TARGET
 
 def _design_trace(n: int = 256, seed: int = 3):
     """A sampled design-space trace of an n x n x n matmul (decisions drawn at random)."""
-    mod = ms.tir_integration._task_module(matmul(n))
+    mod = ms.tir_integration.task_module(matmul(n))
     ctx = ms.TuneContext(mod, target=TARGET, space_generator="post-order-apply",
                          search_strategy="replay-trace", rand_state=seed)
     sch = ctx.space_generator.generate_design_space(mod)[0]
@@ -278,7 +278,7 @@ def test_post_opt_never_records_a_worse_best(tmp_path, load):
     def best(recs):
         return min(recs, key=lambda r: r.mean_run_secs if r.is_valid() else math.inf)
 
-    mod = ms.tir_integration._task_module(func)
+    mod = ms.tir_integration.task_module(func)
     # what matters: the database's best schedule is really (by its synthetic latency) at
     # least as fast as the best before post-optimization, whatever the timings looked like
     assert _true_latency(mod, best(records)) <= _true_latency(mod, best(search))

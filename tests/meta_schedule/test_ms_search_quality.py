@@ -125,7 +125,7 @@ def _best_latency(strategy, cost_model, work_dir: str) -> float:
 
 
 def test_synthetic_latency_is_deterministic():
-    mod = ms.tir_integration._task_module(matmul(256))
+    mod = ms.tir_integration.task_module(matmul(256))
     assert synthetic_latency(mod) == synthetic_latency(mod) > 0
 
 

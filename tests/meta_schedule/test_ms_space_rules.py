@@ -92,7 +92,7 @@ def test_rewrite_reduction_block_decomposes():
     sch = Schedule(matmul(16))
     sch.enter_postproc()
     assert RewriteReductionBlock().apply(sch)
-    names = set(sch._index().blocks)
+    names = set(sch.func_index().blocks)
     assert {"C_init", "C_update"} <= names
     assert DisallowDynamicLoop().apply(sch)
 

@@ -15,6 +15,7 @@ from workbench.tir.buffer import Buffer
 from workbench.tir.expr import (
     Add, BufferLoad, Call, Cast, IntImm, Mul, PrimExpr, Sub, Var,
 )
+from workbench.tir.analysis import collect_vars, const_int
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRVisitor
 from workbench.tir.schedule import BlockRV, LoopRV, Schedule
@@ -31,8 +32,8 @@ CHEAP_CALLS = frozenset({"if_then_else", "likely", "abs", "fabs", "round", "floo
                          "trunc", "reinterpret"})
 
 
-def const_extent(e: PrimExpr) -> int | None:
-    return int(e.value) if isinstance(e, IntImm) else None
+#: The value of a constant extent (an ``IntImm``), else None: tir.analysis's ``const_int``.
+const_extent = const_int
 
 
 def coefficient(expr: PrimExpr, var: Var) -> int | None:
@@ -62,23 +63,9 @@ def coefficient(expr: PrimExpr, var: Var) -> int | None:
     return 0 if var not in expr_vars(expr) else None
 
 
-class _VarCollector(IRVisitor):
-    def __init__(self) -> None:
-        self.found: set[Var] = set()
-
-    def visit_Var(self, v: Var) -> None:
-        self.found.add(v)
-
-
 def expr_vars(e: PrimExpr) -> frozenset[Var]:
-    """The variables ``e`` uses (one visitor class, not one per call as ``collect_vars``)."""
-    if isinstance(e, Var):
-        return frozenset((e,))
-    if isinstance(e, IntImm):
-        return frozenset()
-    v = _VarCollector()
-    v.visit(e)
-    return frozenset(v.found)
+    """The variables ``e`` uses, frozen (an :class:`Access` keeps them per dimension)."""
+    return frozenset(collect_vars(e))
 
 
 @dataclass(frozen=True)
@@ -248,7 +235,7 @@ def block_realize(sch: Schedule, block: BlockRV) -> BlockRealize | None:
 def count_reductions(func: PrimFunc) -> int:
     """The blocks of ``func`` that reduce (have an init or a reduction variable): a cheap test
     the rules run before building a schedule."""
-    from workbench.tir.schedule.utils import blocks_under
+    from workbench.tir.analysis import blocks_under
     return sum(1 for b in blocks_under(func.body)
                if b.init is not None or any(iv.iter_type != IterType.DATA_PAR
                                             for iv in b.iter_vars))

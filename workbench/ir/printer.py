@@ -17,54 +17,35 @@ import json
 import re
 from typing import Any, Callable
 
+from workbench.ir.dispatch import TypeTable
 from workbench.ir.module import GlobalVar, IRModule
 from workbench.ir.node import FrozenDict, Node, field_names
 
-_SCRIPT: dict[type, Callable[[Any], str]] = {}
-_FUNCTION: dict[type, Callable[[Any, str], str]] = {}
-_SHORT: dict[type, Callable[[Any], str]] = {}
-_CACHE: dict[tuple[int, type], Callable | None] = {}
-
-
-def _register(table: dict, cls: type, fn: Callable | None):
-    def deco(f: Callable) -> Callable:
-        table[cls] = f
-        _CACHE.clear()
-        return f
-    return deco if fn is None else deco(fn)
+_SCRIPT: TypeTable[Callable[[Any], str]] = TypeTable()
+_FUNCTION: TypeTable[Callable[[Any, str], str]] = TypeTable()
+_SHORT: TypeTable[Callable[[Any], str]] = TypeTable()
 
 
 def register_script(cls: type, fn: Callable[[Any], str] | None = None):
     """Register ``fn(obj) -> str`` as the full text form of ``cls``; usable as a decorator."""
-    return _register(_SCRIPT, cls, fn)
+    return _SCRIPT.register(cls, fn)
 
 
 def register_function_printer(cls: type, fn: Callable[[Any, str], str] | None = None):
     """Register ``fn(func, name) -> str`` to print a function of type ``cls`` in a module."""
-    return _register(_FUNCTION, cls, fn)
+    return _FUNCTION.register(cls, fn)
 
 
 def register_short_repr(cls: type, fn: Callable[[Any], str] | None = None):
     """Register ``fn(node) -> str`` as the one-line ``repr`` of ``cls``."""
-    return _register(_SHORT, cls, fn)
-
-
-def _lookup(table: dict, cls: type) -> Callable | None:
-    key = (id(table), cls)
-    try:
-        return _CACHE[key]
-    except KeyError:
-        pass
-    found = next((table[b] for b in cls.__mro__ if b in table), None)
-    _CACHE[key] = found
-    return found
+    return _SHORT.register(cls, fn)
 
 
 # ---- entry points -----------------------------------------------------------------------------
 
 def script(obj: Any) -> str:
     """The full text form of ``obj`` (an IRModule, a function, a statement, ...)."""
-    fn = _lookup(_SCRIPT, type(obj))
+    fn = _SCRIPT.lookup(type(obj))
     if fn is not None:
         return fn(obj)
     return short_repr(obj) if isinstance(obj, Node) else repr(obj)
@@ -82,7 +63,7 @@ def script_or_repr(obj: Any) -> str:
 
 def short_repr(node: Any) -> str:
     """A one-line readable form of ``node``; never raises (it backs ``Node.__repr__``)."""
-    fn = _lookup(_SHORT, type(node))
+    fn = _SHORT.lookup(type(node))
     if fn is not None:
         try:
             return fn(node)
@@ -140,7 +121,7 @@ def module_script(mod: IRModule) -> str:
     if mod.attrs:
         out.append(f"    I.module_attrs({format_value(dict(mod.attrs))})")
     for name, func in mod.items():
-        fn = _lookup(_FUNCTION, type(func))
+        fn = _FUNCTION.lookup(type(func))
         text = fn(func, name) if fn is not None else f"{name} = {short_repr(func)}"
         if len(out) > 2:
             out.append("")

@@ -26,8 +26,9 @@ import hashlib
 import math
 import operator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
+from workbench.ir.dispatch import TypeTable
 from workbench.ir.module import IRModule
 from workbench.ir.node import FrozenDict, Node, field_names
 
@@ -53,7 +54,10 @@ class _Rule:
     get: Callable[[Any], tuple]   # the values of ``fields``, as a tuple
 
 
-_REGISTERED: dict[type, dict[str, Any]] = {}
+# The declared spec of a class, found along its MRO; undeclared classes compare every field.
+_REGISTERED: TypeTable[dict[str, Any]] = TypeTable(default=dict(
+    kind=NODE, order=(), defs=frozenset(), inherit_defs=frozenset(), ignore=frozenset()))
+# The rule of each concrete class (its own fields, its spec's order): built on first use.
 _RULES: dict[type, _Rule] = {}
 
 
@@ -70,8 +74,9 @@ def register_structural(cls: type, *, kind: str = NODE, order: Iterable[str] = (
     if kind not in (NODE, VAR, BOUND):
         raise ValueError(
             f"register_structural: kind must be 'node', 'var' or 'bound', got {kind!r}")
-    _REGISTERED[cls] = dict(kind=kind, order=tuple(order), defs=frozenset(defs),
-                            inherit_defs=frozenset(inherit_defs), ignore=frozenset(ignore))
+    _REGISTERED.register(cls, dict(kind=kind, order=tuple(order), defs=frozenset(defs),
+                                   inherit_defs=frozenset(inherit_defs),
+                                   ignore=frozenset(ignore)))
     _RULES.clear()
 
 
@@ -79,9 +84,7 @@ def _rule(cls: type) -> _Rule:
     rule = _RULES.get(cls)
     if rule is not None:
         return rule
-    spec = next((_REGISTERED[b] for b in cls.__mro__ if b in _REGISTERED), None)
-    spec = spec or dict(kind=NODE, order=(), defs=frozenset(), inherit_defs=frozenset(),
-                        ignore=frozenset())
+    spec = _REGISTERED.lookup(cls)
     names = field_names(cls)
     unknown = [f for f in (*spec["order"], *spec["defs"], *spec["inherit_defs"]) if f not in names]
     if unknown:
@@ -363,5 +366,63 @@ def _tokens(node: Any, map_free_vars: bool) -> list[str]:
     return toks
 
 
+class StructuralSet:
+    """A set of IR values up to structural equality, in insertion order: items are bucketed by
+    ``hash(key(item))`` and told apart by ``equal``, so a lookup compares only same-hash items.
+
+    ``key`` picks what is compared (the item itself by default; a database's workloads compare
+    their modules); ``hash`` / ``equal`` default to :func:`structural_hash` /
+    :func:`structural_equal`. Where a caller already knows the hash it passes it as ``h``.
+    """
+
+    def __init__(self, key: Callable[[Any], Any] | None = None,
+                 hash: Callable[[Any], int] = structural_hash,  # noqa: A002 - the set's hash
+                 equal: Callable[[Any, Any], bool] = structural_equal) -> None:
+        self.key = key if key is not None else (lambda item: item)
+        self.hash = hash
+        self.equal = equal
+        self._buckets: dict[int, list[Any]] = {}
+        self._order: list[Any] = []
+
+    def find(self, probe: Any, h: int | None = None) -> Any:
+        """The item whose key equals ``probe``, or None."""
+        for item in self._buckets.get(self.hash(probe) if h is None else h, ()):
+            if self.equal(self.key(item), probe):
+                return item
+        return None
+
+    def add(self, item: Any, h: int | None = None) -> bool:
+        """Add ``item`` unless an equal one is present (then False)."""
+        key = self.key(item)
+        h = self.hash(key) if h is None else h
+        if self.find(key, h) is not None:
+            return False
+        self._buckets.setdefault(h, []).append(item)
+        self._order.append(item)
+        return True
+
+    def owns(self, item: Any, h: int | None = None) -> bool:
+        """Is ``item`` itself (by identity, not equality) in the set?"""
+        h = self.hash(self.key(item)) if h is None else h
+        return any(x is item for x in self._buckets.get(h, ()))
+
+    def copy(self) -> "StructuralSet":
+        """A set with the same items that grows on its own."""
+        new = type(self).__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new._buckets = {h: list(items) for h, items in self._buckets.items()}
+        new._order = list(self._order)
+        return new
+
+    def __contains__(self, probe: Any) -> bool:
+        return self.find(probe) is not None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._order)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+
 __all__ = ["structural_equal", "structural_hash", "assert_structural_equal", "first_mismatch",
-           "register_structural", "Mismatch", "NODE", "VAR", "BOUND"]
+           "register_structural", "Mismatch", "NODE", "VAR", "BOUND", "StructuralSet"]

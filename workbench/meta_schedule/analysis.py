@@ -1,21 +1,22 @@
 """Block and loop queries the schedule rules, postprocessors and mutators share.
 
-All functions read the schedule's current IR through its index (``sch._index()``): the rules
-live inside the workbench package and need facts (iteration types, bindings, regions) that
-the public handle API does not expose. Nothing here changes a schedule.
+All functions read the schedule's current IR through its read-only index
+(``sch.func_index()``): the rules need facts (iteration types, bindings, regions) that the
+handle API does not expose. Expression facts (variables, constants) come from
+:mod:`workbench.tir.analysis`. Nothing here changes a schedule.
 """
 from __future__ import annotations
 
 from typing import Any, Iterable
 
+from workbench.tir.analysis import collect_vars, const_int, realizes_under, vars_in_order
 from workbench.tir.arith import evaluate
 from workbench.tir.buffer import Buffer, BufferRegion
-from workbench.tir.expr import BufferLoad, Call, IntImm, PrimExpr, Select, Var
+from workbench.tir.expr import BufferLoad, Call, PrimExpr, Select, Var
 from workbench.tir.functor import IRVisitor, substitute
 from workbench.tir.schedule import BlockRV, Schedule
 from workbench.tir.schedule.primitive.block_scope import is_output_block, loop_iter_type
 from workbench.tir.schedule.state import BlockInfo, FuncIndex
-from workbench.tir.schedule.utils import realizes_under
 from workbench.tir.stmt import Block, BlockRealize, For, IterType, SeqStmt
 
 __all__ = [
@@ -29,12 +30,12 @@ TILING_ANN = "meta_schedule.tiling_structure"
 
 
 def block_name(sch: Schedule, block: BlockRV) -> str:
-    return sch._block_name(block, "meta_schedule")
+    return sch.get(block).name_hint
 
 
 def block_info(sch: Schedule, block: BlockRV | str) -> BlockInfo:
     name = block if isinstance(block, str) else block_name(sch, block)
-    return sch._index().blocks[name]
+    return sch.func_index().blocks[name]
 
 
 def root_block_name(index: FuncIndex) -> str:
@@ -43,12 +44,11 @@ def root_block_name(index: FuncIndex) -> str:
 
 
 def is_root(sch: Schedule, block: BlockRV) -> bool:
-    return block_name(sch, block) == root_block_name(sch._index())
+    return block_name(sch, block) == root_block_name(sch.func_index())
 
 
 def has_block(sch: Schedule, block: BlockRV) -> bool:
-    name = sch._symbols.get(block)
-    return isinstance(name, str) and name in sch._index().blocks
+    return sch.has_block(block)
 
 
 def is_spatial(block: Block) -> bool:
@@ -69,10 +69,6 @@ def is_tiled(block: Block) -> bool:
     return TILING_ANN in block.annotations
 
 
-def const_int(e: Any) -> int | None:
-    return int(e.value) if isinstance(e, IntImm) else None
-
-
 def has_trivial_binding(info: BlockInfo) -> bool:
     """Each block variable is bound to exactly the loop at the same depth (as te emits), or
     to the only value of a unit loop at that depth (a blockized tile whose reduction fits one
@@ -91,32 +87,21 @@ def iter_types_of_loops(info: BlockInfo) -> list[int]:
 
 
 def is_output(sch: Schedule, name: str) -> bool:
-    return is_output_block(sch._index(), name)
+    return is_output_block(sch.func_index(), name)
 
 
 def consumers(sch: Schedule, name: str) -> list[str]:
     from workbench.tir.schedule.primitive.block_scope import producers_consumers
-    return producers_consumers(sch._index(), name)[1]
+    return producers_consumers(sch.func_index(), name)[1]
 
 
 def producers(sch: Schedule, name: str) -> list[str]:
     from workbench.tir.schedule.primitive.block_scope import producers_consumers
-    return producers_consumers(sch._index(), name)[0]
+    return producers_consumers(sch.func_index(), name)[0]
 
 
 def _region_indices(region: BufferRegion) -> list[PrimExpr]:
     return [r.min for r in region.region]
-
-
-def _vars_in(expr: Any) -> list[Var]:
-    found: list[Var] = []
-
-    class _V(IRVisitor):
-        def visit_Var(self, v: Var) -> None:
-            found.append(v)
-
-    _V().visit(expr)
-    return found
 
 
 def needs_multi_level_tiling(info: BlockInfo, index: FuncIndex) -> bool:
@@ -148,7 +133,7 @@ def needs_multi_level_tiling(info: BlockInfo, index: FuncIndex) -> bool:
             continue
         used = set()
         for e in _region_indices(reg):
-            used.update(_vars_in(e))
+            collect_vars(e, used)
         reused += sum(1 for v in spatial if v not in used)
     return reused >= 1
 
@@ -196,13 +181,14 @@ def is_injective_ordered(block: Block) -> bool:
         return False
     write_vars = []
     for e in _region_indices(block.writes[0]):
-        vs = _vars_in(e)
+        vs = vars_in_order(e, unique=False)
         write_vars.extend(vs)
     order = {v: i for i, v in enumerate(write_vars)}
     for reg in block.reads:
         seen: list[Var] = []
         for e in _region_indices(reg):
-            vs = _vars_in(e)
+            # every occurrence: ``v + v`` is not one variable plus a constant
+            vs = vars_in_order(e, unique=False)
             if len(vs) > 1:
                 return False
             seen.extend(vs)
@@ -272,27 +258,6 @@ def buffer_of_write(block: Block) -> Buffer:
 
 # ---- fast loop iteration types (the postprocessors call these for every candidate) --------
 
-def expr_vars(exprs: Iterable[Any]) -> set[Var]:
-    """The Vars in expressions, by an iterative walk (no visitor class per call)."""
-    from workbench.ir.node import field_names
-    found: set[Var] = set()
-    stack = list(exprs)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Var):
-            found.add(node)
-            continue
-        if not isinstance(node, PrimExpr):
-            continue
-        for name in field_names(type(node)):
-            v = getattr(node, name)
-            if isinstance(v, PrimExpr):
-                stack.append(v)
-            elif isinstance(v, tuple):
-                stack.extend(x for x in v if isinstance(x, PrimExpr))
-    return found
-
-
 def loop_iter_types(loops: list[For]) -> list[int]:
     """TVM's GetLoopIterType for each loop: DATA_PAR when the loop only feeds data-parallel
     block variables of the blocks below it, COMM_REDUCE when only reduction ones, OPAQUE
@@ -302,7 +267,7 @@ def loop_iter_types(loops: list[For]) -> list[int]:
     uses: list[tuple[set[Var], int]] = []
     for r in realizes_under(loops[0].body):
         for iv, value in zip(r.block.iter_vars, r.iter_values):
-            uses.append((expr_vars([value]), iv.iter_type))
+            uses.append((collect_vars(value), iv.iter_type))
     out = []
     for lp in loops:
         kinds = {t for vs, t in uses if lp.loop_var in vs}
@@ -352,6 +317,6 @@ def needs_rfactor(sch: Schedule, block: BlockRV, max_parallel_extent: int,
             space *= ext
         else:
             reduce *= ext
-    if needs_multi_level_tiling(info, sch._index()):
+    if needs_multi_level_tiling(info, sch.func_index()):
         return not (space >= reduce or space > max_parallel_extent)
     return reduce > 1 and reduce > max_parallel_basic

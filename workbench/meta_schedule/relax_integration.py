@@ -29,6 +29,7 @@ import logging
 from typing import Any, Mapping, Sequence
 
 from workbench.ir.module import IRModule
+from workbench.ir.structural import StructuralSet
 from workbench.meta_schedule.database import Database
 from workbench.meta_schedule.database.module_equality import ModuleEquality
 from workbench.meta_schedule.extracted_task import ExtractedTask
@@ -36,11 +37,11 @@ from workbench.meta_schedule.logging import get_loggers_from_work_dir
 from workbench.meta_schedule.task_budget import (
     CappedStrategy, SeededStrategy, default_schedule_candidate, trials_done,
 )
-from workbench.meta_schedule.tir_integration import _task_module
+from workbench.meta_schedule.relax_passes import MetaScheduleApplyDatabase
+from workbench.meta_schedule.tir_integration import task_module
 from workbench.meta_schedule.tune import tune_tasks
 from workbench.meta_schedule.tune_context import TuneContext
 from workbench.meta_schedule.utils import fork_seed
-from workbench.relax.transform.meta_schedule import MetaScheduleApplyDatabase
 from workbench.target import Target
 from workbench.tir.function import PrimFunc
 
@@ -53,7 +54,7 @@ logger = logging.getLogger("workbench.meta_schedule")
 def _as_relax_module(mod: Any, params: Mapping[str, Any] | None) -> IRModule:
     from workbench.relax.expr import Function
     from workbench.relax.transform.bind_params import BindParams
-    from workbench.relax.vm_build import _entry_function
+    from workbench.relax.vm_build import entry_function
     if isinstance(mod, Function):
         mod = IRModule({"main": mod})
     if not isinstance(mod, IRModule):
@@ -61,7 +62,7 @@ def _as_relax_module(mod: Any, params: Mapping[str, Any] | None) -> IRModule:
     if not any(isinstance(f, Function) for _, f in mod.items()):
         raise ValueError("the module has no Relax function")
     if params:
-        mod = BindParams(_entry_function(mod), params)(mod)
+        mod = BindParams(entry_function(mod), params)(mod)
     return mod
 
 
@@ -105,25 +106,23 @@ def extract_tasks(mod: Any, target: str | Target, params: Mapping[str, Any] | No
         target = Target(target)
     fused = _fuse(_as_relax_module(mod, params), target)
     equality = ModuleEquality(module_equality)
-    buckets: dict[int, list[ExtractedTask]] = {}
-    tasks: list[ExtractedTask] = []
+    tasks = StructuralSet(key=lambda task: task.dispatched[0], hash=equality.hash,
+                          equal=equality.equal)
     for name, layer in _call_sites(fused):
         func = fused[name]
         if not isinstance(func, PrimFunc):
             continue
-        task_mod = _task_module(func)
+        task_mod = task_module(func)
         shash = equality.hash(task_mod)
-        for task in buckets.get(shash, ()):
-            if equality.equal(task.dispatched[0], task_mod):
-                task.weight += 1
-                break
-        else:
+        task = tasks.find(task_mod, shash)
+        if task is None:
             task = ExtractedTask(name, task_mod, target, [task_mod], 1)
-            buckets.setdefault(shash, []).append(task)
-            tasks.append(task)
+            tasks.add(task, shash)
+        else:
+            task.weight += 1
         if layer:
             task.layers.append(layer)
-    return tasks
+    return list(tasks)
 
 
 def _is_static(task_mod: IRModule) -> bool:
@@ -248,12 +247,12 @@ def _open_database(database: Any, work_dir: str, module_equality: str) -> Databa
 
 
 def _dashboard_with_layers(dashboard: Any, tasks: Sequence[ExtractedTask]) -> Any:
-    """The dashboard ``tune_tasks`` will attach, told which layers each task runs for. The
-    widgets layer is imported only because a dashboard was asked for."""
+    """The dashboard ``tune_tasks`` will attach, told which layers each task runs for (the
+    callback object is built by a higher floor: :mod:`.dashboard_hook`)."""
     layers = {t.task_name: t.layers for t in tasks if t.layers}
     if not layers:
         return dashboard
-    from workbench.widgets.tuning_dashboard import as_dashboard
+    from workbench.meta_schedule.dashboard_hook import as_dashboard
     dashboard = as_dashboard(dashboard)
     dashboard.set_task_layers(layers)
     return dashboard

@@ -30,7 +30,9 @@ class NoValidRecordError(LookupError):
     """``compile_tir``: the database holds no valid record of the workload."""
 
 
-def _task_module(func: PrimFunc) -> IRModule:
+def task_module(func: PrimFunc) -> IRModule:
+    """The module a tuning task holds for ``func``: one PrimFunc named ``main`` with
+    ``tir.noalias``, the form databases key workloads on (relax's tasks use it too)."""
     func = func.with_attr("global_symbol", "main")
     if "tir.noalias" not in func.attrs:
         func = func.with_attr("tir.noalias", True)
@@ -42,7 +44,7 @@ def _named_tasks(mod: Any) -> list[tuple[str, IRModule]]:
     funcs = sorted((name, f) for name, f in mod.items() if isinstance(f, PrimFunc))
     if not funcs:
         raise ValueError("tune_tir: the module has no PrimFunc to tune")
-    return [(name, _task_module(f)) for name, f in funcs]
+    return [(name, task_module(f)) for name, f in funcs]
 
 
 def tune_tir(mod: IRModule | PrimFunc, target: str | Target, work_dir: str,

@@ -15,7 +15,6 @@ stored every measured candidate; running the same call again resumes from the da
 """
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
 from typing import TYPE_CHECKING, Any, Sequence
@@ -65,8 +64,8 @@ def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
     ``rpc_config=``.
 
     ``dashboard`` (Workbench): True / "widget" / "text" / a ``TuningDashboard`` shows live
-    progress (a widget in a notebook, a line per batch elsewhere) with a Stop button; see
-    :func:`workbench.widgets.tuning_dashboard.attach_dashboard`.
+    progress (a widget in a notebook, a line per batch elsewhere) with a Stop button; the
+    notebook widgets build it and attach it after the other callbacks (:mod:`.dashboard_hook`).
 
     ``post_optimization``: after the search, a Droplet search around each task's best record
     (:mod:`workbench.meta_schedule.post_optimization`; budget: option
@@ -173,9 +172,6 @@ def _builder_and_runner(builder: Any, runner: Any, rpc_config: Any,
 def _dashboard(callbacks: list[MeasureCallback], dashboard: Any, max_trials_global: int,
                max_trials_per_task: int) -> Any:
     """The callbacks with the dashboard appended, as a context that draws its final state.
-    The widgets layer is imported only when a dashboard is asked for (floor 6 on request)."""
-    if not dashboard:
-        return contextlib.nullcontext(callbacks)
-    from workbench.widgets.tuning_dashboard import attach_dashboard
-    return attach_dashboard(callbacks, dashboard, max_trials_global=max_trials_global,
-                            max_trials_per_task=max_trials_per_task)
+    The dashboard is a callback a higher floor builds (:mod:`.dashboard_hook`)."""
+    from workbench.meta_schedule.dashboard_hook import attach_dashboard
+    return attach_dashboard(callbacks, dashboard, max_trials_global, max_trials_per_task)

@@ -13,22 +13,22 @@ import ast
 import inspect
 import os
 import textwrap
-from typing import Any, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
 from workbench.ir.module import IRModule
-from workbench.ir.node import field_names
 from workbench.ir.structural import structural_hash
 from workbench.tir.expr import (
     Add, BufferLoad, Call, Div, FloorDiv, FloorMod, IntImm, Max, Min, Mod, Mul, PrimExpr, Sub,
+    expr_children,
 )
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRVisitor
 from workbench.tir.stmt import Block, BufferStore, For
 
 __all__ = ["derived_object", "fork_seed", "cpu_count", "get_num_threads", "shash2hex",
-           "estimate_tir_flops", "median", "normalize_mod"]
+           "estimate_tir_flops", "median", "normalize_mod", "KindTable"]
 
 T = TypeVar("T", bound=type)
 
@@ -81,6 +81,32 @@ def _is_stub(method: Any) -> bool:
         return False
     exc = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
     return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+
+
+class KindTable:
+    """One family's classes by name (``@register_mutator(name)`` and the like) and the end of
+    the family's ``create(kind)``, after the target kinds' default lists: a registered name
+    gives a new object, a GPU target kind is refused, anything else lists the names."""
+
+    def __init__(self, family: str) -> None:
+        self.family = family
+        self.classes: dict[str, Callable[[], Any]] = {}
+
+    def register(self, name: str) -> Callable[[type], type]:
+        """Register a class under ``name`` for ``<family>.create(name)``."""
+        def wrap(cls: type) -> type:
+            self.classes[name] = cls
+            return cls
+        return wrap
+
+    def create(self, kind: str) -> Any:
+        if kind in self.classes:
+            return self.classes[kind]()
+        if kind in ("cuda", "cuda-tensorcore", "hexagon"):
+            raise ValueError(f"{self.family}.create: target kind {kind!r} is not supported; "
+                             "Workbench compiles for CPUs ('llvm') only")
+        raise ValueError(f"{self.family}.create: unknown kind {kind!r}; expected 'llvm' or one "
+                         f"of {', '.join(sorted(self.classes))}")
 
 
 def fork_seed(seed: int | None, n: int) -> list[int]:
@@ -187,14 +213,8 @@ def _count_ops(expr: Any) -> int:
         node = stack.pop()
         if isinstance(node, _FLOP_NODES):
             count += 1
-        if isinstance(node, BufferLoad) or not isinstance(node, (PrimExpr, Call)):
-            continue
-        for name in field_names(type(node)):
-            v = getattr(node, name)
-            if isinstance(v, PrimExpr):
-                stack.append(v)
-            elif isinstance(v, tuple):
-                stack.extend(x for x in v if isinstance(x, PrimExpr))
+        if isinstance(node, (PrimExpr, Call)) and not isinstance(node, BufferLoad):
+            stack.extend(expr_children(node))
     return count
 
 

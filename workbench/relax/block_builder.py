@@ -29,6 +29,7 @@ import contextlib
 import re
 from typing import Any, Callable, Iterator, Sequence
 
+from workbench.ir.dispatch import TypeTable
 from workbench.ir.module import GlobalVar, IRModule
 from workbench.ir.node import frozen
 from workbench.relax import analysis
@@ -367,12 +368,7 @@ class BlockBuilder:
         """``expr`` with struct info filled in; non-leaf call arguments are emitted first when
         a block is open (A-normal form)."""
         expr = _as_expr(expr)
-        rule = _NORMALIZE.get(type(expr))
-        if rule is None:
-            for cls in type(expr).__mro__:
-                rule = _NORMALIZE.get(cls)
-                if rule is not None:
-                    break
+        rule = _NORMALIZE.lookup(type(expr))
         return rule(self, expr) if rule else expr
 
     def _normalize_arg(self, arg: Any) -> Expr:
@@ -498,14 +494,14 @@ def _norm_function(bb: BlockBuilder, f: Function) -> Expr:
     return f
 
 
-_NORMALIZE: dict[type, Callable[[BlockBuilder, Any], Expr]] = {
+_NORMALIZE: TypeTable[Callable[[BlockBuilder, Any], Expr]] = TypeTable({
     Call: _norm_call, Tuple: _norm_tuple, TupleGetItem: _norm_get_item, If: _norm_if,
     SeqExpr: _norm_seq, Function: _norm_function,
     # Leaves carry their struct info from construction.
     Var: lambda bb, e: e, Constant: lambda bb, e: e, ShapeExpr: lambda bb, e: e,
     PrimValue: lambda bb, e: e, StringImm: lambda bb, e: e, Op: lambda bb, e: e,
     ExternFunc: lambda bb, e: e, GlobalVar: lambda bb, e: e,
-}
+})
 
 
 def _as_expr(v: Any) -> Any:

@@ -10,8 +10,9 @@ returns the very same object when nothing below it changed.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
+from workbench.ir.dispatch import MethodTable
 from workbench.ir.module import IRModule
 from workbench.ir.structural import structural_equal
 from workbench.relax.block_builder import BlockBuilder
@@ -20,27 +21,23 @@ from workbench.relax.expr import (
     Tuple, TupleGetItem, Var, VarBinding, is_leaf,
 )
 
-_DISPATCH: dict[tuple[type, type], Callable | None] = {}
+class _Dispatching:
+    """Gives each visitor class its ``visit_<Class>_`` lookup, resolved along each node's MRO
+    and cached per node type (:class:`workbench.ir.dispatch.MethodTable`)."""
+
+    _methods: MethodTable
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._methods = MethodTable(cls, "visit_", "_")
 
 
-def _method(obj: Any, node: Any) -> Callable | None:
-    key = (type(obj), type(node))
-    if key not in _DISPATCH:
-        found = None
-        for cls in type(node).__mro__:
-            found = getattr(type(obj), f"visit_{cls.__name__}_", None)
-            if found is not None:
-                break
-        _DISPATCH[key] = found
-    return _DISPATCH[key]
-
-
-class ExprVisitor:
+class ExprVisitor(_Dispatching):
     """Walks a Relax expression; override ``visit_<Class>_`` methods (call the base one to keep
     walking into children)."""
 
     def visit_expr(self, e: Any) -> None:
-        m = _method(self, e)
+        m = self._methods.lookup(type(e))
         if m is not None:
             m(self, e)
 
@@ -95,7 +92,7 @@ def var_names(func: Function) -> list[str]:
     return names
 
 
-class ExprMutator:
+class ExprMutator(_Dispatching):
     """Rebuilds Relax functions through ``self.builder_`` (see the module docstring)."""
 
     def __init__(self, mod: IRModule | None = None):
@@ -117,7 +114,7 @@ class ExprMutator:
     # ---- dispatch -----------------------------------------------------------------------------
 
     def visit_expr(self, e: Any) -> Any:
-        m = _method(self, e)
+        m = self._methods.lookup(type(e))
         return m(self, e) if m is not None else e
 
     def visit_Var_(self, v: Var) -> Expr:

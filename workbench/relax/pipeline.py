@@ -114,7 +114,7 @@ def get_default_pipeline(target: Any = None, fuse: bool = True,
     if fuse:
         passes += [FuseOps(), FuseTIR()]
     if database is not None:
-        from workbench.relax.transform.meta_schedule import MetaScheduleApplyDatabase
+        from workbench.relax.transform import MetaScheduleApplyDatabase  # the tuner's pass
         passes.append(MetaScheduleApplyDatabase(database, target))
     if default_schedule is None:
         from workbench import options

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from workbench.ir.dispatch import TypeTable
 from workbench.ir.module import GlobalVar
 from workbench.ir.printer import (
     format_value, quote, register_function_printer, register_script,
@@ -64,12 +65,7 @@ class _Printer:
         return known if known is not None else self.names.define(v, v.name_hint)
 
     def expr(self, e: Any) -> str:
-        rule = _EXPR.get(type(e))
-        if rule is None:
-            for cls in type(e).__mro__:
-                rule = _EXPR.get(cls)
-                if rule:
-                    break
+        rule = _EXPR.lookup(type(e))
         return rule(self, e) if rule else repr(e)
 
     def attr_value(self, v: Any) -> str:
@@ -260,7 +256,7 @@ def _tuple(p: _Printer, t: Tuple) -> str:
     return f"({inner},)" if len(t.fields) == 1 else f"({inner})"
 
 
-_EXPR: dict[type, Callable[[_Printer, Any], str]] = {
+_EXPR: TypeTable[Callable[[_Printer, Any], str]] = TypeTable({
     Var: lambda p, v: p.var_name(v),
     Constant: _constant,
     ShapeExpr: lambda p, s: f"R.shape([{p.dims(s.values)[1:-1].rstrip(',')}])",
@@ -275,7 +271,7 @@ _EXPR: dict[type, Callable[[_Printer, Any], str]] = {
     SeqExpr: lambda p, s: _inline_seq(p, s),
     If: lambda p, e: f"R.If({p.expr(e.cond)}, ...)",
     Function: lambda p, f: f"<relax.Function with {len(f.params)} params>",
-}
+})
 
 
 def _inline_seq(p: _Printer, s: SeqExpr) -> str:

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from workbench.ir.dispatch import TypeTable
 from workbench.ir.module import GlobalVar, IRModule
 from workbench.relax import analysis
 from workbench.relax.expr import (
@@ -70,12 +71,7 @@ def _call_function(mod: IRModule, func: Function, name: str, args: list[Any],
 
 
 def _eval(env: _Env, e: Any) -> Any:
-    rule = _EVAL.get(type(e))
-    if rule is None:
-        for cls in type(e).__mro__:
-            rule = _EVAL.get(cls)
-            if rule is not None:
-                break
+    rule = _EVAL.lookup(type(e))
     if rule is None:
         raise NotImplementedError(f"evaluate_numpy: cannot evaluate {type(e).__name__}")
     return rule(env, e)
@@ -145,7 +141,7 @@ def _if(env: _Env, e: If) -> Any:
     return _eval(env, e.true_branch if bool(np.asarray(cond)) else e.false_branch)
 
 
-_EVAL: dict[type, Callable[[_Env, Any], Any]] = {
+_EVAL: TypeTable[Callable[[_Env, Any], Any]] = TypeTable({
     SeqExpr: _seq,
     Var: _var,
     Constant: lambda env, c: c.data.numpy(),
@@ -156,7 +152,7 @@ _EVAL: dict[type, Callable[[_Env, Any], Any]] = {
     TupleGetItem: lambda env, g: _eval(env, g.tuple_value)[g.index],
     Call: _call,
     If: _if,
-}
+})
 
 
 def _prim(env: _Env, p: PrimValue) -> Any:

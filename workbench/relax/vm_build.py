@@ -27,7 +27,9 @@ from workbench.relax.pipeline import Pipeline, RelaxInstrument, get_default_pipe
 from workbench.runtime.relax_vm import Executable
 
 
-def _entry_function(mod: IRModule) -> str:
+def entry_function(mod: IRModule) -> str:
+    """The Relax function a build binds ``params`` to: ``main`` when the module has it (or has
+    no exported function), else the first exported one."""
     names = [n for n, f in mod.items() if isinstance(f, Function) and
              "global_symbol" in f.attrs]
     if "main" in names or not names:
@@ -63,7 +65,7 @@ def build(mod: IRModule, target: Any = "llvm", params: Mapping[str, Any] | None 
         raise ValueError("relax.build: the module has no Relax function; compile PrimFunc-only "
                          "modules with workbench.build / workbench.compile")
     if params:
-        mod = BindParams(_entry_function(mod), params)(mod)
+        mod = BindParams(entry_function(mod), params)(mod)
     pipeline = relax_pipeline or get_default_pipeline(target, fuse=fuse,
                                                       plan_memory=plan_memory,
                                                       database=database,

@@ -15,7 +15,7 @@ import numpy as np
 
 from workbench.runtime.device import Device, kDLCPU
 from workbench.runtime.evaluator import BenchmarkResult
-from workbench.runtime.ndarray import NDArray, _dtype_name, _shape_tuple
+from workbench.runtime.ndarray import NDArray, dtype_name, shape_tuple
 
 if TYPE_CHECKING:  # pragma: no cover
     from workbench.rpc.session import RemoteSession
@@ -329,4 +329,4 @@ class RemoteModule(_Remote):
 
 def check_shape_dtype(shape: Any, dtype: Any) -> tuple[tuple[int, ...], str]:
     """Validate ``nd.empty`` arguments on the client, with the runtime's messages."""
-    return _shape_tuple(shape), _dtype_name(dtype)
+    return shape_tuple(shape), dtype_name(dtype)

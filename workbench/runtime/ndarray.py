@@ -45,8 +45,9 @@ def numpy_dtype(dtype: Any) -> np.dtype:
     return np.dtype(dtype)
 
 
-def _dtype_name(dtype: Any, param: str = "dtype") -> str:
-    """Normalise a dtype (string, numpy dtype or type) to its name, e.g. ``"float32"``."""
+def dtype_name(dtype: Any, param: str = "dtype") -> str:
+    """Normalise a dtype (string, numpy dtype or type) to its name, e.g. ``"float32"``;
+    TypeError naming ``param`` when it is not a supported dtype."""
     try:
         name = numpy_dtype(dtype).name
     except TypeError:
@@ -57,7 +58,9 @@ def _dtype_name(dtype: Any, param: str = "dtype") -> str:
     return name
 
 
-def _shape_tuple(shape: Any) -> tuple[int, ...]:
+def shape_tuple(shape: Any) -> tuple[int, ...]:
+    """An int or a sequence of non-negative ints as a tuple of ints (TypeError / ValueError
+    naming the bad dimension otherwise)."""
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         shape = (shape,)
     try:
@@ -261,7 +264,7 @@ def empty(shape: int | Sequence[int], dtype: Any = "float32",
     session = _remote_session(device)
     if session is not None:
         return session._empty(shape, dtype, device)
-    return NDArray._new(_shape_tuple(shape), _dtype_name(dtype), _check_device(device))
+    return NDArray._new(shape_tuple(shape), dtype_name(dtype), _check_device(device))
 
 
 def tensor(arr: Any, device: Device | None = None) -> NDArray:
@@ -275,7 +278,7 @@ def tensor(arr: Any, device: Device | None = None) -> NDArray:
     if isinstance(arr, NDArray):
         return arr.copyto(dev)
     src = arr if isinstance(arr, np.ndarray) else np.asarray(arr)
-    out = NDArray._new(src.shape, _dtype_name(src.dtype, "arr"), dev)
+    out = NDArray._new(src.shape, dtype_name(src.dtype, "arr"), dev)
     np.copyto(out._view, src)
     return out
 

@@ -10,7 +10,8 @@ from typing import Any, Callable
 
 from .packed_func import PackedFunc
 
-__all__ = ["register_func", "get_global_func", "list_global_func_names", "remove_global_func"]
+__all__ = ["register_func", "get_global_func", "list_global_func_names", "remove_global_func",
+           "resolve_func"]
 
 _FUNCS: dict[str, PackedFunc] = {}
 _LOCK = threading.Lock()
@@ -52,6 +53,17 @@ def get_global_func(name: str, allow_missing: bool = False) -> PackedFunc | None
     if func is None and not allow_missing:
         raise ValueError(f"Cannot find global function {name!r}")
     return func
+
+
+def resolve_func(f: Callable | str | None, default: Callable) -> Callable:
+    """A user-supplied hook as a callable: ``default`` for None, the registered function for
+    a name (``ValueError`` if none is), else ``f`` itself (the builders' and runners' ``f_*``
+    arguments take all three)."""
+    if f is None:
+        return default
+    if isinstance(f, str):
+        return get_global_func(f)
+    return f
 
 
 def list_global_func_names() -> list[str]:

@@ -36,7 +36,7 @@ from workbench.tir.functor import IRMutator, IRVisitor, collect_vars
 from workbench.tir.stmt import (
     Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar, LetStmt, Stmt, seq,
 )
-from workbench.te.regions import block_regions
+from workbench.tir.analysis.regions import block_regions
 from workbench.te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor, tensor_of_buffer
 
 # Block annotations TVM drops when making TensorIR (they only matter to the old te schedules).

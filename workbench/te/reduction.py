@@ -170,7 +170,7 @@ def comm_reducer(fcombine: Callable, fidentity: Callable, name: str = "reduce") 
         acc = [op.convert(v) for v in values]
         out = acc[0]
         for v in acc[1:]:
-            a, b = op._pair(out, v)
+            a, b = op.match_types(out, v)
             out = make_combiner([a.dtype], False).combine((a,), (b,))[0]
         return out
 

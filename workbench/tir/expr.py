@@ -7,10 +7,10 @@ keys and in ``in`` tests, as in TVM.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 from workbench.ir import dtype as _dt
-from workbench.ir.node import Node, node
+from workbench.ir.node import Node, field_names, node
 
 
 class PrimExpr(Node):
@@ -270,3 +270,14 @@ def const_value(e: Any):
 
 def dtype_of(e: PrimExpr) -> _dt.DataType:
     return _dt.parse(e.dtype)
+
+
+def expr_children(e: Node) -> Iterator[PrimExpr]:
+    """The expressions directly inside ``e`` (its PrimExpr fields and the PrimExprs of its tuple
+    fields, in field order): the step of a walk over an expression with an explicit stack."""
+    for name in field_names(type(e)):
+        v = getattr(e, name)
+        if isinstance(v, PrimExpr):
+            yield v
+        elif isinstance(v, tuple):
+            yield from (x for x in v if isinstance(x, PrimExpr))

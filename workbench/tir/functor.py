@@ -11,53 +11,33 @@ identity consistent across loads, stores and regions.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable
 
+from workbench.ir.dispatch import MethodTable
 from workbench.ir.node import FrozenDict, Node, field_names
 from workbench.tir.buffer import Buffer
 from workbench.tir.expr import PrimExpr, Var
 
 
-
 class _Dispatching:
-    """Builds the ``visit_<Class>`` lookup per subclass, resolved along each node's MRO."""
+    """Gives each subclass its ``visit_<Class>`` lookup, resolved along each node's MRO and
+    cached per node type (:class:`workbench.ir.dispatch.MethodTable`)."""
 
-    _method_by_name: dict[str, str]
-    _cache: dict[type, Callable | None]
+    _methods: MethodTable
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        # Inherit the parents' table and add this class's own methods: cheap enough that
-        # visitors defined inside functions (a new class per call) cost little.
-        table: dict[str, str] = {}
-        for base in reversed(cls.__mro__[1:]):
-            table.update(getattr(base, "_method_by_name", None) or {})
-        table.update({name[len("visit_"):]: name for name in cls.__dict__
-                      if name.startswith("visit_")})
-        cls._method_by_name = table
-        cls._cache = {}
-
-    @classmethod
-    def _handler(cls, node_type: type) -> Callable | None:
-        try:
-            return cls._cache[node_type]
-        except KeyError:
-            pass
-        found = None
-        for base in node_type.__mro__:
-            name = cls._method_by_name.get(base.__name__)
-            if name is not None:
-                found = getattr(cls, name)
-                break
-        cls._cache[node_type] = found
-        return found
+        # Built lazily, type by type: visitors defined inside functions (a new class per
+        # call) cost little.
+        cls._methods = MethodTable(cls, "visit_")
 
 
 class IRVisitor(_Dispatching):
     """Walks every node once per reference (no memo): override ``visit_<Class>`` as needed."""
 
     def visit(self, node: Any) -> None:
-        h = self._handler(type(node))
+        h = self._methods.lookup(type(node))
         if h is not None:
             h(self, node)
         else:
@@ -90,7 +70,7 @@ class IRMutator(_Dispatching):
         self._buffer_memo: dict[Buffer, Buffer] = {}
 
     def visit(self, node: Any) -> Any:
-        h = self._handler(type(node))
+        h = self._methods.lookup(type(node))
         if h is not None:
             return h(self, node)
         return self.generic_visit(node)
@@ -167,16 +147,48 @@ def post_order_visit(node: Any, fvisit: Callable[[Any], None]) -> None:
     _V().visit(node)
 
 
-def collect_vars(node: Any) -> set[Var]:
-    """Every Var used in ``node`` (loads/stores' buffer shapes excluded)."""
-    found: set[Var] = set()
+def collect_vars(node: Any, out: set[Var] | None = None) -> set[Var]:
+    """Every Var used in ``node`` (loads/stores' buffer shapes excluded), added to ``out``
+    when given; ``node`` may also be a tuple or list of nodes.
 
-    class _V(IRVisitor):
-        def visit_Var(self, v: Var) -> None:
-            found.add(v)
-
-    _V().visit(node)
+    The same walk as an :class:`IRVisitor` with ``visit_Var`` (dataclass fields, tuples and
+    dict values; buffers skipped), done with an explicit stack: the schedule rules, dlight and
+    the feature extractor call it on every index, where a visitor per call cost too much.
+    """
+    found: set[Var] = set() if out is None else out
+    stack: list[Any] = [node]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    while stack:
+        n = pop()
+        if isinstance(n, Var):
+            found.add(n)
+        elif isinstance(n, Node):
+            names = _CHILD_FIELDS.get(type(n))
+            if names is None:
+                names = _child_fields(type(n))
+            for name in names:
+                push(getattr(n, name))
+        elif isinstance(n, (tuple, list)):
+            extend(n)
+        elif isinstance(n, FrozenDict):
+            extend(n.values())
     return found
+
+
+# Per node class, the fields that can hold nodes: a field declared ``str`` / ``int`` / ...
+# (dtype, value, name_hint) never does, and skipping it keeps collect_vars a tight loop.
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_LEAF_ANNOTATIONS = frozenset({"str", "int", "float", "bool", str, int, float, bool})
+
+
+def _child_fields(cls: type) -> tuple[str, ...]:
+    if issubclass(cls, Buffer):  # buffers' shapes are not part of the expression
+        names: tuple[str, ...] = ()
+    else:
+        names = tuple(f.name for f in dataclasses.fields(cls)
+                      if f.type not in _LEAF_ANNOTATIONS)
+    _CHILD_FIELDS[cls] = names
+    return names
 
 
 def uses_var(expr: PrimExpr, pred: Callable[[Var], bool]) -> bool:

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from workbench.ir import dtype as dt
+from workbench.ir.dispatch import TypeTable
 from workbench.tir import expr as E
 from workbench.tir import stmt as S
 from workbench.tir.buffer import Buffer
@@ -137,11 +138,9 @@ class _Interpreter:
     # ---- expressions ------------------------------------------------------------------------
 
     def eval(self, e: E.PrimExpr) -> Any:
-        h = _EXPR.get(type(e))
+        h = _EXPR.lookup(type(e))
         if h is None:
-            h = _lookup(_EXPR, type(e))
-            if h is None:
-                raise InterpreterError(f"interpreter: cannot evaluate {type(e).__name__} nodes")
+            raise InterpreterError(f"interpreter: cannot evaluate {type(e).__name__} nodes")
         return h(self, e)
 
     def var(self, v: E.Var) -> Any:
@@ -186,11 +185,9 @@ class _Interpreter:
     # ---- statements -------------------------------------------------------------------------
 
     def exec(self, s: S.Stmt) -> None:
-        h = _STMT.get(type(s))
+        h = _STMT.lookup(type(s))
         if h is None:
-            h = _lookup(_STMT, type(s))
-            if h is None:
-                raise InterpreterError(f"interpreter: cannot execute {type(s).__name__} nodes")
+            raise InterpreterError(f"interpreter: cannot execute {type(s).__name__} nodes")
         h(self, s)
 
     def scoped(self, v: E.Var, value: Any, body: Callable[[], None]) -> None:
@@ -224,14 +221,6 @@ def _fresh(dtype: str, n: int) -> np.ndarray:
     if t.is_bool:
         return np.zeros(n, dtype=npd)
     return np.full(n * npd.itemsize, 0x5A, dtype=np.uint8).view(npd)
-
-
-def _lookup(table: dict, cls: type) -> Any:
-    for base in cls.__mro__:
-        if base in table:
-            table[cls] = table[base]
-            return table[base]
-    return None
 
 
 # ---- expression handlers ------------------------------------------------------------------
@@ -404,13 +393,13 @@ _CALLS: dict[str, Callable[..., Any]] = {
     "shift_right": np.right_shift, "popcount": _popcount,
 }
 
-_EXPR: dict[type, Callable[[_Interpreter, Any], Any]] = {
+_EXPR: TypeTable[Callable[[_Interpreter, Any], Any]] = TypeTable({
     E.Var: lambda it, e: it.var(e),
     E.IntImm: _e_const, E.FloatImm: _e_const, E.StringImm: _e_string,
     E.BinaryOp: _e_binary, E.Not: _e_not, E.Cast: _e_cast, E.Select: _e_select,
     E.BufferLoad: _e_load, E.Ramp: _e_ramp, E.Broadcast: _e_broadcast, E.Shuffle: _e_shuffle,
     E.Let: _e_let, E.Call: _e_call, E.Reduce: _e_reduce,
-}
+})
 
 
 # ---- statement handlers -------------------------------------------------------------------
@@ -558,9 +547,9 @@ def _s_block(it: _Interpreter, s: S.Block) -> None:
     _s_block_realize(it, S.BlockRealize((), E.IntImm("bool", 1), s))
 
 
-_STMT: dict[type, Callable[[_Interpreter, Any], None]] = {
+_STMT: TypeTable[Callable[[_Interpreter, Any], None]] = TypeTable({
     S.SeqStmt: _s_seq, S.For: _s_for, S.While: _s_while, S.IfThenElse: _s_if,
     S.BufferStore: _s_store, S.LetStmt: _s_let, S.Evaluate: _s_evaluate, S.AttrStmt: _s_attr,
     S.AssertStmt: _s_assert, S.Allocate: _s_allocate, S.DeclBuffer: _s_decl_buffer,
     S.BlockRealize: _s_block_realize, S.Block: _s_block,
-}
+})

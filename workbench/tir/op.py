@@ -80,7 +80,9 @@ def convert(value: ExprLike, like: PrimExpr | None = None) -> PrimExpr:
     return const(value)
 
 
-def _pair(a: ExprLike, b: ExprLike) -> tuple[PrimExpr, PrimExpr]:
+def match_types(a: ExprLike, b: ExprLike) -> tuple[PrimExpr, PrimExpr]:
+    """Two operands as PrimExprs of one dtype (TVM's BinaryOpMatchTypes): Python numbers take
+    the other operand's dtype when it fits, and differing dtypes are cast to the promoted one."""
     if not isinstance(a, PrimExpr) and not isinstance(b, PrimExpr):
         a = const(a)
     a = convert(a, b if isinstance(b, PrimExpr) else None)
@@ -89,6 +91,9 @@ def _pair(a: ExprLike, b: ExprLike) -> tuple[PrimExpr, PrimExpr]:
         target = dt.promote(a.dtype, b.dtype)
         a, b = cast(target, a), cast(target, b)
     return a, b
+
+
+_pair = match_types  # the name te used before it was public
 
 
 def cast(dtype: str, value: ExprLike) -> PrimExpr:
@@ -124,7 +129,7 @@ def _fold_binary(cls: type, a: PrimExpr, b: PrimExpr) -> PrimExpr | None:
 
 
 def _arith(cls: type, a: ExprLike, b: ExprLike) -> PrimExpr:
-    a, b = _pair(a, b)
+    a, b = match_types(a, b)
     folded = _fold_binary(cls, a, b)
     if folded is not None:
         return folded
@@ -163,7 +168,7 @@ def div(a: ExprLike, b: ExprLike) -> PrimExpr:
 
     For integer division use :func:`floordiv` (``//``) or :func:`truncdiv`.
     """
-    a, b = _pair(a, b)
+    a, b = match_types(a, b)
     if not dt.parse(a.dtype).is_float:
         a, b = cast("float32", a), cast("float32", b)
     if isinstance(a, FloatImm) and isinstance(b, FloatImm) and b.value != 0:
@@ -180,7 +185,7 @@ def _int_div_checked(name: str, a: PrimExpr, b: PrimExpr) -> None:
 
 def truncdiv(a: ExprLike, b: ExprLike) -> PrimExpr:
     """C-style integer division, rounding toward zero."""
-    a, b = _pair(a, b)
+    a, b = match_types(a, b)
     _int_div_checked("truncdiv", a, b)
     if isinstance(a, IntImm) and isinstance(b, IntImm):
         q = builtins.abs(a.value) // builtins.abs(b.value)
@@ -192,7 +197,7 @@ def truncdiv(a: ExprLike, b: ExprLike) -> PrimExpr:
 
 def truncmod(a: ExprLike, b: ExprLike) -> PrimExpr:
     """C-style remainder, with the sign of the dividend."""
-    a, b = _pair(a, b)
+    a, b = match_types(a, b)
     _int_div_checked("truncmod", a, b)
     if isinstance(a, IntImm) and isinstance(b, IntImm):
         r = builtins.abs(a.value) % builtins.abs(b.value)
@@ -201,7 +206,7 @@ def truncmod(a: ExprLike, b: ExprLike) -> PrimExpr:
 
 
 def floordiv(a: ExprLike, b: ExprLike) -> PrimExpr:
-    a, b = _pair(a, b)
+    a, b = match_types(a, b)
     if dt.parse(a.dtype).is_float:
         return call("floor", div(a, b))
     _int_div_checked("floordiv", a, b)
@@ -213,7 +218,7 @@ def floordiv(a: ExprLike, b: ExprLike) -> PrimExpr:
 
 
 def floormod(a: ExprLike, b: ExprLike) -> PrimExpr:
-    a, b = _pair(a, b)
+    a, b = match_types(a, b)
     if dt.parse(a.dtype).is_float:
         return sub(a, mul(b, floordiv(a, b)))
     _int_div_checked("floormod", a, b)
@@ -233,7 +238,7 @@ _PY_CMP = {EQ: operator.eq, NE: operator.ne, LT: operator.lt, LE: operator.le,
 
 
 def _cmp(cls: type, a: ExprLike, b: ExprLike) -> PrimExpr:
-    a, b = _pair(a, b)
+    a, b = match_types(a, b)
     if isinstance(a, (IntImm, FloatImm)) and isinstance(b, (IntImm, FloatImm)):
         return const(_PY_CMP[cls](a.value, b.value), "bool")
     return cls(a, b, _bool_dtype(a))
@@ -295,7 +300,7 @@ def any(*conds: ExprLike) -> PrimExpr:  # noqa: A001
 
 def select(cond: ExprLike, t: ExprLike, f: ExprLike) -> PrimExpr:
     """Both branches evaluated; use :func:`if_then_else` when one side may be out of bounds."""
-    t, f = _pair(t, f)
+    t, f = match_types(t, f)
     cond = _as_bool(cond)
     if isinstance(cond, IntImm):
         return t if cond.value else f
@@ -304,7 +309,7 @@ def select(cond: ExprLike, t: ExprLike, f: ExprLike) -> PrimExpr:
 
 def if_then_else(cond: ExprLike, t: ExprLike, f: ExprLike) -> PrimExpr:
     """Lazy conditional: only the taken branch is evaluated (safe for padding loads)."""
-    t, f = _pair(t, f)
+    t, f = match_types(t, f)
     cond = _as_bool(cond)
     if isinstance(cond, IntImm):
         return t if cond.value else f
@@ -339,7 +344,7 @@ def call(name: str, *args: ExprLike) -> PrimExpr:
     if len(args) != arity:
         raise TypeError(f"{name} takes {arity} argument(s), got {len(args)}")
     if arity == 2:
-        exprs = list(_pair(args[0], args[1]))
+        exprs = list(match_types(args[0], args[1]))
     else:
         exprs = [convert(args[0])]
     t = dt.parse(exprs[0].dtype)
@@ -409,14 +414,14 @@ def atan2(x: ExprLike, y: ExprLike) -> PrimExpr:
 
 
 def bitwise_and(a: ExprLike, b: ExprLike) -> PrimExpr:
-    a, b = _pair(a, b)
+    a, b = match_types(a, b)
     if dt.parse(a.dtype).is_bool:
         return logical_and(a, b)
     return call("bitwise_and", a, b)
 
 
 def bitwise_or(a: ExprLike, b: ExprLike) -> PrimExpr:
-    a, b = _pair(a, b)
+    a, b = match_types(a, b)
     if dt.parse(a.dtype).is_bool:
         return logical_or(a, b)
     return call("bitwise_or", a, b)

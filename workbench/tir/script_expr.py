@@ -19,6 +19,7 @@ import sys
 from typing import Any, Callable, Iterator
 
 from workbench.ir import dtype as dt
+from workbench.ir.dispatch import TypeTable
 from workbench.ir.printer import format_value, generic_repr, quote
 from workbench.tir.buffer import Buffer
 from workbench.tir.expr import (
@@ -297,22 +298,12 @@ def _reduce(p: ExprPrinter, e: Reduce) -> tuple[str, int]:
     return f"T.reduce({', '.join(parts)})", ATOM
 
 
-_HANDLERS: dict[type, Callable[[ExprPrinter, Any], tuple[str, int]]] = {
+_HANDLERS: TypeTable[Callable[[ExprPrinter, Any], tuple[str, int]]] = TypeTable({
     Var: _var, SizeVar: _var, IntImm: _int, FloatImm: _float, StringImm: _string,
     Div: _div, Mod: _mod, Not: _not, Cast: _cast, Select: _select, BufferLoad: _load,
     Ramp: _ramp, Broadcast: _broadcast, Shuffle: _shuffle, Let: _let, Call: _call,
     Reduce: _reduce,
     **{cls: _binary for cls in _BINARY}, **{cls: _compare for cls in _COMPARE},
     **{cls: _call2 for cls in _CALLS},
-}
-_RESOLVED: dict[type, Callable | None] = {}
-
-
-def _handler(cls: type) -> Callable | None:
-    try:
-        return _RESOLVED[cls]
-    except KeyError:
-        pass
-    found = next((_HANDLERS[b] for b in cls.__mro__ if b in _HANDLERS), None)
-    _RESOLVED[cls] = found
-    return found
+})
+_handler = _HANDLERS.lookup  # node type -> handler, along the MRO, cached

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from workbench.ir.dispatch import TypeTable
 from workbench.ir.printer import quote
 from workbench.ir.structural import structural_equal
 from workbench.tir.buffer import Buffer, BufferRegion, MatchBufferRegion
@@ -289,19 +290,9 @@ def _uses_any(inner: For, outer: list[For]) -> bool:
 
 _STMT_TYPES = (SeqStmt, BufferStore, Evaluate, LetStmt, AssertStmt, AttrStmt, IfThenElse, While,
                Allocate, DeclBuffer, For, Block, BlockRealize)
-_HANDLERS: dict[type, Callable[[StmtPrinter, Any, int], None]] = {
-    cls: getattr(StmtPrinter, cls.__name__) for cls in _STMT_TYPES}
-_RESOLVED: dict[type, Callable | None] = {}
-
-
-def _handler(cls: type) -> Callable | None:
-    try:
-        return _RESOLVED[cls]
-    except KeyError:
-        pass
-    found = next((_HANDLERS[b] for b in cls.__mro__ if b in _HANDLERS), None)
-    _RESOLVED[cls] = found
-    return found
+_HANDLERS: TypeTable[Callable[[StmtPrinter, Any, int], None]] = TypeTable({
+    cls: getattr(StmtPrinter, cls.__name__) for cls in _STMT_TYPES})
+_handler = _HANDLERS.lookup  # node type -> handler, along the MRO, cached
 
 
 # ---- functions --------------------------------------------------------------------------------

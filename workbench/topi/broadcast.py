@@ -101,7 +101,7 @@ def _is_int(e: PrimExpr) -> bool:
 
 def _divide(x: PrimExpr, y: PrimExpr) -> PrimExpr:
     # TVM's divide truncates for integers (C semantics); true division for floats.
-    x, y = op._pair(x, y)
+    x, y = op.match_types(x, y)
     return op.truncdiv(x, y) if _is_int(x) else op.div(x, y)
 
 
@@ -133,7 +133,7 @@ def floor_divide(lhs: Operand, rhs: Operand) -> Tensor | PrimExpr:
 def mod(lhs: Operand, rhs: Operand) -> Tensor | PrimExpr:
     """Truncated remainder (sign of the dividend) for integers, ``fmod`` for floats."""
     def f(x: PrimExpr, y: PrimExpr) -> PrimExpr:
-        x, y = op._pair(x, y)
+        x, y = op.match_types(x, y)
         return op.truncmod(x, y) if _is_int(x) else op.fmod(x, y)
     return broadcast_op(f, lhs, rhs, "mod")
 

@@ -24,7 +24,7 @@ import ipywidgets as widgets
 import pandas as pd
 
 from workbench.meta_schedule.database.database import (
-    FAILED_RUN_SECS, Database, TuningRecord, Workload, _workload_key,
+    FAILED_RUN_SECS, Database, TuningRecord, Workload, workload_key,
 )
 from workbench.tir.schedule import Schedule
 
@@ -91,7 +91,7 @@ def records_frame(database: Database) -> tuple[pd.DataFrame, list[TuningRecord]]
     signatures: dict[int, str] = {}
     rows = []
     for trial, record in enumerate(records, start=1):
-        key = _workload_key(record.workload, groups)
+        key = workload_key(record.workload, groups)
         if key not in flops:
             flops[key] = _flop(groups[key])
             signatures[key] = workload_arguments(groups[key])
@@ -103,7 +103,7 @@ def records_frame(database: Database) -> tuple[pd.DataFrame, list[TuningRecord]]
                      secs * 1e6, gflops, failed, len(record.run_secs or ()),
                      len(record.trace.insts)))
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
-    frame["_key"] = [_workload_key(r.workload, groups) for r in records]
+    frame["_key"] = [workload_key(r.workload, groups) for r in records]
     frame["_valid"] = [r.is_valid() for r in records]
     return frame, records
 

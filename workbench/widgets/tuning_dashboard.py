@@ -3,7 +3,8 @@
 It is a ``MeasureCallback`` (TVM's ``apply(task_scheduler, task_id, measure_candidates,
 builder_results, runner_results)``), so it goes into ``measure_callbacks`` like any other,
 after ``AddToDatabase``; ``tune_tir(..., dashboard=True)`` does that through
-:func:`attach_dashboard`.
+:func:`attach_dashboard`, which this module registers for the tuner
+(:mod:`workbench.meta_schedule.dashboard_hook`).
 
 In a notebook (an IPython kernel) it is a widget tree built once, in the thread that creates
 the dashboard, and then only mutated:
@@ -57,6 +58,8 @@ from typing import Any, Iterable, Sequence, TextIO
 import ipywidgets as widgets
 import plotly.graph_objects as go
 
+from workbench.meta_schedule.dashboard_hook import AS_DASHBOARD, ATTACH_DASHBOARD
+from workbench.runtime.registry import register_func
 from workbench.widgets.throttle import Throttle
 from workbench.widgets.tuning_progress import (
     ProgressSnapshot, TuningProgress, format_seconds,
@@ -540,3 +543,15 @@ def attach_dashboard(measure_callbacks: Any, dashboard: Any, *,
         from IPython.display import display
         display(dashboard)
     return DashboardAttachment(callbacks, dashboard)
+
+
+def _attach_for_tuner(measure_callbacks: Any, dashboard: Any, max_trials_global: int,
+                      max_trials_per_task: int) -> DashboardAttachment:
+    return attach_dashboard(measure_callbacks, dashboard, max_trials_global=max_trials_global,
+                            max_trials_per_task=max_trials_per_task)
+
+
+# The tuner reaches the dashboard through these names only (it never imports this package);
+# override: they replace the loaders ``import workbench`` registers, and a reload replaces them.
+register_func(AS_DASHBOARD, as_dashboard, override=True)
+register_func(ATTACH_DASHBOARD, _attach_for_tuner, override=True)

@@ -12,6 +12,7 @@ from workbench.dlight.analysis import (
     CHEAP_CALLS, BlockFacts, block_facts, block_realize, calls_in, param_buffers, root_blocks,
 )
 from workbench.dlight.base import CPUInfo
+from workbench.tir.analysis import collect_vars
 from workbench.tir.schedule import BlockRV, LoopRV, Schedule, ScheduleError
 
 __all__ = [
@@ -198,7 +199,6 @@ def parallelize_outer_spatial(sch: Schedule, block: BlockRV, cpu: CPUInfo) -> No
     if realize is None:
         return
     reduce_vars = set()
-    from workbench.tir.functor import collect_vars
     for iv, value in zip(blk.iter_vars, realize.iter_values):
         if iv.iter_type != 0:
             reduce_vars |= collect_vars(value)

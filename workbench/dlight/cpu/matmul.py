@@ -11,13 +11,11 @@ the plan that fills the vector registers best wins (see :func:`plan_outer_produc
 """
 from __future__ import annotations
 
-from workbench.dlight.analysis import Access, BlockFacts, count_reductions, param_buffers
-from workbench.dlight.base import CPUInfo, ScheduleRule
-from workbench.dlight.cpu.anchor import match_anchor
-from workbench.dlight.cpu.common import divisor_at_most, inline_cheap_stages, schedule_spatial
-from workbench.dlight.cpu.tiling import TilePlan, apply_tile_plan, pick_vector_tile
-from workbench.target import Target
-from workbench.tir.function import PrimFunc
+from workbench.dlight.analysis import Access, BlockFacts, param_buffers
+from workbench.dlight.base import CPUInfo
+from workbench.dlight.cpu.anchor import AnchorRule
+from workbench.dlight.cpu.common import divisor_at_most
+from workbench.dlight.cpu.tiling import TilePlan, pick_vector_tile
 from workbench.tir.schedule import Schedule
 
 __all__ = ["Matmul", "plan_outer_product"]
@@ -122,25 +120,11 @@ def _score(V: int, lanes: int, U: int, pack: list[Access], params: frozenset[int
     return score
 
 
-class Matmul(ScheduleRule):
+class Matmul(AnchorRule):
     """Outer-product reductions (matmul, batch matmul, dense, conv2d) with their epilogues:
     see the module docstring."""
 
     name = "Matmul"
 
-    def apply(self, func: PrimFunc, target: Target, tunable: bool) -> Schedule | None:
-        if count_reductions(func) != 1:
-            return None
-        cpu = CPUInfo.of(target)
-        sch = Schedule(func)
-        inline_cheap_stages(sch)
-        shape = match_anchor(sch)
-        if shape is None:
-            return None
-        plan = plan_outer_product(shape.anchor, cpu, frozenset(param_buffers(sch)))
-        if plan is None:
-            return None
-        for block in shape.prologue:
-            schedule_spatial(sch, block, cpu)
-        apply_tile_plan(sch, shape.anchor, plan, shape.epilogue, cpu)
-        return sch
+    def plan(self, sch: Schedule, anchor: BlockFacts, cpu: CPUInfo) -> TilePlan | None:
+        return plan_outer_product(anchor, cpu, frozenset(param_buffers(sch)))

@@ -12,13 +12,10 @@ tile is up to four registers wide to hide the latency of the accumulating adds.
 """
 from __future__ import annotations
 
-from workbench.dlight.analysis import BlockFacts, count_reductions
-from workbench.dlight.base import CPUInfo, ScheduleRule
-from workbench.dlight.cpu.anchor import match_anchor
-from workbench.dlight.cpu.common import inline_cheap_stages, schedule_spatial
-from workbench.dlight.cpu.tiling import TilePlan, apply_tile_plan, pick_vector_tile
-from workbench.target import Target
-from workbench.tir.function import PrimFunc
+from workbench.dlight.analysis import BlockFacts
+from workbench.dlight.base import CPUInfo
+from workbench.dlight.cpu.anchor import AnchorRule
+from workbench.dlight.cpu.tiling import TilePlan, pick_vector_tile
 from workbench.tir.schedule import Schedule
 
 __all__ = ["SpatialReduction", "plan_spatial_reduction"]
@@ -42,25 +39,11 @@ def plan_spatial_reduction(f: BlockFacts, cpu: CPUInfo) -> TilePlan | None:
     return TilePlan(v, pick_vector_tile(f.extent(v), lanes, 4))
 
 
-class SpatialReduction(ScheduleRule):
+class SpatialReduction(AnchorRule):
     """Reductions vectorized along the output's contiguous dimension (see the module
     docstring)."""
 
     name = "SpatialReduction"
 
-    def apply(self, func: PrimFunc, target: Target, tunable: bool) -> Schedule | None:
-        if count_reductions(func) != 1:
-            return None
-        cpu = CPUInfo.of(target)
-        sch = Schedule(func)
-        inline_cheap_stages(sch)
-        shape = match_anchor(sch)
-        if shape is None:
-            return None
-        plan = plan_spatial_reduction(shape.anchor, cpu)
-        if plan is None:
-            return None
-        for block in shape.prologue:
-            schedule_spatial(sch, block, cpu)
-        apply_tile_plan(sch, shape.anchor, plan, shape.epilogue, cpu)
-        return sch
+    def plan(self, sch: Schedule, anchor: BlockFacts, cpu: CPUInfo) -> TilePlan | None:
+        return plan_spatial_reduction(anchor, cpu)

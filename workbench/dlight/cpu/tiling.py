@@ -31,6 +31,7 @@ from workbench.dlight.base import CPUInfo
 from workbench.dlight.cpu.common import (
     PARALLEL_MIN_WORK, loop_extent, parallelize, schedule_spatial,
 )
+from workbench.tir.analysis import collect_vars
 from workbench.tir.schedule import BlockRV, LoopRV, Schedule, ScheduleError
 from workbench.tir.transform.remove_weight_layout_rewrite_block import PREPROC_ANNOTATION
 
@@ -96,7 +97,7 @@ def apply_tile_plan(sch: Schedule, f: BlockFacts, plan: TilePlan, epilogue: Bloc
     # part, then the others (u's outer part last), so one panel of the v operand is reused by
     # every tile of the rest.
     v_loads = f.loads_depending(v_var)
-    deps = {id(x) for a in v_loads for i in a.indices for x in _vars(i)}
+    deps = {id(x) for a in v_loads for i in a.indices for x in collect_vars(i)}
     first, rest = [], []
     for i in f.spatial:
         if i in (plan.v, plan.u):
@@ -151,11 +152,6 @@ def apply_tile_plan(sch: Schedule, f: BlockFacts, plan: TilePlan, epilogue: Bloc
               [f.iters[i] for i in f.spatial if i != plan.v], cpu)
 
 
-def _vars(e):  # noqa: ANN001, ANN202 - tiny helper over PrimExpr
-    from workbench.dlight.analysis import expr_vars
-    return expr_vars(e)
-
-
 def _move_dim_last(sch: Schedule, block: BlockRV, dim: int | None, ndim: int) -> None:
     if dim is None or dim == ndim - 1:
         return
@@ -203,7 +199,7 @@ def _pack(sch: Schedule, anchor: BlockRV, access: Access, v_var, V: int,  # noqa
     # index, then the rest (the reduction dimensions) in order, then the lane within the tile
     # -- the order the tiled loop nest walks them in.
     outer = [d for d in range(ndim) if d != dim and
-             any(x in _vars(access.indices[d]) for x in spatial_vars)]
+             any(x in collect_vars(access.indices[d]) for x in spatial_vars)]
     rest = [d for d in range(ndim) if d != dim and d not in outer]
 
     def packed(*i):  # noqa: ANN002, ANN202

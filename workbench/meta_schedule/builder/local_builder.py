@@ -34,6 +34,7 @@ from typing import Any, Callable, Sequence
 
 from workbench.ir.module import IRModule
 from workbench.meta_schedule.builder.builder import BuilderInput, BuilderResult, PyBuilder
+from workbench.runtime.registry import resolve_func
 from workbench.target import Target
 from workbench.workers import Chain, WorkerPool
 
@@ -89,18 +90,9 @@ def default_export(built: Any) -> str:
                     "return object code or a workbench runtime Module")
 
 
-def _resolve(f: Any, default: Callable) -> Callable:
-    if f is None:
-        return default
-    if isinstance(f, str):
-        from workbench.runtime import get_global_func
-        return get_global_func(f)
-    return f
-
-
 def _build_job(mod: IRModule, target: Target, params: Any, f_build: Any, f_export: Any) -> str:
-    built = _resolve(f_build, default_build)(mod, target, params)
-    return _resolve(f_export, default_export)(built)
+    built = resolve_func(f_build, default_build)(mod, target, params)
+    return resolve_func(f_export, default_export)(built)
 
 
 def _warm_up() -> None:

@@ -310,7 +310,7 @@ class Database:
         for seq, record in enumerate(self.get_all_tuning_records()):
             if not record.is_valid():
                 continue
-            key = _workload_key(record.workload, groups)
+            key = workload_key(record.workload, groups)
             cand = (record.mean_run_secs, seq, record)
             if key not in best or cand[:2] < best[key][:2]:
                 best[key] = cand
@@ -361,7 +361,7 @@ class Database:
         return database_html(self)
 
 
-def _workload_key(workload: Workload, groups: dict[int, Workload]) -> int:
+def workload_key(workload: Workload, groups: dict[int, Workload]) -> int:
     """Group records by workload: the same object, or an equal module under the same hash."""
     from workbench.ir.structural import structural_equal
 

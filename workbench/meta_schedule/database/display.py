@@ -4,7 +4,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
-from workbench.meta_schedule.database.database import TuningRecord, Workload, _workload_key
+from workbench.meta_schedule.database.database import TuningRecord, Workload, workload_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from workbench.meta_schedule.database.database import Database
@@ -19,10 +19,10 @@ def summarize(db: "Database") -> list[dict]:
     groups: dict[int, Workload] = {}
     rows: dict[int, dict] = {}
     for wl in getattr(db, "workloads", lambda: [])():
-        key = _workload_key(wl, groups)
+        key = workload_key(wl, groups)
         rows.setdefault(key, {"workload": wl, "records": 0, "valid": 0, "best": None})
     for record in db.get_all_tuning_records():
-        key = _workload_key(record.workload, groups)
+        key = workload_key(record.workload, groups)
         row = rows.setdefault(key, {"workload": record.workload, "records": 0, "valid": 0,
                                     "best": None})
         row["records"] += 1

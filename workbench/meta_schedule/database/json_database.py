@@ -15,24 +15,20 @@ Robustness (these files record hours of measurements):
 - line numbers count every physical line (corrupt ones too), so record lines keep pointing at
   the right workload after a corrupt workload line.
 
-Reopening the same work dir reloads everything, which is how a tuning run resumes.
+Reopening the same work dir reloads everything, which is how a tuning run resumes. In memory
+it is a :class:`~workbench.meta_schedule.database.MemoryDatabase` (lookups, ``get_top_k``)
+whose new workloads and records are appended to the files before they are indexed.
 """
 from __future__ import annotations
 
-import bisect
-import itertools
 import json
 import os
-import threading
 import warnings
 from typing import Any
 
 from workbench import options
-from workbench.ir.module import IRModule
-from workbench.meta_schedule.database.database import (
-    Database, TuningRecord, Workload, as_module, pool_by_trace,
-)
-from workbench.meta_schedule.database.module_equality import ModuleEquality, WorkloadTable
+from workbench.meta_schedule.database.database import TuningRecord, Workload
+from workbench.meta_schedule.database.memory_database import MemoryDatabase
 
 __all__ = ["JSONDatabase", "DatabaseWarning"]
 
@@ -85,7 +81,7 @@ def _read_lines(path: str) -> list[bytes]:
     return data.split(b"\n")[:-1]
 
 
-class JSONDatabase(Database):
+class JSONDatabase(MemoryDatabase):
     """A database persisted as JSON lines; see the module docstring.
 
     ``JSONDatabase(path_workload=None, path_tuning_record=None, work_dir=None,
@@ -106,16 +102,9 @@ class JSONDatabase(Database):
                              "path_tuning_record")
         self.path_workload = os.fspath(path_workload)
         self.path_tuning_record = os.fspath(path_tuning_record)
-        self.module_equality = module_equality
-        self._equality = ModuleEquality(module_equality)
-        self._table = WorkloadTable(self._equality)
-        self._lock = threading.RLock()
+        super().__init__(module_equality)
         self._line_of: dict[int, int] = {}            # id(canonical workload) -> its line
         self._n_workload_lines = 0
-        # id(canonical workload) -> its records in commit order (get_top_k pools and ranks)
-        self._by_workload: dict[int, list[TuningRecord]] = {}
-        self._all: list[tuple[float, int, TuningRecord]] = []
-        self._seq = itertools.count()
         for path in (self.path_workload, self.path_tuning_record):
             if not os.path.exists(path):
                 if not allow_missing:
@@ -137,7 +126,7 @@ class JSONDatabase(Database):
             except Exception as err:  # noqa: BLE001 - any failure means "corrupt line"
                 self._warn(self.path_workload, lineno, "workload", err)
                 continue
-            shash = self._equality.hash(mod)
+            shash = self._table.equality.hash(mod)
             wl = self._table.find(mod, shash)
             if wl is None:  # equal duplicates (two writers) share the first line's object
                 wl = Workload(mod, shash)
@@ -167,68 +156,26 @@ class JSONDatabase(Database):
         warnings.warn(f"{path}:{lineno}: skipping a corrupt {what} line: "
                       f"{type(err).__name__}: {err}", DatabaseWarning, stacklevel=4)
 
-    def _insert(self, wl: Workload, record: TuningRecord) -> None:
-        entry = (record.mean_run_secs, next(self._seq), record)
-        self._by_workload.setdefault(id(wl), []).append(record)
-        bisect.insort(self._all, entry, key=lambda e: e[:2])
+    # -- the log -------------------------------------------------------------------------------
+    def _log_workload(self, workload: Workload) -> None:
+        append_line(self.path_workload, dumps(workload.as_json()))
+        self._line_of[id(workload)] = self._n_workload_lines
+        self._n_workload_lines += 1
 
-    # -- primitives ----------------------------------------------------------------------------
-    def has_workload(self, mod: IRModule) -> bool:
-        with self._lock:
-            return self._table.find(as_module(mod)) is not None
+    def _log_record(self, workload: Workload, record: TuningRecord) -> None:
+        append_line(self.path_tuning_record,
+                    dumps([self._line_of[id(workload)], record.as_json()]))
 
-    def commit_workload(self, mod: IRModule) -> Workload:
-        mod = as_module(mod)
-        with self._lock:
-            shash = self._equality.hash(mod)
-            wl = self._table.find(mod, shash)
-            if wl is not None:
-                return wl
-            wl = Workload(mod, shash)
-            append_line(self.path_workload, dumps(wl.as_json()))
-            self._table.add(wl)
-            self._line_of[id(wl)] = self._n_workload_lines
-            self._n_workload_lines += 1
-            return wl
-
-    def commit_tuning_record(self, record: TuningRecord) -> None:
-        with self._lock:
-            wl = self._table.canonical(record.workload) or \
-                self.commit_workload(record.workload.mod)
-            append_line(self.path_tuning_record,
-                        dumps([self._line_of[id(wl)], record.as_json()]))
-            self._insert(wl, record)
-
-    def get_top_k(self, workload: Workload, top_k: int) -> list[TuningRecord]:
-        if top_k < 0:
-            raise ValueError(f"get_top_k: top_k must be >= 0, got {top_k}")
-        if top_k == 0:
-            return []
-        with self._lock:
-            wl = self._table.canonical(workload)
-            if wl is None:
-                return []
-            return pool_by_trace(self._by_workload.get(id(wl), ()))[:top_k]
-
+    # -- queries -------------------------------------------------------------------------------
     def get_all_tuning_records(self) -> list[TuningRecord]:
-        """Every record, fastest first (TVM keeps them in one sorted set)."""
-        with self._lock:
-            return [r for _, _, r in self._all]
+        """Every record, fastest first, ties in commit order (TVM keeps them in one sorted
+        set)."""
+        return sorted(super().get_all_tuning_records(), key=lambda r: r.mean_run_secs)
 
-    def __len__(self) -> int:
-        return len(self._all)
-
-    # -- extras --------------------------------------------------------------------------------
     def records_in_commit_order(self) -> list[TuningRecord]:
         """Every record, oldest first (not in TVM, whose list is sorted by speed; used by
         displays that replay a tuning run)."""
-        with self._lock:
-            return [r for _, _, r in sorted(self._all, key=lambda e: e[1])]
-
-    def workloads(self) -> list[Workload]:
-        """The canonical workloads, in file order (not in TVM; used by displays)."""
-        with self._lock:
-            return list(self._table)
+        return super().get_all_tuning_records()
 
     def __repr__(self) -> str:
         return (f"JSONDatabase({self.path_workload!r}, {self.path_tuning_record!r}: "

@@ -1,4 +1,10 @@
-"""MemoryDatabase: the in-process database (TVM's ``MemoryDatabase``), nothing persisted."""
+"""MemoryDatabase: the in-process database (TVM's ``MemoryDatabase``), nothing persisted.
+
+It is also the index under :class:`~workbench.meta_schedule.database.JSONDatabase`, which adds
+an append-only log: a subclass that persists overrides :meth:`MemoryDatabase._log_workload`
+and :meth:`MemoryDatabase._log_record`, called under the lock before a new workload or record
+is indexed (a write that fails leaves the index unchanged).
+"""
 from __future__ import annotations
 
 import threading
@@ -13,16 +19,30 @@ __all__ = ["MemoryDatabase"]
 
 
 class MemoryDatabase(Database):
-    """Workloads and records in lists; ``get_top_k`` scans, pools equal traces and sorts by
-    mean time."""
+    """Workloads and records in memory; ``get_top_k`` pools the records of each trace and
+    sorts by mean time; ``get_all_tuning_records`` is in commit order."""
 
     def __init__(self, module_equality: str = "structural") -> None:
         self.module_equality = module_equality
         self._table = WorkloadTable(ModuleEquality(module_equality))
-        # (id of the canonical workload, record): the scan in get_top_k never rehashes
-        self._records: list[tuple[int, TuningRecord]] = []
+        # id(canonical workload) -> its records in commit order (get_top_k pools and ranks)
+        self._by_workload: dict[int, list[TuningRecord]] = {}
+        self._records: list[TuningRecord] = []       # all of them, in commit order
         self._lock = threading.RLock()
 
+    # -- the log a subclass keeps --------------------------------------------------------------
+    def _log_workload(self, workload: Workload) -> None:
+        """Persist a new canonical workload (nothing here)."""
+
+    def _log_record(self, workload: Workload, record: TuningRecord) -> None:
+        """Persist a new record of the canonical ``workload`` (nothing here)."""
+
+    def _insert(self, workload: Workload, record: TuningRecord) -> None:
+        """Index ``record`` under the canonical ``workload`` (no logging: loading uses it)."""
+        self._by_workload.setdefault(id(workload), []).append(record)
+        self._records.append(record)
+
+    # -- primitives ----------------------------------------------------------------------------
     def has_workload(self, mod: IRModule) -> bool:
         with self._lock:
             return self._table.find(as_module(mod)) is not None
@@ -34,6 +54,7 @@ class MemoryDatabase(Database):
             wl = self._table.find(mod, shash)
             if wl is None:
                 wl = Workload(mod, shash)
+                self._log_workload(wl)
                 self._table.add(wl)
             return wl
 
@@ -41,7 +62,8 @@ class MemoryDatabase(Database):
         with self._lock:
             wl = self._table.canonical(record.workload) or \
                 self.commit_workload(record.workload.mod)
-            self._records.append((id(wl), record))
+            self._log_record(wl, record)
+            self._insert(wl, record)
 
     def get_top_k(self, workload: Workload, top_k: int) -> list[TuningRecord]:
         if top_k < 0:
@@ -52,17 +74,17 @@ class MemoryDatabase(Database):
             wl = self._table.canonical(workload)
             if wl is None:
                 return []
-            mine = [r for key, r in self._records if key == id(wl)]
-        return pool_by_trace(mine)[:top_k]
+            return pool_by_trace(self._by_workload.get(id(wl), ()))[:top_k]
 
     def get_all_tuning_records(self) -> list[TuningRecord]:
         """Every record, in commit order."""
         with self._lock:
-            return [r for _, r in self._records]
+            return list(self._records)
 
     def __len__(self) -> int:
         return len(self._records)
 
+    # -- extras --------------------------------------------------------------------------------
     def workloads(self) -> list[Workload]:
         """The canonical workloads in commit order (not in TVM; used by displays)."""
         with self._lock:

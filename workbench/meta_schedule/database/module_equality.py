@@ -12,10 +12,10 @@ databases share.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from workbench.ir.module import IRModule
-from workbench.ir.structural import structural_equal, structural_hash
+from workbench.ir.structural import StructuralSet, structural_equal, structural_hash
 
 if TYPE_CHECKING:  # pragma: no cover
     from workbench.meta_schedule.database.database import Workload
@@ -41,39 +41,23 @@ class ModuleEquality:
         return a is b or structural_equal(a, b)
 
 
-class WorkloadTable:
-    """Canonical workloads bucketed by hash; ``find(mod)`` returns the equal one or None."""
+class WorkloadTable(StructuralSet):
+    """The canonical workloads, a :class:`~workbench.ir.structural.StructuralSet` of
+    workloads compared by module under one :class:`ModuleEquality`, bucketed by their
+    ``shash``; ``find(mod)`` returns the equal one or None."""
 
     def __init__(self, equality: ModuleEquality) -> None:
+        super().__init__(key=lambda wl: wl.mod, hash=equality.hash, equal=equality.equal)
         self.equality = equality
-        self._buckets: dict[int, list["Workload"]] = {}
-        self._order: list["Workload"] = []
-        self._ids: set[int] = set()
 
-    def find(self, mod: IRModule, shash: int | None = None) -> "Workload | None":
-        if shash is None:
-            shash = self.equality.hash(mod)
-        for wl in self._buckets.get(shash, ()):
-            if self.equality.equal(wl.mod, mod):
-                return wl
-        return None
-
-    def add(self, workload: "Workload") -> None:
-        self._buckets.setdefault(workload.shash, []).append(workload)
-        self._order.append(workload)
-        self._ids.add(id(workload))
+    def add(self, workload: "Workload", h: int | None = None) -> bool:
+        return super().add(workload, workload.shash if h is None else h)
 
     def owns(self, workload: "Workload") -> bool:
         """Is ``workload`` itself (by identity) one of the canonical objects?"""
-        return id(workload) in self._ids
+        return super().owns(workload, workload.shash)
 
     def canonical(self, workload: "Workload") -> "Workload | None":
         if self.owns(workload):
             return workload
         return self.find(workload.mod)
-
-    def __iter__(self) -> Iterator["Workload"]:
-        return iter(self._order)
-
-    def __len__(self) -> int:
-        return len(self._order)

@@ -47,8 +47,9 @@ class MutateComputeLocation(Mutator):
 
         def provider(inst, inputs, attrs, decision):
             if inst.kind.name == "SampleComputeLocation" and decision is not None:
-                name = sch._block_name(inputs[0], "MutateComputeLocation")
-                locs = [c for c, _ in collect_compute_location(sch._func, sch._index(), name)
+                name = sch.get(inputs[0]).name_hint
+                index = sch.func_index()
+                locs = [c for c, _ in collect_compute_location(index.func, index, name)
                         if c != int(decision)]
                 if locs:
                     out.append((inst, locs))

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from workbench.meta_schedule import analysis as A
 from workbench.meta_schedule.mutator.mutator import Mutator, register_mutator
 from workbench.meta_schedule.schedule_rule.parallel_vectorize_unroll import _num_cores
+from workbench.tir.analysis import collect_vars, realizes_under
 from workbench.tir.schedule import Schedule, ScheduleError, Trace
 from workbench.tir.schedule.instruction import Instruction
-from workbench.tir.schedule.utils import realizes_under
 from workbench.tir.stmt import BlockRealize, For, IterType
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -94,13 +94,13 @@ def _analyze_parallel(sch: Schedule, block: str, limit: int) -> list[list[int]]:
     """Per block realize directly under ``block``'s scope: prefix products (outermost first)
     of the constant spatial loops above it that are outside every non-spatial loop, stopping
     once a product reaches ``limit`` (TVM's AnalyzeParallel)."""
-    info = sch._index().blocks[block]
+    info = sch.func_index().blocks[block]
     realizes = realizes_under(info.block.body)
     non_spatial = set()
     for r in realizes:
         for iv, value in zip(r.block.iter_vars, r.iter_values):
             if iv.iter_type != IterType.DATA_PAR:
-                non_spatial |= A.expr_vars([value])
+                collect_vars(value, non_spatial)
     out: list[list[int]] = []
     for r in realizes:
         extents: list[int] = []
@@ -124,7 +124,7 @@ def _analyze_parallel(sch: Schedule, block: str, limit: int) -> list[list[int]]:
 
 def _loops_above(root: Any, target: BlockRealize) -> list[For]:
     """The For loops from ``root`` down to ``target`` (outermost first)."""
-    from workbench.tir.schedule.state import child_stmts
+    from workbench.tir.analysis import child_stmts
 
     def walk(node: Any, path: list[For]) -> list[For] | None:
         if node is target:

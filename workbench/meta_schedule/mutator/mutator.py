@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import abc
 import copy
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
+from workbench.meta_schedule.utils import KindTable
 from workbench.tir.schedule import Trace
 from workbench.tir.schedule.handles import RandomEngine
 
@@ -25,14 +26,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Mutator", "PyMutator", "register_mutator"]
 
-_SINGLE: dict[str, Callable[[], "Mutator"]] = {}
-
-
-def register_mutator(name: str) -> Callable[[type], type]:
-    def wrap(cls: type) -> type:
-        _SINGLE[name] = cls
-        return cls
-    return wrap
+_KINDS = KindTable("Mutator")
+#: ``@register_mutator(name)``: a mutator class for ``Mutator.create(name)``.
+register_mutator = _KINDS.register
 
 
 class Mutator(abc.ABC):
@@ -69,13 +65,7 @@ class Mutator(abc.ABC):
             )
             return {MutateTileSize(): 0.9, MutateComputeLocation(): 0.05, MutateUnroll(): 0.03,
                     MutateParallel(max_jobs_per_core=16): 0.02}
-        if kind in _SINGLE:
-            return _SINGLE[kind]()
-        if kind in ("cuda", "cuda-tensorcore", "hexagon"):
-            raise ValueError(f"Mutator.create: target kind {kind!r} is not supported; "
-                             "Workbench compiles for CPUs ('llvm') only")
-        raise ValueError(f"Mutator.create: unknown kind {kind!r}; expected 'llvm' or one of "
-                         f"{', '.join(sorted(_SINGLE))}")
+        return _KINDS.create(kind)
 
 
 class PyMutator(Mutator):

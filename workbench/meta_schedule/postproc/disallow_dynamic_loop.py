@@ -10,4 +10,4 @@ from workbench.tir.schedule import Schedule
 class DisallowDynamicLoop(Postproc):
     def apply(self, sch: Schedule) -> bool:
         return all(isinstance(info.loop.extent, IntImm)
-                   for info in sch._index().loops.values())
+                   for info in sch.func_index().loops.values())

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import abc
 import copy
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
+from workbench.meta_schedule.utils import KindTable
 from workbench.tir.schedule import Schedule
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,14 +31,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Postproc", "PyPostproc", "register_postproc"]
 
-_SINGLE: dict[str, Callable[[], "Postproc"]] = {}
-
-
-def register_postproc(name: str) -> Callable[[type], type]:
-    def wrap(cls: type) -> type:
-        _SINGLE[name] = cls
-        return cls
-    return wrap
+_KINDS = KindTable("Postproc")
+#: ``@register_postproc(name)``: a postproc class for ``Postproc.create(name)``.
+register_postproc = _KINDS.register
 
 
 class Postproc(abc.ABC):
@@ -81,13 +77,7 @@ class Postproc(abc.ABC):
             return [DisallowDynamicLoop(), RewriteParallelVectorizeUnroll(),
                     RewriteReductionBlock(), RewriteLayout(),
                     RewriteTensorize(vectorize_init_loop=True)]
-        if kind in _SINGLE:
-            return _SINGLE[kind]()
-        if kind in ("cuda", "cuda-tensorcore", "hexagon"):
-            raise ValueError(f"Postproc.create: target kind {kind!r} is not supported; "
-                             "Workbench compiles for CPUs ('llvm') only")
-        raise ValueError(f"Postproc.create: unknown kind {kind!r}; expected 'llvm' or one of "
-                         f"{', '.join(sorted(_SINGLE))}")
+        return _KINDS.create(kind)
 
 
 class PyPostproc(Postproc):

@@ -46,7 +46,7 @@ from workbench.tir.buffer import Buffer
 from workbench.tir.function import PrimFunc
 from workbench.tir.schedule import Schedule
 from workbench.tir.schedule.analysis import suggest_read_layout
-from workbench.tir.schedule.utils import blocks_under
+from workbench.tir.analysis import blocks_under
 from workbench.tir.transform.remove_weight_layout_rewrite_block import PREPROC_ANNOTATION
 
 __all__ = ["RewriteLayout", "LAYOUT_REWRITE_PREPROC", "layout_free_buffers",
@@ -118,13 +118,13 @@ def _packed_already(func: PrimFunc, buffer: Buffer) -> bool:
 
 
 def _rewrite_layout(sch: Schedule) -> bool:
-    for buffer in layout_free_buffers(sch._func):
-        if _packed_already(sch._func, buffer):
+    for buffer in layout_free_buffers(sch.func_index().func):
+        if _packed_already(sch.func_index().func, buffer):
             continue
-        chain = cache_read_chain(sch._func, buffer)
+        chain = cache_read_chain(sch.func_index().func, buffer)
         if not chain:
             # The common case: an anchor block (conv2d, dense) reads the weight directly.
-            found = suggest_read_layout(sch._func, buffer)
+            found = suggest_read_layout(sch.func_index().func, buffer)
             if found is None:
                 continue
             name, read_index, index_map = found
@@ -135,8 +135,8 @@ def _rewrite_layout(sch: Schedule) -> bool:
             continue
         # The weight goes through copies first: lay out the copy the anchor reads, then carry
         # the same layout back along the chain, the preproc block going before its start.
-        last = sch._index().blocks[chain[-1]].block
-        found = suggest_read_layout(sch._func, last.writes[0].buffer)
+        last = sch.func_index().blocks[chain[-1]].block
+        found = suggest_read_layout(sch.func_index().func, last.writes[0].buffer)
         if found is None:
             continue
         name, read_index, index_map = found

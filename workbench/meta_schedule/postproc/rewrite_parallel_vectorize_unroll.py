@@ -43,7 +43,7 @@ class RewriteParallelVectorizeUnroll(Postproc):
             parsed = self._take_annotations(sch)
             if parsed is None:
                 return True
-            root = sch.get_sblock(A.root_block_name(sch._index()))
+            root = sch.get_sblock(A.root_block_name(sch.func_index()))
             for block in sch.get_child_blocks(root):
                 if PREPROC_ANNOTATION not in A.block_info(sch, block).block.annotations:
                     self._rewrite_block(sch, block, parsed)
@@ -53,8 +53,8 @@ class RewriteParallelVectorizeUnroll(Postproc):
 
     @staticmethod
     def _take_annotations(sch: Schedule) -> _Parsed | None:
-        root_name = A.root_block_name(sch._index())
-        anns = sch._index().blocks[root_name].block.annotations
+        root_name = A.root_block_name(sch.func_index())
+        anns = sch.func_index().blocks[root_name].block.annotations
         present = [k for k in _KEYS if k in anns]
         if not present:
             return None

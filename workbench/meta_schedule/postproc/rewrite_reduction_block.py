@@ -24,8 +24,8 @@ class RewriteReductionBlock(Postproc):
     @staticmethod
     def _next(sch: Schedule) -> tuple[str, int] | None:
         """The first block with an init and the depth of its first reduction-ish loop."""
-        for name in sch._index().block_order:
-            info = sch._index().blocks[name]
+        for name in sch.func_index().block_order:
+            info = sch.func_index().blocks[name]
             if info.block.init is None or AUTO_TENSORIZE in info.block.annotations:
                 # A block to be tensorized keeps its init: the intrinsic describes the
                 # update, and lowering runs the init before the first update.

@@ -14,7 +14,7 @@ from __future__ import annotations
 from workbench.meta_schedule.postproc.postproc import Postproc, register_postproc
 from workbench.meta_schedule.schedule_rule.multi_level_tiling_with_intrin import AUTO_TENSORIZE
 from workbench.tir.schedule import Schedule, ScheduleError
-from workbench.tir.schedule.utils import realizes_under
+from workbench.tir.analysis import realizes_under
 
 __all__ = ["RewriteTensorize"]
 
@@ -25,7 +25,7 @@ class RewriteTensorize(Postproc):
         self.vectorize_init_loop = vectorize_init_loop
 
     def apply(self, sch: Schedule) -> bool:
-        index = sch._index()
+        index = sch.func_index()
         todo = [(name, info.block.annotations[AUTO_TENSORIZE])
                 for name, info in index.blocks.items()
                 if AUTO_TENSORIZE in info.block.annotations]
@@ -44,7 +44,7 @@ class RewriteTensorize(Postproc):
 
     @staticmethod
     def _vectorize_init(sch: Schedule, name: str) -> None:
-        init = sch._index().blocks[name].block.init
+        init = sch.func_index().blocks[name].block.init
         if init is None:
             return
         for realize in realizes_under(init):

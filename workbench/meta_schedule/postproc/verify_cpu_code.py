@@ -14,7 +14,7 @@ from workbench.tir.schedule import Schedule
 class VerifyCPUCode(Postproc):
     def apply(self, sch: Schedule) -> bool:
         try:
-            verify_prim_func(sch._func)
+            verify_prim_func(sch.mod[sch.func_working_on])
         except ValueError:
             return False
         return True

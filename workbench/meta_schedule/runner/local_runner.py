@@ -38,6 +38,7 @@ from workbench.meta_schedule.runner.runner import (
 from workbench.meta_schedule.runner.utils import (
     default_alloc_argument, default_cleanup, default_run_evaluator,
 )
+from workbench.runtime.registry import resolve_func
 from workbench.workers import Chain, WorkerPool
 
 __all__ = ["LocalRunner", "LocalRunnerFuture", "MeasurementInterrupted"]
@@ -47,15 +48,6 @@ T_RUN_EVALUATOR = Callable[[Any, Any, EvaluatorConfig, list], list]
 T_CLEANUP = Callable[[], None]
 
 WRONG_RESULT_PREFIX = "LocalRunner: wrong result: "
-
-
-def _resolve(f: Any, default: Callable) -> Callable:
-    if f is None:
-        return default
-    if isinstance(f, str):
-        from workbench.runtime import get_global_func
-        return get_global_func(f)
-    return f
 
 
 def _run_job(artifact_path: str, device_type: str, args_json: list,
@@ -73,13 +65,13 @@ def _run_job(artifact_path: str, device_type: str, args_json: list,
                 check_arguments(rt_mod, dev, args_json, reference)
             except WrongResult as err:
                 return {"wrong": str(err)}
-        repeated = _resolve(f_alloc_argument, default_alloc_argument)(dev, args_json,
-                                                                      alloc_repeat)
-        costs = _resolve(f_run_evaluator, default_run_evaluator)(rt_mod, dev, evaluator_config,
-                                                                 repeated)
+        alloc = resolve_func(f_alloc_argument, default_alloc_argument)
+        repeated = alloc(dev, args_json, alloc_repeat)
+        evaluate = resolve_func(f_run_evaluator, default_run_evaluator)
+        costs = evaluate(rt_mod, dev, evaluator_config, repeated)
         return {"run_secs": [float(c) for c in costs]}
     finally:
-        _resolve(f_cleanup, default_cleanup)()
+        resolve_func(f_cleanup, default_cleanup)()
 
 
 def _warm_up() -> None:

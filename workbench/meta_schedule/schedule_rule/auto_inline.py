@@ -35,7 +35,7 @@ class AutoInline(ScheduleRule):
     def _should_inline(self, sch: Schedule, block: BlockRV) -> bool:
         info = A.block_info(sch, block)
         name = info.block.name_hint
-        index = sch._index()
+        index = sch.func_index()
         if A.is_root(sch, block) or info.scope_block is None:
             return False
         if len(info.block.writes) != 1:

@@ -74,7 +74,7 @@ class MultiLevelTiling(ScheduleRule):
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         info = A.block_info(sch, block)
-        if not A.needs_multi_level_tiling(info, sch._index()):
+        if not A.needs_multi_level_tiling(info, sch.func_index()):
             return [sch]
         sch.annotate(block, A.TILING_ANN, self.structure)
         tiles = self._tile_loop_nest(sch, block)

@@ -121,7 +121,7 @@ class MultiLevelTilingWithIntrin(MultiLevelTiling):
         here), a tensorized space whose every sample fails (a postprocessor refusing the match,
         a build error) then never leaves a task without a valid candidate."""
         info = A.block_info(sch, block)
-        if not A.needs_multi_level_tiling(info, sch._index()):
+        if not A.needs_multi_level_tiling(info, sch.func_index()):
             return [sch]
         out = self._tile_all(sch, block, info)
         if not out and self.pack is not None and self.candidates:
@@ -168,7 +168,7 @@ def _tensorizes(sch: Schedule, block: BlockRV, name: str) -> bool:
 def _reads_layout_free(sch: Schedule, block: BlockRV) -> bool:
     """Does ``block`` read a layout-free buffer (one RewriteLayout lays out after sampling)?"""
     from workbench.meta_schedule.postproc.rewrite_layout import layout_free_buffers
-    free = {id(b) for b in layout_free_buffers(sch._func)}
+    free = {id(b) for b in layout_free_buffers(sch.func_index().func)}
     reads = A.block_info(sch, block).block.reads
     return any(id(r.buffer) in free for r in reads)
 

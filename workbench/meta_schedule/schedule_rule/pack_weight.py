@@ -90,7 +90,7 @@ def _packable_reads(sch: Schedule, block: BlockRV, dtype: str, pack_k: int
 
 
 def _readers(sch: Schedule, buf) -> int:
-    index = sch._index()
+    index = sch.func_index()
     return sum(1 for info in index.blocks.values()
                if any(r.buffer is buf for r in info.block.reads))
 
@@ -103,7 +103,7 @@ def pack_weight(sch: Schedule, block: BlockRV, dtype: str, pack_k: int) -> list[
     copy. (With two packable reads -- bf16 x bf16 -- only the caller's intrinsic match tells
     which is the weight.)"""
     from workbench.meta_schedule.postproc.rewrite_layout import layout_free_buffers
-    free = {id(b) for b in layout_free_buffers(sch._func)}
+    free = {id(b) for b in layout_free_buffers(sch.func_index().func)}
     reads = A.block_info(sch, block).block.reads
     hits = sorted(_packable_reads(sch, block, dtype, pack_k),
                   key=lambda hit: id(reads[hit[0]].buffer) not in free)

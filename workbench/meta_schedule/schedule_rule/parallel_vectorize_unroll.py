@@ -38,7 +38,7 @@ class ParallelizeVectorizeUnroll(ScheduleRule):
             sch.annotate(block, "meta_schedule.parallel", self.max_parallel_extent)
         if self.max_vectorize_extent > 0:
             sch.annotate(block, "meta_schedule.vectorize", self.max_vectorize_extent)
-        if self.unroll_max_steps and not A.func_is_all_spatial(sch._index()):
+        if self.unroll_max_steps and not A.func_is_all_spatial(sch.func_index()):
             n = len(self.unroll_max_steps)
             v = sch.sample_categorical(self.unroll_max_steps, [1.0 / n] * n)
             key = "meta_schedule.unroll_explicit" if self.unroll_explicit else \

@@ -22,12 +22,12 @@ class RandomComputeLocation(ScheduleRule):
         if A.is_root(sch, block) or A.is_tiled(info.block):
             return False
         if not isinstance(info.scope_block, Block) or \
-                info.scope_block.name_hint != A.root_block_name(sch._index()):
+                info.scope_block.name_hint != A.root_block_name(sch.func_index()):
             return False
         loops = info.loops
         if not loops:
             return False
-        from workbench.tir.schedule.utils import realizes_under
+        from workbench.tir.analysis import realizes_under
         if len(realizes_under(loops[0].body)) != 1:
             return False
         return bool(A.consumers(sch, info.block.name_hint))

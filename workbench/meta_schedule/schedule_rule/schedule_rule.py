@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import abc
 import copy
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
+from workbench.meta_schedule.utils import KindTable
 from workbench.tir.schedule import BlockRV, Schedule
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,19 +32,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["ScheduleRule", "PyScheduleRule", "register_schedule_rule"]
 
-_SINGLE: dict[str, Callable[[], "ScheduleRule"]] = {}
 _TARGET_KINDS = ("llvm", "cpu")
 # TVM's rule kinds for x86 targets with dot-product instructions (GetRuleKindFromTarget).
 X86_TENSORIZE_KINDS = ("vnni", "avx512")
-_UNSUPPORTED = ("cuda", "cuda-tensorcore", "hexagon")
 
-
-def register_schedule_rule(name: str) -> Callable[[type], type]:
-    """Register a rule class under ``name`` for ``ScheduleRule.create(name)``."""
-    def wrap(cls: type) -> type:
-        _SINGLE[name] = cls
-        return cls
-    return wrap
+_KINDS = KindTable("ScheduleRule")
+#: ``@register_schedule_rule(name)``: a rule class for ``ScheduleRule.create(name)``.
+register_schedule_rule = _KINDS.register
 
 
 class ScheduleRule(abc.ABC):
@@ -71,13 +66,7 @@ class ScheduleRule(abc.ABC):
             return _default_llvm()
         if kind in X86_TENSORIZE_KINDS:
             return _default_x86(kind)
-        if kind in _SINGLE:
-            return _SINGLE[kind]()
-        if kind in _UNSUPPORTED:
-            raise ValueError(f"ScheduleRule.create: target kind {kind!r} is not supported; "
-                             "Workbench compiles for CPUs ('llvm') only")
-        raise ValueError(f"ScheduleRule.create: unknown kind {kind!r}; expected 'llvm' or one "
-                         f"of {', '.join(sorted(_SINGLE))}")
+        return _KINDS.create(kind)
 
 
 def _default_llvm() -> list[ScheduleRule]:

@@ -147,8 +147,7 @@ class TraceApplier:
     def adopt(self, item: tuple) -> Schedule | None:
         """Turn one worker result back into a Schedule (or count its failure)."""
         if item[0] == "ok":
-            mod, func_name, trace, symbols, rand = pickle.loads(item[1])
-            return Schedule._restore(mod, func_name, trace, symbols, rand)
+            return Schedule.from_snapshot(pickle.loads(item[1]))
         if item[0] == "replay":
             self.count_replay_failure(item[1])
         else:

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from workbench.ir.module import IRModule
-from workbench.ir.structural import structural_equal, structural_hash
+from workbench.ir.structural import StructuralSet
 from workbench.meta_schedule.profiler import Profiler
 from workbench.meta_schedule.search_strategy.base import BuiltinStrategy, TraceApplier
 from workbench.meta_schedule.search_strategy.search_strategy import MeasureCandidate
@@ -28,35 +27,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from workbench.meta_schedule.runner import RunnerResult
 
 NUM_EMPTY_ITERS_BEFORE_EARLY_STOP = 5
-
-
-class ModuleSet:
-    """A set of IRModules by structural hash, then structural equality."""
-
-    def __init__(self) -> None:
-        self._buckets: dict[int, list[IRModule]] = {}
-
-    def _find(self, mod: IRModule, h: int) -> bool:
-        return any(structural_equal(m, mod) for m in self._buckets.get(h, ()))
-
-    def contains(self, mod: IRModule, h: int | None = None) -> bool:
-        return self._find(mod, structural_hash(mod) if h is None else h)
-
-    def add(self, mod: IRModule, h: int | None = None) -> bool:
-        """Add ``mod``; False if it was already present."""
-        h = structural_hash(mod) if h is None else h
-        if self._find(mod, h):
-            return False
-        self._buckets.setdefault(h, []).append(mod)
-        return True
-
-    def copy(self) -> "ModuleSet":
-        new = ModuleSet()
-        new._buckets = {h: list(ms) for h, ms in self._buckets.items()}
-        return new
-
-    def __len__(self) -> int:
-        return sum(len(v) for v in self._buckets.values())
 
 
 class EvolutionarySearch(BuiltinStrategy):
@@ -91,7 +61,7 @@ class EvolutionarySearch(BuiltinStrategy):
         self._database: "Database | None" = None
         self._cost_model: "CostModel | None" = None
         self._token: Any = None
-        self._measured = ModuleSet()
+        self._measured = StructuralSet()  # modules measured or picked to be
         self._num_empty_iters = 0
         self._args_info: list | None = None
 
@@ -309,22 +279,15 @@ class EvolutionarySearch(BuiltinStrategy):
                 order[i], order[j] = order[j], order[i]
             rands = [unmeasured[i] for i in order]
             out: list[Schedule] = []
-            i_best = i_rand = 0
+            from_bests, from_rands = iter(bests), iter(rands)
             for i in range(num):
-                if i < num_bests:
-                    if i_best < len(bests):
-                        sch, i_best = bests[i_best], i_best + 1
-                    elif i_rand < len(rands):
-                        sch, i_rand = rands[i_rand], i_rand + 1
-                    else:
-                        break
-                else:
-                    if i_rand < len(rands):
-                        sch, i_rand = rands[i_rand], i_rand + 1
-                    elif i_best < len(bests):
-                        sch, i_best = bests[i_best], i_best + 1
-                    else:
-                        break
+                # The first num_bests picks prefer the best, the rest the random; either side
+                # makes up for the other running out.
+                first, other = (from_bests, from_rands) if i < num_bests else \
+                    (from_rands, from_bests)
+                sch = next(first, None) or next(other, None)
+                if sch is None:
+                    break
                 if self._measured.add(sch.mod):
                     out.append(sch)
             return out

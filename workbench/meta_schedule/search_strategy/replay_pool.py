@@ -63,9 +63,7 @@ def _worker_replay(key: str, setup: bytes, jobs: list[ReplayJob]) -> list[tuple]
         applier.failures.first = None  # each failure's own message goes back
         sch = applier.apply(trace, seed, keep_decisions=keep)
         if sch is not None:
-            out.append(("ok", pickle.dumps(
-                (sch._mod, sch._func_name, sch._trace, sch._symbols, sch._rand),
-                protocol=pickle.HIGHEST_PROTOCOL)))
+            out.append(("ok", pickle.dumps(sch.snapshot(), protocol=pickle.HIGHEST_PROTOCOL)))
         elif applier.replay_failures != n_replay:
             out.append(("replay", applier.failures.first))
         else:

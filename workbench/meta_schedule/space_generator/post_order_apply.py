@@ -11,7 +11,7 @@ from workbench.meta_schedule.space_generator.space_generator import (
 )
 from workbench.tir.schedule import BlockRV, Schedule
 from workbench.tir.stmt import Block, BlockRealize
-from workbench.tir.schedule.state import child_stmts
+from workbench.tir.analysis import child_stmts
 
 
 class PostOrderApply(SpaceGenerator):
@@ -66,5 +66,5 @@ class PostOrderApply(SpaceGenerator):
             for child in child_stmts(stmt):
                 visit(child)
 
-        visit(sch._func.body)
+        visit(sch.func_index().func.body)
         return order

@@ -1,5 +1,11 @@
-"""What the model importers share: the unsupported-operator error, ``detach_params``, and
-folding of cheap ops on constant weights.
+"""What the model importers share: converter tables, the importer's base, the
+unsupported-operator error, ``detach_params``, and folding of cheap ops on constant weights.
+
+- :class:`Converter` and :func:`converter_registrar`: an importer's table from operator name
+  (ONNX ``op_type``, fx target name) to how to convert it.
+- :class:`Importer`: the state and steps both importers share -- the converter table, a
+  BlockBuilder, ``emit`` (binding, with constant folding) and ``check_support`` (every
+  unsupported use of an operator, before anything is converted).
 
 - :class:`OpNotImplemented` (TVM's ``tvm.error.OpNotImplemented``): raised by
   ``from_exported_program`` / ``from_onnx`` *before* anything is converted when the model
@@ -15,12 +21,15 @@ folding of cheap ops on constant weights.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from workbench.ir.module import IRModule
-from workbench.relax.expr import Call, Constant, Expr, Function, Op, PrimValue, ShapeExpr, Tuple
+from workbench.relax.block_builder import BlockBuilder
+from workbench.relax.expr import (
+    Call, Constant, Expr, Function, Op, PrimValue, ShapeExpr, Tuple, is_leaf,
+)
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,89 @@ class OpNotImplemented(NotImplementedError):
             why = f" ({'; '.join(reasons)})" if reasons else ""
             lines.append(f"  {op}{why}: used at {where}{more}")
         super().__init__("\n".join(lines))
+
+
+ConvertFn = Callable[..., Any]
+CheckFn = Callable[[Any, Any], "str | None"]
+
+
+@dataclass(frozen=True)
+class Converter:
+    """How an importer converts one operator. ``fn`` converts a node (its signature is the
+    importer's; see its ``_registry``). ``check(importer, node) -> str | None`` (optional) runs
+    in the support check: a string says why this use of the op is not supported. ``fold``
+    (optional, ONNX) computes the node at import time when all its inputs are known."""
+
+    fn: ConvertFn
+    check: CheckFn | None = None
+    fold: Callable[..., Any] | None = None
+
+
+def converter_registrar(table: dict[str, Converter], frontend: str
+                        ) -> Callable[..., Callable[[ConvertFn], ConvertFn]]:
+    """The ``@converter(*names, check=..., fold=...)`` decorator of one importer's ``table``:
+    it registers the function for every name; a name registered twice is an error."""
+    def converter(*names: str, check: CheckFn | None = None,
+                  fold: Callable[..., Any] | None = None) -> Callable[[ConvertFn], ConvertFn]:
+        def deco(fn: ConvertFn) -> ConvertFn:
+            for name in names:
+                if name in table:
+                    raise ValueError(f"{frontend} frontend: converter for {name!r} registered "
+                                     "twice")
+                table[name] = Converter(fn, check, fold)
+            return fn
+        return deco
+    return converter
+
+
+class Importer:
+    """The base of the model importers: the converter table, the BlockBuilder, the values
+    converted so far (``env``), and the steps that do not depend on the model format.
+
+    A subclass sets ``frontend`` (the name in :class:`OpNotImplemented`) and yields its
+    nodes from :meth:`_support_uses`.
+    """
+
+    frontend = ""
+
+    def __init__(self, convert_map: Mapping[str, Converter]) -> None:
+        self.convert_map = convert_map
+        self.bb = BlockBuilder()
+        self.env: dict[Any, Any] = {}
+
+    def emit(self, expr: Any, name: str = "") -> Any:
+        """Bind ``expr`` (folding cheap ops on constants); leaves come back as they are."""
+        if not isinstance(expr, Expr) or is_leaf(expr):
+            return expr
+        expr = self.bb.normalize(expr)
+        folded = fold_constant_call(expr)
+        if folded is not None:
+            return folded
+        return self.bb.emit(expr, name)
+
+    def _support_uses(self) -> Iterable["tuple[Any, str, str, str] | Unsupported"]:
+        """Each node to convert as ``(node, converter-table key, op name, where)``, or as an
+        :class:`Unsupported` when no converter could take it whatever the table holds."""
+        raise NotImplementedError
+
+    def check_support(self) -> None:
+        """Raise :class:`OpNotImplemented` listing every node without a converter or whose
+        converter's ``check`` refuses it; nothing has been converted yet."""
+        problems: list[Unsupported] = []
+        for use in self._support_uses():
+            if isinstance(use, Unsupported):
+                problems.append(use)
+                continue
+            node, key, op, where = use
+            conv = self.convert_map.get(key)
+            if conv is None:
+                problems.append(Unsupported(op, where))
+                continue
+            reason = conv.check(self, node) if conv.check is not None else None
+            if reason:
+                problems.append(Unsupported(op, where, reason))
+        if problems:
+            raise OpNotImplemented(self.frontend, problems)
 
 
 def detach_params(mod: IRModule) -> tuple[IRModule, dict[str, list[Any]]]:
@@ -123,4 +215,4 @@ def fold_constant_call(call: Expr, max_elements: int | None = None) -> Expr | No
 
 
 __all__ = ["OpNotImplemented", "Unsupported", "Unavailable", "detach_params",
-           "fold_constant_call"]
+           "fold_constant_call", "Converter", "converter_registrar", "Importer"]

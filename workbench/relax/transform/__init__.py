@@ -19,9 +19,10 @@ __all__ = ["LegalizeOps", "AnnotateTIROpPattern", "OpPatternKind", "FuseOps", "F
            "LowerAllocTensor", "VMShapeLower", "AttachGlobalSymbol", "BindParams",
            "CanonicalizeBindings",
            "MemoryUsage", "memory_usage", "estimate_memory_usage"]
-# Tuned kernels from a meta-schedule database (issue 7).
-from workbench.relax.transform.meta_schedule import MetaScheduleApplyDatabase  # noqa: E402
-
+# Tuned kernels from a meta-schedule database (issue 7): the pass lives with the tuner
+# (floor 5, workbench.meta_schedule.relax_passes); TVM's name is re-exported here, loaded on
+# first use (module __getattr__ below) so that importing relax does not import the tuner. A
+# database object comes from the tuner, so relax.build(database=...) finds it loaded.
 __all__ += ["MetaScheduleApplyDatabase"]
 # Constant weights of layout-rewritten tuned kernels, packed at compile time.
 from workbench.relax.transform.prepack_constant_weights import PrepackConstantWeights  # noqa: E402
@@ -31,3 +32,11 @@ __all__ += ["PrepackConstantWeights"]
 from workbench.relax.transform.fold_constant import FoldConstant  # noqa: E402
 
 __all__ += ["FoldConstant"]
+
+
+def __getattr__(name: str):
+    """TVM's names for the tuner's Relax passes, imported from the tuner on first use."""
+    if name == "MetaScheduleApplyDatabase":
+        from workbench.meta_schedule.relax_passes import MetaScheduleApplyDatabase
+        return MetaScheduleApplyDatabase
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,10 +1,12 @@
-"""Small helpers shared by the compilation passes (which variables an expression uses, fresh
-names, the Relax functions of a module, the tir Vars of struct info)."""
+"""Small helpers shared by the compilation passes (which variables an expression uses, which
+module functions it references, fresh names, the Relax functions of a module, the tir Vars of
+struct info)."""
 from __future__ import annotations
 
 from typing import Any, Callable, Iterator
 
-from workbench.ir.module import IRModule
+from workbench.ir.dispatch import TypeTable
+from workbench.ir.module import GlobalVar, IRModule
 from workbench.relax.expr import (
     Binding, Call, Function, If, SeqExpr, Tuple, TupleGetItem, Var,
 )
@@ -12,12 +14,7 @@ from workbench.relax.struct_info import TensorStructInfo, TupleStructInfo
 
 
 def _uses(e: Any, out: list[Var], seen: set[int]) -> None:
-    rule = _USES.get(type(e))
-    if rule is None:
-        for cls in type(e).__mro__:
-            rule = _USES.get(cls)
-            if rule is not None:
-                break
+    rule = _USES.lookup(type(e))
     if rule is not None:
         rule(e, out, seen)
 
@@ -35,7 +32,7 @@ def _use_seq(s: SeqExpr, out: list[Var], seen: set[int]) -> None:
     _uses(s.body, out, seen)
 
 
-_USES: dict[type, Callable[[Any, list, set], None]] = {
+_USES: TypeTable[Callable[[Any, list, set], None]] = TypeTable({
     Var: _use_var,
     Call: lambda c, out, seen: [_uses(a, out, seen) for a in (c.op, *c.args)],
     Tuple: lambda t, out, seen: [_uses(f, out, seen) for f in t.fields],
@@ -43,7 +40,7 @@ _USES: dict[type, Callable[[Any, list, set], None]] = {
     If: lambda e, out, seen: [_uses(x, out, seen) for x in (e.cond, e.true_branch,
                                                             e.false_branch)],
     SeqExpr: _use_seq,
-}
+})
 
 
 def used_vars(e: Any) -> list[Var]:
@@ -52,6 +49,38 @@ def used_vars(e: Any) -> list[Var]:
     out: list[Var] = []
     _uses(e, out, set())
     return out
+
+
+def referenced_functions(e: Any) -> set[str]:
+    """The names of the module functions referenced anywhere in ``e`` (called, passed as a
+    value, inside nested functions and If conditions)."""
+    out: set[str] = set()
+    _add_references(e, out)
+    return out
+
+
+def _add_references(e: Any, out: set[str]) -> None:
+    if isinstance(e, GlobalVar):
+        out.add(e.name_hint)
+    elif isinstance(e, SeqExpr):
+        for blk in e.blocks:
+            for b in blk.bindings:
+                _add_references(b.value, out)
+        _add_references(e.body, out)
+    elif isinstance(e, Call):
+        _add_references(e.op, out)
+        for a in e.args:
+            _add_references(a, out)
+    elif isinstance(e, Tuple):
+        for f in e.fields:
+            _add_references(f, out)
+    elif isinstance(e, TupleGetItem):
+        _add_references(e.tuple_value, out)
+    elif isinstance(e, If):
+        for x in (e.cond, e.true_branch, e.false_branch):
+            _add_references(x, out)
+    elif isinstance(e, Function):
+        _add_references(e.body, out)
 
 
 def relax_functions(mod: IRModule) -> Iterator[tuple[str, Function]]:
@@ -120,5 +149,5 @@ def tensor_fields(sinfo: Any) -> list[TensorStructInfo]:
     raise TypeError(f"expected tensor or tuple struct info, got {sinfo}")
 
 
-__all__ = ["used_vars", "relax_functions", "is_primitive", "fresh_name", "map_bindings",
+__all__ = ["used_vars", "referenced_functions", "relax_functions", "is_primitive", "fresh_name", "map_bindings",
            "with_body", "tensor_fields"]

@@ -17,9 +17,9 @@ from typing import Any, Sequence
 
 from workbench.ir.module import GlobalVar, IRModule
 from workbench.relax.expr import (
-    Binding, Call, Function, If, MatchCast, Op, SeqExpr, Tuple, TupleGetItem,
+    Binding, Call, Function, If, MatchCast, Op, SeqExpr,
 )
-from workbench.relax.transform._util import relax_functions, used_vars
+from workbench.relax.transform._util import referenced_functions, relax_functions, used_vars
 
 # Ops whose calls must stay even when their result is unused.
 IMPURE_OPS = frozenset({"relax.print", "relax.assert_op", "relax.call_builtin_with_ctx",
@@ -66,31 +66,6 @@ def _prune_seq(seq: SeqExpr, mod: IRModule) -> SeqExpr:
     return seq if same else SeqExpr(tuple(blocks), seq.body, seq.struct_info)
 
 
-def _callees(e: Any, out: set[str]) -> None:
-    """Names of module functions referenced anywhere in ``e``."""
-    if isinstance(e, GlobalVar):
-        out.add(e.name_hint)
-    elif isinstance(e, SeqExpr):
-        for blk in e.blocks:
-            for b in blk.bindings:
-                _callees(b.value, out)
-        _callees(e.body, out)
-    elif isinstance(e, Call):
-        _callees(e.op, out)
-        for a in e.args:
-            _callees(a, out)
-    elif isinstance(e, Tuple):
-        for f in e.fields:
-            _callees(f, out)
-    elif isinstance(e, TupleGetItem):
-        _callees(e.tuple_value, out)
-    elif isinstance(e, If):
-        for x in (e.cond, e.true_branch, e.false_branch):
-            _callees(x, out)
-    elif isinstance(e, Function):
-        _callees(e.body, out)
-
-
 def reachable_functions(mod: IRModule, entries: Sequence[str]) -> set[str]:
     """Names of the functions reachable from ``entries`` through references."""
     seen: set[str] = set()
@@ -102,9 +77,7 @@ def reachable_functions(mod: IRModule, entries: Sequence[str]) -> set[str]:
         seen.add(name)
         func = mod[name]
         if isinstance(func, Function):
-            refs: set[str] = set()
-            _callees(func.body, refs)
-            stack += [r for r in refs if r in mod and r not in seen]
+            stack += [r for r in referenced_functions(func.body) if r in mod and r not in seen]
     return seen
 
 

@@ -165,11 +165,14 @@ class FoldConstant:
             names += [n for n in planner.names if n not in names]
         if not names:
             return mod
-        # One build for every kernel to run (each one compiled alone costs a build each).
-        from workbench.driver import build
+        # One build for every kernel to run (each one compiled alone costs a build each),
+        # through codegen, not the driver (floor 6, which runs this pass's pipeline): the
+        # default schedules first, as ``workbench.build(default_schedule=True)`` does.
+        from workbench.codegen.build import build
+        from workbench.dlight import default_schedule
+        target = self.target if self.target is not None else "llvm"
         kernels = IRModule({n: mod[n].with_attr("global_symbol", n) for n in names})
-        lib = build(kernels, self.target if self.target is not None else "llvm",
-                    default_schedule=True)
+        lib = build(default_schedule(kernels, target), target)
         self._compiled = {n: lib[n] for n in names}
         out = mod.copy()
         for name, func in funcs:

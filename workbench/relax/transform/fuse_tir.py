@@ -33,14 +33,14 @@ from workbench.ir.module import GlobalVar, IRModule
 from workbench.ir.node import FrozenDict
 from workbench.relax.analysis import bind_symbolic
 from workbench.relax.expr import (
-    Binding, Call, DataflowVar, Function, If, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var,
+    Binding, Call, DataflowVar, Function, ShapeExpr, Tuple, TupleGetItem, Var,
     VarBinding,
 )
 from workbench.relax.op.base import call_tir, call_tir_parts, is_call_tir
 from workbench.relax.te_bridge import _plain_param_dims
 from workbench.relax.struct_info import TensorStructInfo, TupleStructInfo
 from workbench.relax.transform._util import (
-    is_primitive, map_bindings, relax_functions, with_body,
+    is_primitive, map_bindings, referenced_functions, relax_functions, with_body,
 )
 from workbench.tir.buffer import Buffer
 from workbench.tir.expr import PrimExpr
@@ -391,7 +391,7 @@ def _remove_unreferenced_prim_funcs(out: IRModule, before: IRModule) -> None:
     """PrimFuncs only the fused functions called are gone now (TVM's FuseTIR drops them)."""
     referenced: set[str] = set()
     for _, func in relax_functions(out):
-        _collect_gvars(func.body, referenced)
+        referenced |= referenced_functions(func.body)
     for name, func in list(out.items()):
         if isinstance(func, PrimFunc) and name not in referenced and name in before and \
                 isinstance(before[name], PrimFunc) and _called_only_by_primitives(name, before):
@@ -400,35 +400,8 @@ def _remove_unreferenced_prim_funcs(out: IRModule, before: IRModule) -> None:
 
 def _called_only_by_primitives(name: str, mod: IRModule) -> bool:
     callers = [fname for fname, f in relax_functions(mod)
-               if name in _gvar_names(f.body)]
+               if name in referenced_functions(f.body)]
     return bool(callers) and all(is_primitive(mod[c]) for c in callers)
-
-
-def _gvar_names(e: Any) -> set[str]:
-    out: set[str] = set()
-    _collect_gvars(e, out)
-    return out
-
-
-def _collect_gvars(e: Any, out: set[str]) -> None:
-    if isinstance(e, SeqExpr):
-        for blk in e.blocks:
-            for b in blk.bindings:
-                _collect_gvars(b.value, out)
-        _collect_gvars(e.body, out)
-    elif isinstance(e, Call):
-        if isinstance(e.op, GlobalVar):
-            out.add(e.op.name_hint)
-        for a in e.args:
-            _collect_gvars(a, out)
-    elif isinstance(e, GlobalVar):
-        out.add(e.name_hint)
-    elif isinstance(e, Tuple):
-        for f in e.fields:
-            _collect_gvars(f, out)
-    elif isinstance(e, If):
-        for x in (e.true_branch, e.false_branch):
-            _collect_gvars(x, out)
 
 
 __all__ = ["FuseTIR"]

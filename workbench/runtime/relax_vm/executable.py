@@ -20,6 +20,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from workbench.ir.dispatch import TypeTable
+
 from ..module import Module
 from ..ndarray import NDArray
 from .bytecode import (VM_REG, VOID_REG, Arg, ArgKind, Call, Goto, If, Instruction, Ret,
@@ -79,11 +81,15 @@ _STAT_FORMAT: dict[type, Callable[[Any], str]] = {
 }
 
 
+# The kind of a constant's type: the nearest class along its MRO with a format (bool -> int).
+_KIND: TypeTable[type] = TypeTable({cls: cls for cls in _STAT_FORMAT})
+
+
 def constant_kind(value: Any) -> type:
     """The constant-pool kind of ``value`` (a key of the format/serialisation tables)."""
-    for cls in type(value).__mro__:
-        if cls in _STAT_FORMAT:
-            return cls
+    kind = _KIND.lookup(type(value))
+    if kind is not None:
+        return kind
     raise TypeError(f"a VM constant must be an NDArray, ShapeTuple, DataType, str, int or "
                     f"float, got {type(value).__name__}")
 

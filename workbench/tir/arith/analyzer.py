@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping
 
 from workbench.ir import dtype as dt
+from workbench.ir.dispatch import TypeTable
 from workbench.ir.node import field_names
 from workbench.tir import expr as E
 from workbench.tir import op
@@ -362,10 +363,7 @@ class Analyzer:
         r = memo.get(e)
         if r is not None:
             return r
-        h = _SIMPLIFY.get(type(e))
-        if h is None:
-            h = _resolve(type(e))
-        r = h(self, e)
+        r = _SIMPLIFY.lookup(type(e))(self, e)
         memo = self._memo.simp
         memo[e] = r
         if r is not e:
@@ -457,19 +455,9 @@ class Analyzer:
         return e.replace(value=value, body=body)
 
 
-def _resolve(cls: type) -> Callable[[Analyzer, E.PrimExpr], E.PrimExpr]:
-    for base in cls.__mro__:
-        h = _SIMPLIFY.get(base)
-        if h is not None:
-            break
-    else:
-        h = Analyzer._simp_generic
-    _SIMPLIFY[cls] = h
-    return h
-
-
-# Node type -> simplifier method; subclasses resolve along the MRO on first use.
-_SIMPLIFY: dict[type, Callable[[Analyzer, Any], E.PrimExpr]] = {
+# Node type -> simplifier method; subclasses resolve along the MRO on first use, types
+# without one get the generic simplifier.
+_SIMPLIFY: TypeTable[Callable[[Analyzer, Any], E.PrimExpr]] = TypeTable({
     E.IntImm: Analyzer._simp_leaf, E.FloatImm: Analyzer._simp_leaf,
     E.StringImm: Analyzer._simp_leaf, E.Reduce: Analyzer._simp_leaf,
     E.Var: Analyzer._simp_var,
@@ -478,4 +466,4 @@ _SIMPLIFY: dict[type, Callable[[Analyzer, Any], E.PrimExpr]] = {
     E.Div: Analyzer._simp_affine, E.Mod: Analyzer._simp_affine,
     E.Select: Analyzer._simp_select, E.Call: Analyzer._simp_select,
     E.Let: Analyzer._simp_let,
-}
+}, default=Analyzer._simp_generic)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from workbench.ir import dtype as dt
+from workbench.ir.dispatch import TypeTable
 from workbench.tir import expr as E
 
 POS_INF = (1 << 63) - 1
@@ -213,10 +214,7 @@ class BoundEvaluator:
         self.recurse = recurse
 
     def __call__(self, e: E.PrimExpr) -> Interval:
-        h = _HANDLERS.get(type(e))
-        if h is None:
-            h = _resolve(type(e))
-        return h(self, e)
+        return _HANDLERS.lookup(type(e))(self, e)
 
 
 def _default(ev: BoundEvaluator, e: E.PrimExpr) -> Interval:
@@ -324,7 +322,8 @@ _CALL_HANDLERS: dict[str, Callable[[BoundEvaluator, E.Call], Interval]] = {
     "abs": _call_abs,
 }
 
-_HANDLERS: dict[type, Callable[[BoundEvaluator, E.PrimExpr], Interval]] = {
+# Found along the MRO (SizeVar -> Var, LT -> CmpOp); other types get _default.
+_HANDLERS: TypeTable[Callable[[BoundEvaluator, E.PrimExpr], Interval]] = TypeTable({
     E.IntImm: _intimm,
     E.Var: _var,
     E.Add: _binary(iv_add),
@@ -346,16 +345,4 @@ _HANDLERS: dict[type, Callable[[BoundEvaluator, E.PrimExpr], Interval]] = {
     E.Broadcast: _broadcast,
     E.Let: _let,
     E.Call: _call,
-}
-
-
-def _resolve(cls: type) -> Callable[[BoundEvaluator, E.PrimExpr], Interval]:
-    """Find the handler along the MRO (SizeVar -> Var, LT -> CmpOp) and cache it."""
-    for base in cls.__mro__:
-        h = _HANDLERS.get(base)
-        if h is not None:
-            break
-    else:
-        h = _default
-    _HANDLERS[cls] = h
-    return h
+}, default=_default)

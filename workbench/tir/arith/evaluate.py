@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from workbench.ir import dtype as dt
+from workbench.ir.dispatch import TypeTable
 from workbench.tir import expr as E
 
 
@@ -71,11 +72,10 @@ class _Eval:
         self.env = env
 
     def run(self, e: E.PrimExpr) -> Any:
-        for base in type(e).__mro__:
-            h = _TABLE.get(base)
-            if h is not None:
-                return h(self, e)
-        raise EvalError(f"cannot evaluate {type(e).__name__}")
+        h = _TABLE.lookup(type(e))
+        if h is None:
+            raise EvalError(f"cannot evaluate {type(e).__name__}")
+        return h(self, e)
 
     def binary(self, e: E.BinaryOp) -> Any:
         a, b = self.run(e.a), self.run(e.b)
@@ -155,7 +155,7 @@ def _let(ev: _Eval, e: E.Let) -> Any:
     return inner.run(e.body)
 
 
-_TABLE: dict[type, Callable[[_Eval, Any], Any]] = {
+_TABLE: TypeTable[Callable[[_Eval, Any], Any]] = TypeTable({
     E.IntImm: lambda ev, e: _value(e.value, e.dtype),
     E.FloatImm: lambda ev, e: _value(e.value, e.dtype),
     E.Var: _var,
@@ -169,4 +169,4 @@ _TABLE: dict[type, Callable[[_Eval, Any], Any]] = {
     E.Call: _call,
     E.BufferLoad: _load,
     E.Let: _let,
-}
+})

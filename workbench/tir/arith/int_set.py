@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from workbench.ir import dtype as dt
-from workbench.ir.node import field_names
+from workbench.ir.dispatch import TypeTable
 from workbench.tir import expr as E
 from workbench.tir.arith import const_bound as cb
 from workbench.tir.buffer import Range
@@ -102,12 +102,7 @@ class IntSetEvaluator:
     def _eval(self, e: E.PrimExpr) -> IntervalSet:
         if not self._uses_dom(e):
             return IntervalSet.single_point(self.an.simplify(e))
-        h = _HANDLERS.get(type(e))
-        if h is None:
-            for base in type(e).__mro__:
-                h = _HANDLERS.get(base)
-                if h is not None:
-                    break
+        h = _HANDLERS.lookup(type(e))
         out = h(self, e) if h is not None else None
         return out if out is not None else self._fallback(e)
 
@@ -117,7 +112,7 @@ class IntSetEvaluator:
             if isinstance(e, E.Var):
                 got = e in self.dom
             else:
-                got = any(self._uses_dom(c) for c in _children(e))
+                got = any(self._uses_dom(c) for c in E.expr_children(e))
             self._uses[e] = got
         return got
 
@@ -145,15 +140,6 @@ class IntSetEvaluator:
         """1 / -1 when ``e`` is provably positive / negative, else 0."""
         lo, hi = self.an._bound(e)
         return 1 if lo > 0 else -1 if hi < 0 else 0
-
-
-def _children(e: E.PrimExpr):
-    for name in field_names(type(e)):
-        v = getattr(e, name)
-        if isinstance(v, E.PrimExpr):
-            yield v
-        elif isinstance(v, tuple):
-            yield from (x for x in v if isinstance(x, E.PrimExpr))
 
 
 def _end_op(fn: Callable[[E.PrimExpr, E.PrimExpr], E.PrimExpr]):
@@ -279,10 +265,10 @@ def union(ev: IntSetEvaluator, a: IntervalSet, b: IntervalSet, dtype: str) -> In
     return IntervalSet(lo, hi)
 
 
-_HANDLERS: dict[type, Callable[[IntSetEvaluator, E.PrimExpr], IntervalSet | None]] = {
+_HANDLERS: TypeTable[Callable[[IntSetEvaluator, E.PrimExpr], IntervalSet | None]] = TypeTable({
     E.Var: _var, E.Add: _add, E.Sub: _sub, E.Mul: _mul, E.FloorDiv: _div, E.Div: _div,
     E.FloorMod: _floormod, E.Min: _minmax, E.Max: _minmax, E.Select: _select, E.Call: _call,
-}
+})
 
 
 def as_interval_set(value: "IntervalSet | Range") -> IntervalSet:

@@ -164,6 +164,18 @@ class ScheduleCore:
         new.enable_check = True
         return new
 
+    def snapshot(self) -> tuple:
+        """``(mod, func_name, trace, handle table, random engine)``: everything this schedule
+        is, as plain picklable data (the replay pool's workers send finished schedules back
+        this way); :meth:`from_snapshot` rebuilds a full Schedule from it."""
+        return (self._mod, self._func_name, self._trace, self._symbols, self._rand)
+
+    @classmethod
+    def from_snapshot(cls, snapshot: tuple) -> "ScheduleCore":
+        """The schedule a :meth:`snapshot` describes; the handles in its trace resolve as
+        they did in the original (they travel with the handle table)."""
+        return cls._restore(*snapshot)
+
     # -- state -----------------------------------------------------------------------------
     @property
     def mod(self) -> IRModule:
@@ -181,11 +193,24 @@ class ScheduleCore:
     def _func(self) -> PrimFunc:
         return self._mod[self._func_name]
 
-    def _index(self) -> FuncIndex:
+    def func_index(self) -> FuncIndex:
+        """A read-only index of the function being scheduled, for schedule rules,
+        postprocessors and mutators that need facts the handle API does not give.
+
+        ``func`` is the current PrimFunc; ``blocks`` maps each block name to a ``BlockInfo``
+        (block, realize, ancestors, ``loops``); ``loops`` maps each loop variable to a
+        ``LoopInfo``; ``block_order`` lists block names in pre-order. The index describes one
+        version of the IR: a primitive that changes the IR makes it stale, so call again
+        afterwards (it is rebuilt once per version and cached). Never modify it: change the
+        schedule only through its primitives, so every change is in the trace.
+        """
         func = self._func
         if self._index_cache is None or self._index_cache[0] is not func:
             self._index_cache = (func, FuncIndex(func))
         return self._index_cache[1]
+
+    #: The name the primitives use (and rules used before ``func_index`` was public).
+    _index = func_index
 
     def _commit(self, func: PrimFunc) -> None:
         self._mod[self._func_name] = func
@@ -274,6 +299,12 @@ class ScheduleCore:
         if hasattr(x, "value"):
             return int(x.value)
         raise TypeError(f"{primitive}: expected an int or ExprRV, got {x!r}")
+
+    def has_block(self, rv: Any) -> bool:
+        """Whether ``rv`` is a BlockRV of this schedule whose block still exists (TVM's
+        ``HasBlock``): an earlier primitive (compute_inline, ...) may have removed it."""
+        name = self._symbols.get(rv) if isinstance(rv, BlockRV) else None
+        return isinstance(name, str) and name in self._index().blocks
 
     def get(self, rv: Any) -> Any:
         """The Block, For or int a handle stands for now."""

@@ -7,7 +7,7 @@ from workbench.tir.schedule.core import ScheduleCore, traced
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.handles import LoopRV
 from workbench.tir.schedule.primitive import sampling as P
-from workbench.tir.schedule.utils import const_extent
+from workbench.tir.analysis import const_extent
 
 
 class SamplingMethods(ScheduleCore):

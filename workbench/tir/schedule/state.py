@@ -8,9 +8,10 @@ survives. :class:`FuncIndex` maps those keys to the current nodes and their ance
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from workbench.ir.node import field_names
+from workbench.tir.analysis.blocks import child_stmts  # also imported from here by others
 from workbench.tir.buffer import Buffer
 from workbench.tir.expr import Var
 from workbench.tir.function import PrimFunc
@@ -96,17 +97,6 @@ class FuncIndex:
     def parent_of(self, key: Any) -> Stmt | None:
         info = self.blocks[key] if isinstance(key, str) else self.loops[key]
         return info.ancestors[-1] if info.ancestors else None
-
-
-def child_stmts(stmt: Any) -> Iterator[Stmt]:
-    """The statements directly inside ``stmt`` (in order)."""
-    if isinstance(stmt, SeqStmt):
-        yield from stmt.seq
-        return
-    for name in field_names(type(stmt)):
-        v = getattr(stmt, name)
-        if isinstance(v, Stmt):
-            yield v
 
 
 def _replace_child(parent: Stmt, old: Stmt, new: Stmt | None) -> Stmt | None:

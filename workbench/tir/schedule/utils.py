@@ -4,13 +4,13 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.tir import op
+from workbench.tir.analysis.blocks import blocks_under, realizes_under  # noqa: F401 (re-exported)
 from workbench.tir.arith import Analyzer
 from workbench.tir.buffer import Range
 from workbench.tir.expr import Add, IntImm, Mul, PrimExpr, Sub, Var
 from workbench.tir.functor import IRMutator, IRVisitor
-from workbench.tir.schedule.state import child_stmts
 from workbench.tir.stmt import (
-    Block, BlockRealize, BufferStore, Evaluate, For, IterType, SeqStmt, Stmt,
+    Block, BlockRealize, BufferStore, Evaluate, For, IterType, Stmt,
 )
 
 
@@ -98,50 +98,6 @@ def _uses_any(expr: Any, vars_: frozenset) -> bool:
     return v.hit
 
 
-def _collect_realizes(stmt: Any, out: list[BlockRealize]) -> None:
-    t = type(stmt)
-    if t is BlockRealize:
-        out.append(stmt)
-    elif t is SeqStmt:
-        for s in stmt.seq:
-            _collect_realizes(s, out)
-    elif t is For:
-        _collect_realizes(stmt.body, out)
-    elif t is not BufferStore and t is not Evaluate:
-        for s in child_stmts(stmt):
-            _collect_realizes(s, out)
-
-
-def blocks_under(stmt: Any, post_order: bool = False) -> list[Block]:
-    """Every Block inside ``stmt`` (nested ones too), parents before children unless
-    ``post_order``; walks statements only, like :func:`realizes_under`."""
-    out: list[Block] = []
-
-    def walk(s: Any) -> None:
-        t = type(s)
-        if t is BufferStore or t is Evaluate:
-            return
-        if t is Block and not post_order:
-            out.append(s)
-        for c in (s.seq if t is SeqStmt else child_stmts(s)):
-            walk(c)
-        if t is Block and post_order:
-            out.append(s)
-
-    walk(stmt)
-    return out
-
-
-def realizes_under(stmt: Stmt) -> list[BlockRealize]:
-    """Every BlockRealize inside ``stmt`` (not descending into found blocks' bodies).
-
-    Walks statements only (realizes never hide inside expressions), which is what makes this
-    cheap enough for the checks every primitive runs."""
-    out: list[BlockRealize] = []
-    _collect_realizes(stmt, out)
-    return out
-
-
 class _UsesVar(IRVisitor):
     def __init__(self, var: Var) -> None:
         self.var = var
@@ -165,10 +121,6 @@ def loop_binds_reduction(loop: For) -> bool:
             if iv.iter_type != IterType.DATA_PAR and uses_var(value, loop.loop_var):
                 return True
     return False
-
-
-def const_extent(loop: For) -> int | None:
-    return loop.extent.value if isinstance(loop.extent, IntImm) else None
 
 
 def and_predicate(pred: PrimExpr, extra: PrimExpr) -> PrimExpr:

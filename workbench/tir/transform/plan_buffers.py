@@ -21,8 +21,13 @@ from workbench.tir.stmt import (
 )
 
 
-class _Accesses(IRVisitor):
-    """Every access to ``data`` with the loops around it (inside the visited statement)."""
+class BufferAccesses(IRVisitor):
+    """Every access to ``data`` with the loops around it (inside the visited statement).
+
+    After ``visit``: ``found`` lists ``(indices, enclosing loops)`` per load and store in
+    visiting order; ``opaque`` is True when the pointer escapes (a call, an address, a vector
+    access past the last dimension), and then the buffer must keep its layout.
+    """
 
     def __init__(self, data: Var) -> None:
         self.data = data
@@ -135,7 +140,7 @@ class _BlockAccessPaths(IRVisitor):
 
     def visit_BlockRealize(self, realize: BlockRealize) -> None:
         block = realize.block
-        touched = _Accesses(self.buf.data)
+        touched = BufferAccesses(self.buf.data)
         touched.visit(block)
         writes = any(r.buffer is self.buf for r in block.writes)
         if touched.found or touched.opaque or writes or \
@@ -203,7 +208,10 @@ def plan_buffer_allocation(func: PrimFunc) -> PrimFunc:
     return func.with_body(_Plan().visit(func.body))
 
 
-class _Rebase(IRMutator):
+class BufferRebase(IRMutator):
+    """Replaces buffer ``old`` by ``new`` (same data pointer, smaller shape) in loads, stores
+    and regions, subtracting ``offsets[d]`` from each index of dimension ``d``."""
+
     def __init__(self, old: Buffer, new: Buffer, offsets: list[PrimExpr]) -> None:
         super().__init__()
         self.old, self.new, self.offsets = old, new, offsets
@@ -229,7 +237,7 @@ class _Rebase(IRMutator):
             for x, o in zip(r.region, self.offsets)))
 
 
-def _region(acc: _Accesses, buf: Buffer) -> list[tuple[PrimExpr, int] | None]:
+def _region(acc: BufferAccesses, buf: Buffer) -> list[tuple[PrimExpr, int] | None]:
     """Per dimension: (min, constant extent) covering every access, or None to keep it whole."""
     ana = Analyzer()
     # Each access relaxes only the loops around it; interval sets are built once per loop.
@@ -272,18 +280,36 @@ def _pick(ana: Analyzer, a: PrimExpr, b: PrimExpr, choose) -> PrimExpr | None:
     return a if choose(0, diff.value) == 0 else b
 
 
-class _Compact(IRMutator):
+class BufferCompactor(IRMutator):
+    """The rewrite of :func:`compact_buffer_allocation` (TVM's CompactBufferAllocation): each
+    ``Allocate`` + ``DeclBuffer`` whose accesses (:class:`BufferAccesses`) cover less than the
+    buffer shrinks to that box.
+
+    A subclass may bound the accesses another way (:meth:`region`) or re-base them with another
+    rewrite (:meth:`rebase`), as the feature extractor's affine shortcut does; the rest of the
+    rewrite stays identical.
+    """
+
+    def region(self, acc: BufferAccesses, buf: Buffer) -> list[tuple[PrimExpr, int] | None]:
+        """Per dimension of ``buf``: (offset, constant extent) of the box ``acc`` touches, or
+        None to keep the dimension whole."""
+        return _region(acc, buf)
+
+    def rebase(self, old: Buffer, new: Buffer, offsets: list[PrimExpr]) -> IRMutator:
+        """The rewrite that moves accesses of ``old`` onto ``new``."""
+        return BufferRebase(old, new, offsets)
+
     def visit_Allocate(self, alloc: Allocate) -> Stmt:
         decl = alloc.body
         body = self.visit(decl.body) if isinstance(decl, DeclBuffer) else None
         if body is None or decl.buffer.data is not alloc.buffer_var or decl.buffer.strides:
             return self.generic_visit(alloc)
         buf = decl.buffer
-        acc = _Accesses(alloc.buffer_var)
+        acc = BufferAccesses(alloc.buffer_var)
         acc.visit(body)
         if acc.opaque or not acc.found:
             return alloc.replace(body=decl.replace(body=body))
-        region = _region(acc, buf)
+        region = self.region(acc, buf)
         if all(r is None for r in region):
             return alloc.replace(body=decl.replace(body=body))
         shape = tuple(dim if r is None else op.const(r[1], dim.dtype)
@@ -291,13 +317,14 @@ class _Compact(IRMutator):
         offsets = [op.const(0, dim.dtype) if r is None else r[0]
                    for dim, r in zip(buf.shape, region)]
         new_buf = buf.replace(shape=shape)
-        body = _Rebase(buf, new_buf, offsets).visit(body)
+        body = self.rebase(buf, new_buf, offsets).visit(body)
         return alloc.replace(extents=shape, body=decl.replace(buffer=new_buf, body=body))
 
 
 def compact_buffer_allocation(func: PrimFunc) -> PrimFunc:
     """Shrink each allocated buffer to the region its accesses cover; re-base the indices."""
-    return func.with_body(_Compact().visit(func.body))
+    return func.with_body(BufferCompactor().visit(func.body))
 
 
-__all__ = ["plan_buffer_allocation", "compact_buffer_allocation"]
+__all__ = ["plan_buffer_allocation", "compact_buffer_allocation", "BufferAccesses",
+           "BufferRebase", "BufferCompactor"]

@@ -43,7 +43,7 @@ from workbench.tir.functor import IRVisitor, substitute
 from workbench.tir.schedule.index_map import IndexMap, free_vars_ok
 from workbench.tir.schedule.primitive.cache import alloc_site
 from workbench.tir.schedule.state import FuncIndex, replace_stmt
-from workbench.tir.schedule.utils import blocks_under
+from workbench.tir.analysis import blocks_under
 from workbench.tir.stmt import (
     Block, BlockRealize, BufferStore, For, ForKind, IterType, IterVar, Stmt,
 )

@@ -34,8 +34,10 @@ from workbench.tir import expr as E
 from workbench.tir.buffer import Buffer
 from workbench.tir.stmt import BufferStore
 
+from workbench.tir.analysis import const_interval
+
 from workbench.meta_schedule.feature_extractor.per_store.index_analysis import (
-    AffineIndex, affine_index, interval, var_coefficient,
+    AffineIndex, affine_index, var_coefficient,
 )
 from workbench.meta_schedule.feature_extractor.per_store.loop_context import (
     LoopNest, slog, storage_bytes,
@@ -83,7 +85,7 @@ class AccessCache:
                 if isinstance(s, E.IntImm):
                     got.append(s.value)
                 else:
-                    b = interval(s, {})
+                    b = const_interval(s, {})
                     got.append(b[1] if b is not None and b[1] >= 0 else 1)
             self.shapes[buf] = got
         return got
@@ -143,31 +145,9 @@ def _collect_loads(e: E.PrimExpr, out: list[E.BufferLoad]) -> None:
         for i in e.indices:
             _collect_loads(i, out)
         out.append(e)
-    elif isinstance(e, E.BinaryOp):
-        _collect_loads(e.a, out)
-        _collect_loads(e.b, out)
-    elif isinstance(e, E.Call):
-        for a in e.args:
-            _collect_loads(a, out)
-    elif isinstance(e, E.Select):
-        _collect_loads(e.condition, out)
-        _collect_loads(e.true_value, out)
-        _collect_loads(e.false_value, out)
-    elif isinstance(e, E.Cast):
-        _collect_loads(e.value, out)
-    elif isinstance(e, E.Not):
-        _collect_loads(e.a, out)
-    elif isinstance(e, E.Let):
-        _collect_loads(e.value, out)
-        _collect_loads(e.body, out)
-    elif isinstance(e, E.Broadcast):
-        _collect_loads(e.value, out)
-    elif isinstance(e, E.Ramp):
-        _collect_loads(e.base, out)
-        _collect_loads(e.stride, out)
-    elif isinstance(e, E.Shuffle):
-        for v in e.vectors:
-            _collect_loads(v, out)
+    else:
+        for c in E.expr_children(e):
+            _collect_loads(c, out)
 
 
 def _accesses(store: BufferStore) -> list[BufferAccess]:
@@ -220,7 +200,7 @@ class _DimBounds:
         if self.unknown:
             return None
         if self.general:
-            return interval(self.expr, env)
+            return const_interval(self.expr, env)
         d = self.delta.get(p)
         if d is not None:
             self.lo += d[0]

@@ -2,35 +2,29 @@
 
 Same contract and same result as ``workbench.tir.transform.plan_buffers.
 compact_buffer_allocation`` (each allocated buffer shrinks to the box its accesses touch, and
-indices are re-based), which the tests check structurally. The general pass asks the analyzer
-for an ``int_set`` per access and dimension; feature extraction runs it on every candidate,
-and there the indices are affine in loop variables, so the box is plain integer arithmetic: an index is split
-into a sum of terms; terms over variables outside the accesses' loops stay symbolic (compared by
-structural key), the others are bounded by :func:`~.index_analysis.interval`. A function with
-an access this shortcut does not cover (a term mixing outer and inner variables, a loop with a
-symbolic range) goes through the general pass.
+indices are re-based), which the tests check structurally: it is that pass's public
+:class:`~workbench.tir.transform.plan_buffers.BufferCompactor` with other answers to
+``region`` and ``rebase``. The general pass asks the analyzer for an ``int_set`` per access and dimension;
+feature extraction runs it on every candidate, and there the indices are affine in loop
+variables, so the box is plain integer arithmetic: an index is split into a sum of terms; terms
+over variables outside the accesses' loops stay symbolic (compared by structural key), the
+others are bounded by :func:`~workbench.tir.analysis.const_interval`. A function with an access
+this shortcut does not cover (a term mixing outer and inner variables, a loop with a symbolic
+range) goes through the general pass.
 """
 from __future__ import annotations
 
-from workbench.ir.node import field_names
 from workbench.tir import op
+from workbench.tir.analysis import collect_vars, const_interval
 from workbench.tir.arith import Analyzer
 from workbench.tir.buffer import Buffer
 from workbench.tir.arith.expr_key import KeyMaker
-from workbench.tir.expr import Add, BufferLoad, IntImm, Mul, PrimExpr, Sub, Var
+from workbench.tir.expr import Add, BufferLoad, IntImm, Mul, PrimExpr, Sub, Var, expr_children
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import IRMutator
-from workbench.tir.stmt import Allocate, DeclBuffer, Stmt
-from workbench.tir.transform import plan_buffers as _plan_buffers
-from workbench.tir.transform.plan_buffers import compact_buffer_allocation
-
-from workbench.meta_schedule.feature_extractor.per_store.index_analysis import (
-    free_vars, interval,
+from workbench.tir.transform.plan_buffers import (
+    BufferAccesses, BufferCompactor, BufferRebase, compact_buffer_allocation,
 )
-
-
-# The access collector is the pipeline pass's own, so both see the same accesses.
-_Accesses = _plan_buffers._Accesses
 
 
 class _Fallback(Exception):
@@ -73,7 +67,7 @@ class _Bounder:
         sym: dict = {}
         sym_terms: list[tuple[PrimExpr, int]] = []
         for term, k in terms:
-            vars_ = free_vars(term, set())
+            vars_ = collect_vars(term)
             inner = [v for v in vars_ if v in self.dom]
             if not inner:
                 key = self.keys.key(term)
@@ -82,7 +76,7 @@ class _Bounder:
                 continue
             if len(inner) != len(vars_):
                 raise _Fallback  # a term mixing outer and inner variables
-            b = interval(term, self.dom)
+            b = const_interval(term, self.dom)
             if b is None:
                 raise _Fallback
             lo += min(k * b[0], k * b[1])
@@ -140,20 +134,11 @@ def _loads_of(e: PrimExpr, data: Var) -> bool:
         elif isinstance(n, (Var, IntImm)):
             continue
         else:
-            stack.extend(c for c in _expr_children(n))
+            stack.extend(expr_children(n))
     return False
 
 
-def _expr_children(n: PrimExpr):
-    for name in field_names(type(n)):
-        v = getattr(n, name)
-        if isinstance(v, PrimExpr):
-            yield v
-        elif isinstance(v, tuple):
-            yield from (x for x in v if isinstance(x, PrimExpr))
-
-
-class _Rebase(_plan_buffers._Rebase):
+class _SkippingRebase(BufferRebase):
     """The pipeline's re-basing rewrite, skipping expressions that never touch the buffer."""
 
     def visit_PrimExpr(self, e: PrimExpr) -> PrimExpr:
@@ -167,7 +152,10 @@ class _Rebase(_plan_buffers._Rebase):
         return super().visit_BufferLoad(e)
 
 
-class _Compact(IRMutator):
+class _AffineCompact(BufferCompactor):
+    """The pipeline's compaction (and its access collector, so both see the same accesses)
+    with the box bounded by affine arithmetic and a re-basing that skips expressions."""
+
     def __init__(self) -> None:
         super().__init__()
         self.ana = Analyzer()
@@ -178,32 +166,17 @@ class _Compact(IRMutator):
     def visit_Buffer(self, buf: Buffer) -> Buffer:
         return buf
 
-    def visit_Allocate(self, alloc: Allocate) -> Stmt:
-        decl = alloc.body
-        body = self.visit(decl.body) if isinstance(decl, DeclBuffer) else None
-        if body is None or decl.buffer.data is not alloc.buffer_var or decl.buffer.strides:
-            return self.generic_visit(alloc)
-        buf = decl.buffer
-        acc = _Accesses(alloc.buffer_var)
-        acc.visit(body)
-        if acc.opaque or not acc.found:
-            return alloc.replace(body=decl.replace(body=body))
-        region = _region(acc.found, buf, self.ana)
-        if all(r is None for r in region):
-            return alloc.replace(body=decl.replace(body=body))
-        shape = tuple(dim if r is None else op.const(r[1], dim.dtype)
-                      for dim, r in zip(buf.shape, region))
-        offsets = [op.const(0, dim.dtype) if r is None else r[0]
-                   for dim, r in zip(buf.shape, region)]
-        new_buf = buf.replace(shape=shape)
-        body = _Rebase(buf, new_buf, offsets).visit(body)
-        return alloc.replace(extents=shape, body=decl.replace(buffer=new_buf, body=body))
+    def region(self, acc: BufferAccesses, buf: Buffer) -> list[tuple[PrimExpr, int] | None]:
+        return _region(acc.found, buf, self.ana)
+
+    def rebase(self, old: Buffer, new: Buffer, offsets: list[PrimExpr]) -> IRMutator:
+        return _SkippingRebase(old, new, offsets)
 
 
 def compact_for_features(func: PrimFunc) -> PrimFunc:
     """``compact_buffer_allocation(func)``, computed with affine arithmetic when it can be."""
     try:
-        return func.with_body(_Compact().visit(func.body))
+        return func.with_body(_AffineCompact().visit(func.body))
     except _Fallback:
         return compact_buffer_allocation(func)
 

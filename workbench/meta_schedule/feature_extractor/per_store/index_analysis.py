@@ -5,9 +5,9 @@ analyzer's ``const_int_bound`` after rebinding loop variables, once per loop lev
 dimension. That is the hot path of feature extraction, so here an index is first split once
 into an :class:`AffineIndex` ``const + sum(coef * var)`` plus "atoms" (non-affine subterms such
 as ``floordiv(i, 4)``); a purely affine index is then bounded by plain integer arithmetic per
-loop level. Other indices fall back to :func:`interval`, a small interval evaluator
-(exact for what const_int_bound is exact for: sums of distinct variables, division and modulo
-by constants, min/max).
+loop level. Other indices fall back to :func:`~workbench.tir.analysis.const_interval`, a small
+interval evaluator (exact for what const_int_bound is exact for: sums of distinct variables,
+division and modulo by constants, min/max).
 """
 from __future__ import annotations
 
@@ -15,8 +15,11 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from workbench.tir import expr as E
+from workbench.tir.analysis import Interval, collect_vars, const_interval
 
-Interval = tuple[int, int]
+# The names this module had before the helpers moved to tir's analysis floor.
+free_vars = collect_vars
+interval = const_interval
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,38 +39,6 @@ class AffineIndex:
         return var in self.coefs or var in self.atoms
 
 
-def free_vars(e: E.PrimExpr, out: set) -> set:
-    """Add every Var of ``e`` to ``out`` (loads' indices included) and return ``out``."""
-    stack = [e]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, E.Var):
-            out.add(n)
-        elif isinstance(n, E.BinaryOp):
-            stack += (n.b, n.a)
-        elif isinstance(n, E.BufferLoad):
-            stack += n.indices
-        elif isinstance(n, (E.IntImm, E.FloatImm, E.StringImm)):
-            continue
-        elif isinstance(n, E.Cast):
-            stack.append(n.value)
-        elif isinstance(n, E.Not):
-            stack.append(n.a)
-        elif isinstance(n, E.Select):
-            stack += (n.condition, n.true_value, n.false_value)
-        elif isinstance(n, E.Call):
-            stack += n.args
-        elif isinstance(n, E.Let):
-            stack += (n.value, n.body)
-        elif isinstance(n, E.Ramp):
-            stack += (n.base, n.stride)
-        elif isinstance(n, E.Broadcast):
-            stack.append(n.value)
-        elif isinstance(n, E.Shuffle):
-            stack += n.vectors
-    return out
-
-
 def _merge(x: dict, y: dict, sign: int) -> dict:
     out = dict(x)
     for v, c in y.items():
@@ -76,7 +47,7 @@ def _merge(x: dict, y: dict, sign: int) -> dict:
 
 
 def _atom(e: E.PrimExpr) -> tuple[int, dict, dict]:
-    return 0, {}, {v: 1 for v in free_vars(e, set())}
+    return 0, {}, {v: 1 for v in collect_vars(e)}
 
 
 def _lin(e: E.PrimExpr) -> tuple[int, dict, dict] | None:
@@ -133,66 +104,6 @@ def var_coefficient(index: AffineIndex, var: E.Var) -> int:
     if c:
         return c
     return index.atoms.get(var, 0)
-
-
-def _div_floor(a: int, b: int) -> int:
-    return a // b
-
-
-def _div_trunc(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b > 0) else -q
-
-
-def interval(e: E.PrimExpr, env: Mapping[E.Var, Interval]) -> Interval | None:
-    """Constant bounds of integer ``e`` with each variable in ``env``'s interval; None when
-    some variable is unknown or the expression is outside what this evaluator handles."""
-    if isinstance(e, E.IntImm):
-        return e.value, e.value
-    if isinstance(e, E.Var):
-        return env.get(e)
-    if isinstance(e, E.Cast):
-        return interval(e.value, env) if e.value.dtype.startswith(("int", "uint", "bool")) \
-            else None
-    if isinstance(e, E.Select):
-        a, b = interval(e.true_value, env), interval(e.false_value, env)
-        return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
-    if not isinstance(e, E.BinaryOp) or isinstance(e, (E.CmpOp, E.And, E.Or)):
-        return None
-    a, b = interval(e.a, env), interval(e.b, env)
-    if a is None or b is None:
-        return None
-    if isinstance(e, E.Add):
-        return a[0] + b[0], a[1] + b[1]
-    if isinstance(e, E.Sub):
-        return a[0] - b[1], a[1] - b[0]
-    if isinstance(e, E.Min):
-        return min(a[0], b[0]), min(a[1], b[1])
-    if isinstance(e, E.Max):
-        return max(a[0], b[0]), max(a[1], b[1])
-    if isinstance(e, E.Mul):
-        ps = (a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1])
-        return min(ps), max(ps)
-    if b[0] != b[1] or b[0] == 0:
-        return None  # division by a range: leave it to the caller's fallback
-    k = b[0]
-    if isinstance(e, (E.FloorDiv, E.Div)):
-        f = _div_floor if isinstance(e, E.FloorDiv) else _div_trunc
-        qs = (f(a[0], k), f(a[1], k))
-        return min(qs), max(qs)
-    if isinstance(e, E.FloorMod):
-        m = abs(k)
-        if a[1] - a[0] < m and a[0] // m == a[1] // m:
-            return a[0] % m, a[1] % m
-        return 0, m - 1
-    if isinstance(e, E.Mod):
-        m = abs(k)
-        if a[0] >= 0:
-            if a[1] - a[0] < m and a[0] // m == a[1] // m:
-                return a[0] % m, a[1] % m
-            return 0, m - 1
-        return -(m - 1), m - 1
-    return None
 
 
 __all__ = ["AffineIndex", "Interval", "affine_index", "free_vars", "interval",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from workbench.ir import dtype as dt
+from workbench.tir.analysis import const_extent
 from workbench.tir.expr import IntImm, Var
 from workbench.tir.stmt import For, ForKind
 
@@ -36,12 +37,6 @@ def storage_bytes(dtype: str) -> int:
     """Bytes one element of ``dtype`` occupies (TVM's ``DataType::StorageBytes``)."""
     t = dt.parse(dtype)
     return (t.bits * t.lanes + 7) // 8
-
-
-def const_extent(loop: For) -> int | None:
-    """The loop's extent when it is a constant (TVM's ``GetLoopIntExtent``), else ``None``."""
-    ext = loop.extent
-    return ext.value if isinstance(ext, IntImm) else None
 
 
 @dataclass(slots=True)

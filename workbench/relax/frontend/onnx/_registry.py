@@ -18,35 +18,14 @@ reductions' ``axes`` as an attribute or, from opset 18, as an input.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
-
-from workbench.relax.frontend.common import Unavailable
-
-ConvertFn = Callable[..., Any]
-
-
-@dataclass(frozen=True)
-class Converter:
-    fn: ConvertFn
-    fold: Callable[..., Any] | None = None
-    check: Callable[[Any, Any], "str | None"] | None = None
-
+from workbench.relax.frontend.common import (
+    Converter, ConvertFn, Unavailable, converter_registrar,
+)
 
 CONVERTERS: dict[str, Converter] = {}
 
-
-def converter(*op_types: str, fold: Callable[..., Any] | None = None,
-              check: Callable[[Any, Any], "str | None"] | None = None
-              ) -> Callable[[ConvertFn], ConvertFn]:
-    """Register ``fn`` as the converter of every ``op_type`` in ``op_types``."""
-    def deco(fn: ConvertFn) -> ConvertFn:
-        for name in op_types:
-            if name in CONVERTERS:
-                raise ValueError(f"onnx frontend: converter for {name!r} registered twice")
-            CONVERTERS[name] = Converter(fn, fold, check)
-        return fn
-    return deco
+#: ``@converter(*op_types, fold=None, check=None)``: register ``fn`` for every op type.
+converter = converter_registrar(CONVERTERS, "onnx")
 
 
 def load_all() -> dict[str, Converter]:
@@ -56,4 +35,4 @@ def load_all() -> dict[str, Converter]:
     return CONVERTERS
 
 
-__all__ = ["Converter", "CONVERTERS", "converter", "Unavailable", "load_all"]
+__all__ = ["Converter", "ConvertFn", "CONVERTERS", "converter", "Unavailable", "load_all"]

@@ -31,14 +31,13 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
 from workbench.ir.module import IRModule
-from workbench.relax.block_builder import BlockBuilder
-from workbench.relax.expr import Constant, Expr, Tuple, Var, is_leaf
-from workbench.relax.frontend.common import OpNotImplemented, Unsupported, fold_constant_call
+from workbench.relax.expr import Constant, Expr, Tuple, Var
+from workbench.relax.frontend.common import Importer, Unsupported
 from workbench.relax.frontend.onnx._registry import Converter, Unavailable, load_all
 from workbench.relax.span import Source, Span
 from workbench.relax.struct_info import TensorStructInfo
@@ -98,16 +97,16 @@ def _literal_list(text: str | None) -> list[str]:
     return [str(v) for v in value] if isinstance(value, (list, tuple)) else []
 
 
-class ONNXImporter:
+class ONNXImporter(Importer):
     """Converts one ONNX graph; converters reach the importer's state through it."""
 
+    frontend = "ONNX"
+
     def __init__(self, model: Any, opset: int, convert_map: Mapping[str, Converter]):
+        super().__init__(convert_map)
         self.model = model
         self.graph = model.graph
         self.opset = opset
-        self.convert_map = convert_map
-        self.bb = BlockBuilder()
-        self.env: dict[str, Any] = {}
         self.dims: dict[str, SizeVar] = {}
 
     # ---- values ------------------------------------------------------------------------------
@@ -138,32 +137,14 @@ class ONNXImporter:
             return d
         return IntImm("int64", int(d))
 
-    def emit(self, expr: Any, name: str = "") -> Any:
-        """Bind ``expr`` (folding cheap ops on constants); leaves come back as they are."""
-        if not isinstance(expr, Expr) or is_leaf(expr):
-            return expr
-        expr = self.bb.normalize(expr)
-        folded = fold_constant_call(expr)
-        if folded is not None:
-            return folded
-        return self.bb.emit(expr, name)
-
     # ---- the graph -------------------------------------------------------------------------------
 
-    def check_support(self) -> None:
-        problems: list[Unsupported] = []
+    def _support_uses(self) -> Iterator[tuple[Any, str, str, str] | Unsupported]:
         for i, node in enumerate(self.graph.node):
-            conv = self.convert_map.get(node.op_type)
-            where = f"{node_label(node, i)}"
-            if conv is None:
-                domain = f" (domain {node.domain})" if node.domain not in ("", "ai.onnx") else ""
-                problems.append(Unsupported(node.op_type + domain, where))
-                continue
-            reason = conv.check(self, node) if conv.check is not None else None
-            if reason:
-                problems.append(Unsupported(node.op_type, where, reason))
-        if problems:
-            raise OpNotImplemented("ONNX", problems)
+            if node.op_type not in self.convert_map and node.domain not in ("", "ai.onnx"):
+                yield Unsupported(f"{node.op_type} (domain {node.domain})", node_label(node, i))
+            else:
+                yield node, node.op_type, node.op_type, node_label(node, i)
 
     def input_sinfo(self, value_info: Any, shape_dict: Mapping[str, Any] | None,
                     dtype_dict: Any) -> TensorStructInfo:

@@ -16,33 +16,14 @@ convolution, a training-mode batch norm), reported together with the unknown ops
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
-
-from workbench.relax.frontend.common import Unavailable
-
-ConvertFn = Callable[..., Any]
-CheckFn = Callable[[Any, Any], "str | None"]
-
-
-@dataclass(frozen=True)
-class Converter:
-    fn: ConvertFn
-    check: CheckFn | None = None
-
+from workbench.relax.frontend.common import (
+    CheckFn, Converter, ConvertFn, Unavailable, converter_registrar,
+)
 
 CONVERTERS: dict[str, Converter] = {}
 
-
-def converter(*names: str, check: CheckFn | None = None) -> Callable[[ConvertFn], ConvertFn]:
-    """Register ``fn`` as the converter of every target name in ``names``."""
-    def deco(fn: ConvertFn) -> ConvertFn:
-        for name in names:
-            if name in CONVERTERS:
-                raise ValueError(f"torch frontend: converter for {name!r} registered twice")
-            CONVERTERS[name] = Converter(fn, check)
-        return fn
-    return deco
+#: ``@converter(*names, check=None)``: register ``fn`` for every target name.
+converter = converter_registrar(CONVERTERS, "torch")
 
 
 def load_all() -> dict[str, Converter]:
@@ -53,4 +34,5 @@ def load_all() -> dict[str, Converter]:
     return CONVERTERS
 
 
-__all__ = ["Converter", "CONVERTERS", "converter", "Unavailable", "load_all"]
+__all__ = ["Converter", "ConvertFn", "CheckFn", "CONVERTERS", "converter", "Unavailable",
+           "load_all"]

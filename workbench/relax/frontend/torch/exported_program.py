@@ -26,14 +26,14 @@ Steps (TVM's order):
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
 from workbench.ir.module import IRModule
 from workbench.relax.block_builder import BlockBuilder
-from workbench.relax.expr import Constant, Expr, Tuple, Var, is_leaf
-from workbench.relax.frontend.common import OpNotImplemented, Unsupported, fold_constant_call
+from workbench.relax.expr import Constant, Expr, Tuple, Var
+from workbench.relax.frontend.common import Importer, Unsupported
 from workbench.relax.frontend.torch._registry import Converter, Unavailable, load_all
 from workbench.relax.span import Source, Span
 from workbench.relax.struct_info import TensorStructInfo
@@ -78,14 +78,14 @@ def where(node: Any) -> str:
     return f"{path} ({cls})" if path else f"the top-level forward (node {node.name})"
 
 
-class ExportedProgramImporter:
+class ExportedProgramImporter(Importer):
     """Converts one ExportedProgram; converters reach the importer's state through it."""
 
+    frontend = "PyTorch"
+
     def __init__(self, ep: Any, convert_map: Mapping[str, Converter]):
+        super().__init__(convert_map)
         self.ep = ep
-        self.convert_map = convert_map
-        self.bb = BlockBuilder()
-        self.env: dict[Any, Any] = {}
         self.sym_vars: dict[str, SizeVar] = {}
 
     # TVM's names for custom converters (``fn(node, importer)``).
@@ -161,37 +161,17 @@ class ExportedProgramImporter:
     def dims(self, shape: Any) -> tuple[PrimExpr, ...]:
         return tuple(self.prim(d) for d in shape)
 
-    def emit(self, expr: Any, name: str = "") -> Any:
-        """Bind ``expr`` (folding cheap ops on constants); leaves come back as they are."""
-        if not isinstance(expr, Expr) or is_leaf(expr):
-            return expr
-        expr = self.bb.normalize(expr)
-        folded = fold_constant_call(expr)
-        if folded is not None:
-            return folded
-        return self.bb.emit(expr, name)
-
     # ---- the program ------------------------------------------------------------------------------
 
-    def check_support(self) -> None:
-        problems: list[Unsupported] = []
+    def _support_uses(self) -> Iterator[tuple[Any, str, str, str] | Unsupported]:
         for node in self.ep.graph.nodes:
             if node.op in ("placeholder", "output", "get_attr"):
                 continue
             if node.op != "call_function":
-                problems.append(Unsupported(f"{node.op} {node.target}", where(node),
-                                            "only call_function nodes are converted"))
-                continue
-            name = target_name(node.target)
-            conv = self.convert_map.get(name)
-            if conv is None:
-                problems.append(Unsupported(str(node.target), where(node)))
-                continue
-            reason = conv.check(self, node) if conv.check is not None else None
-            if reason:
-                problems.append(Unsupported(str(node.target), where(node), reason))
-        if problems:
-            raise OpNotImplemented("PyTorch", problems)
+                yield Unsupported(f"{node.op} {node.target}", where(node),
+                                  "only call_function nodes are converted")
+            else:
+                yield node, target_name(node.target), str(node.target), where(node)
 
     def input_sinfo(self, node: Any) -> TensorStructInfo:
         import torch

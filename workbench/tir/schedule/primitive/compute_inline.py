@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, NoReturn
 
-from workbench.te.regions import block_regions
+from workbench.tir.analysis.regions import block_regions
 from workbench.tir import op
 from workbench.tir.arith import Analyzer, IntervalSet
 from workbench.tir.buffer import Buffer, BufferRegion, Range

@@ -15,6 +15,7 @@ from workbench.tir import op
 from workbench.tir.buffer import Buffer, BufferRegion, Range
 from workbench.tir.expr import And, BufferLoad, IntImm, PrimExpr, Var, is_const_int
 from workbench.tir.function import PrimFunc
+from workbench.tir.analysis import vars_in_order
 from workbench.tir.functor import IRMutator, IRVisitor, Substitute, collect_vars
 from workbench.tir.schedule.analysis.dataflow import check_block_dataflow
 from workbench.tir.schedule.analysis.injective import repeated_binding
@@ -387,7 +388,7 @@ def _rf_block(block: Block, realize: BlockRealize, loops: list[For], rf_loop: Fo
     loop_to_iter: dict[Var, PrimExpr] = {rf_loop.loop_var: rf_iv.var}
     var_map: dict[Var, PrimExpr] = {}
     for iv, value in zip(block.iter_vars, realize.iter_values):
-        used = _vars_in_order(value)
+        used = vars_in_order(value)
         if iv.iter_type == IterType.DATA_PAR or rf_loop.loop_var not in used:
             ivs.append(iv)
             values.append(value)
@@ -463,19 +464,6 @@ def _write_back_block(block: Block, realize: BlockRealize, rf_loop: For, comps: 
     wb_block = Block(tuple(ivs), tuple(reads), tuple(writes), block.name_hint, seq(*stores),
                      seq(*inits), annotations=block.annotations)
     return BlockRealize(tuple(values), op.const(True), wb_block)
-
-
-def _vars_in_order(e: PrimExpr) -> list[Var]:
-    """The variables of ``e`` in order of first appearance (deterministic iter var order)."""
-    found: list[Var] = []
-
-    class _V(IRVisitor):
-        def visit_Var(self, v: Var) -> None:
-            if v not in found:
-                found.append(v)
-
-    _V().visit(e)
-    return found
 
 
 def _copy_loop_nest(body: BlockRealize, loops: list[For]) -> Stmt:

@@ -1,6 +1,10 @@
-"""``MetaScheduleApplyDatabase``: replace each PrimFunc of a module by the best schedule a
-tuning database holds for it (TVM's ``relax.transform.MetaScheduleApplyDatabase``,
-reference section 12).
+"""The Relax-side tuning passes: ``MetaScheduleApplyDatabase`` replaces each PrimFunc of a
+module by the best schedule a tuning database holds for it (TVM's
+``relax.transform.MetaScheduleApplyDatabase``, reference section 12).
+
+They live with the tuner, whose database and task form they use; ``workbench.relax.transform``
+re-exports them under TVM's names, loading this module only when the name is first used, so
+importing relax does not import the tuner.
 
 For every PrimFunc not already marked ``tir.is_scheduled``, the function is normalised to the
 tuner's task form (``IRModule({"main": f})`` with ``global_symbol="main"`` and
@@ -20,6 +24,9 @@ import logging
 from typing import Any
 
 from workbench.ir.module import IRModule
+from workbench.meta_schedule.database import Database, JSONDatabase
+from workbench.meta_schedule.tir_integration import task_module
+from workbench.target import Target
 from workbench.tir.function import PrimFunc
 
 __all__ = ["MetaScheduleApplyDatabase"]
@@ -42,7 +49,6 @@ class MetaScheduleApplyDatabase:
         self.applied: list[str] = []
 
     def _database(self) -> Any:
-        from workbench.meta_schedule.database import Database, JSONDatabase
         if self.database is not None:
             return self.database
         db = Database.current()
@@ -51,8 +57,6 @@ class MetaScheduleApplyDatabase:
         return db
 
     def __call__(self, mod: IRModule) -> IRModule:
-        from workbench.meta_schedule.tir_integration import _task_module
-        from workbench.target import Target
         if not isinstance(mod, IRModule):
             raise TypeError(f"MetaScheduleApplyDatabase expects an IRModule, got "
                             f"{type(mod).__name__}")
@@ -69,7 +73,7 @@ class MetaScheduleApplyDatabase:
         for name, func in list(mod.items()):
             if not isinstance(func, PrimFunc) or func.attrs.get("tir.is_scheduled", False):
                 continue
-            sch = db.query_schedule(_task_module(func), target, name)
+            sch = db.query_schedule(task_module(func), target, name)
             if sch is None:
                 if self.enable_warning:
                     logger.warning("MetaScheduleApplyDatabase: no tuning record for %s", name)
