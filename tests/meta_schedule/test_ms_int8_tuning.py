@@ -131,3 +131,16 @@ def test_an_empty_run_over_earlier_records_says_they_are_kept(tmp_path):
         db = ms.tune_tir(mod, TARGET, str(tmp_path), max_trials_global=2,
                          space=PostOrderApply(postprocs=[RefuseEverything()]), **common)
     assert ms.tir_integration.compile_tir(db, mod, TARGET) is not None
+
+
+def test_a_task_the_budget_never_reached_is_not_a_failure(tmp_path):
+    """Two tasks, a budget of one batch: the second task gets no trial, which is the budget's
+    doing, not a failed search -- no warning."""
+    mod = wb.IRModule({name: product("fp32", "matmul", 16, 16, 16).with_attr("global_symbol", name)
+                       for name in ("first", "second")})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ms.NoValidCandidateWarning)
+        db = ms.tune_tir(mod, TARGET, str(tmp_path), max_trials_global=2, num_trials_per_iter=2,
+                         task_scheduler="round-robin", strategy="replay-trace",
+                         cost_model="random", runner=fast_runner())
+    assert len(db) >= 1

@@ -19,7 +19,8 @@ Beyond TVM: each task's unscheduled function is run once (``make_reference``) an
 ``RunnerInput`` carries that reference, so a schedule computing wrong results fails its
 measurement instead of becoming the best record (pass ``check_outputs=False`` to skip).
 
-No silent empty run: a task that ends without one valid measurement gets a ``note`` saying
+No silent empty run: a task whose search ran but ended without one valid measurement (not
+one the trial budget never reached, which is only logged) gets a ``note`` saying
 why, with the counts per cause (samples refused by each postprocessor, trace replays that
 failed, builds and runs that failed) and the first message of each; it is logged and issued
 as one :class:`NoValidCandidateWarning` per task. Measure callbacks with an
@@ -107,6 +108,8 @@ class TaskRecord:
         self.first_run_error: str | None = None
         #: Why the task found no valid candidate (set when tuning ends; None otherwise).
         self.note: str | None = None
+        #: Did the search run for this task (False: the global budget ran out before it)?
+        self.searched = False
 
     @property
     def best_latency_ms(self) -> float | None:
@@ -223,6 +226,11 @@ class TaskScheduler(abc.ABC):
         if task.best_latency_ms is not None:
             task.note = None
             return
+        if not task.searched:  # not a failure: max_trials_global ran out before its turn
+            task.note = None
+            self.logger.info("Task #%d (%r) was not tuned: the trial budget ran out before its "
+                             "turn", task_id, task.ctx.task_name)
+            return
         earlier = False
         if self.database_ is not None and task.ctx.mod is not None:
             try:
@@ -248,6 +256,7 @@ class TaskScheduler(abc.ABC):
                 self.terminate_task(task_id)
                 continue
             cands = task.ctx.generate_measure_candidates()
+            task.searched = True
             if cands is None:
                 self.terminate_task(task_id)
                 continue
