@@ -13,6 +13,7 @@ from workbench.relax.struct_info import (
     StructInfo, TensorStructInfo, TupleStructInfo, as_dim,
 )
 from workbench.tir import op as tir_op
+from workbench.tir.analysis.exprs import const_int  # the op rules' I.const_int
 from workbench.tir.expr import IntImm, PrimExpr
 
 
@@ -58,10 +59,6 @@ def tuple_of_tensors(call: Call, i: int, name: str) -> list[TensorStructInfo]:
         if not isinstance(f, TensorStructInfo):
             raise error(call, f"{name}[{k}] must be a tensor, got {sinfo_text(f)}")
     return list(si.fields)
-
-
-def const_int(d: PrimExpr) -> int | None:
-    return d.value if isinstance(d, IntImm) else None
 
 
 def prove_equal(a: PrimExpr, b: PrimExpr) -> bool | None:
