@@ -8,6 +8,8 @@ by pass (:func:`run_with_log`), like the TIR lowering pipeline.
 
 The default order, and why:
 
+0. ``FoldBatchnormToConv2D``  batch norm after a constant-weight convolution folded into its
+                              weights and a per-channel shift (compile time)
 1. ``LegalizeOps``            high-level ops -> ``call_tir`` of te-made PrimFuncs
 2. ``AnnotateTIROpPattern``   each PrimFunc's fusion pattern (``op_pattern``)
    ``FoldConstant``           kernel calls on constants only (a bound weight's transpose)
@@ -109,7 +111,9 @@ def get_default_pipeline(target: Any = None, fuse: bool = True,
     from workbench.relax.transform.vm_shape_lower import VMShapeLower
     from workbench.relax.transform.canonicalize_bindings import CanonicalizeBindings
     from workbench.relax.transform.fold_constant import FoldConstant
-    passes: list[ModulePass] = [T.LegalizeOps(), T.AnnotateTIROpPattern(), FoldConstant(target),
+    from workbench.relax.transform.fold_batchnorm import FoldBatchnormToConv2D
+    passes: list[ModulePass] = [FoldBatchnormToConv2D(), T.LegalizeOps(),
+                                T.AnnotateTIROpPattern(), FoldConstant(target),
                                 CanonicalizeBindings(), DeadCodeElimination()]
     if fuse:
         passes += [FuseOps(), FuseTIR()]

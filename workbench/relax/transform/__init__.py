@@ -28,6 +28,10 @@ __all__ += ["MetaScheduleApplyDatabase"]
 from workbench.relax.transform.prepack_constant_weights import PrepackConstantWeights  # noqa: E402
 
 __all__ += ["PrepackConstantWeights"]
+# Batch norm folded into the convolution before it (constant weights), at compile time.
+from workbench.relax.transform.fold_batchnorm import FoldBatchnormToConv2D  # noqa: E402
+
+__all__ += ["FoldBatchnormToConv2D"]
 # Kernel calls on constants computed at compile time.
 from workbench.relax.transform.fold_constant import FoldConstant  # noqa: E402
 
