@@ -341,3 +341,60 @@ def test_single_kernel_families_match_numpy(name):
     (got,), applied = _single(make, inputs)
     assert applied == rule
     np.testing.assert_allclose(got, reference(*inputs), rtol=1e-4, atol=1e-4)
+
+
+def _depthwise(c, h, k, s, layout="NCHW"):
+    if layout == "NCHW":
+        x = te.placeholder((1, c, h, h), "float32", name="x")
+        w = te.placeholder((c, 1, k, k), "float32", name="w")
+        return te.create_prim_func([x, w, topi.nn.depthwise_conv2d_nchw(x, w, s, k // 2, 1)])
+    x = te.placeholder((1, h, h, c), "float32", name="x")
+    w = te.placeholder((k, k, c, 1), "float32", name="w")
+    return te.create_prim_func([x, w, topi.nn.depthwise_conv2d_nhwc(x, w, s, k // 2, 1)])
+
+
+def _loop_nests(func):
+    """The block names under each loop nest at the root of ``func``'s main, in order, and
+    whether that nest's outermost loop is parallel."""
+    from workbench.tir.analysis import blocks_under, child_stmts
+
+    out = []
+
+    def walk(stmt):
+        if isinstance(stmt, For):
+            names = {b.name_hint for b in blocks_under(stmt)}
+            out.append((names, stmt.kind == ForKind.PARALLEL))
+            return
+        for child in child_stmts(stmt):
+            walk(child)
+    walk(func["main"].body)
+    return out
+
+
+@pytest.mark.parametrize("c,h,k,s", [(40, 17, 5, 2), (24, 15, 3, 1), (96, 28, 3, 2)])
+def test_depthwise_nchw_pads_one_plane_at_a_time(c, h, k, s):
+    """NCHW depthwise conv: the padding is computed inside the parallel loop, one (batch,
+    channel) plane per iteration (no pass of its own over the whole input), and the result
+    matches numpy at odd sizes, 5x5 windows and strides."""
+    func = _depthwise(c, h, k, s)
+    sch = dlight.default_schedule(func, TARGET)
+    nests = _loop_nests(sch)
+    assert nests[0][1] and {"PaddedInput", "DepthwiseConv2d_update"} <= nests[0][0], nests
+    x, w = rand(1, c, h, h), rand(c, 1, k, k)
+    ho = (h + 2 * (k // 2) - k) // s + 1
+    out = wb.nd.empty((1, c, ho, ho), "float32")
+    wb.build(sch, target=TARGET)["main"](wb.nd.array(x), wb.nd.array(w), out)
+    p = k // 2
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (p, p), (p, p)))
+    want = sum(xp[:, :, i:i + s * ho:s, j:j + s * ho:s] * w[None, :, 0, i, j, None, None]
+               for i in range(k) for j in range(k))
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_depthwise_pads_separately_without_enough_planes_or_in_nhwc():
+    """Two planes for four threads, or the channel last (NHWC): the padding keeps its own
+    parallel pass."""
+    for func in (_depthwise(2, 112, 3, 1), _depthwise(48, 40, 3, 1, "NHWC")):
+        sch = dlight.default_schedule(func, TARGET)
+        nests = _loop_nests(sch)
+        assert nests[0][0] == {"PaddedInput"}, nests

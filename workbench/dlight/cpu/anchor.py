@@ -11,15 +11,17 @@ differ only in how they plan the tile.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from workbench.dlight.analysis import BlockFacts, block_facts, count_reductions, root_blocks
+from workbench.dlight.analysis import (
+    Access, BlockFacts, block_facts, calls_in, count_reductions, root_blocks,
+)
 from workbench.dlight.base import CPUInfo, ScheduleRule
 from workbench.dlight.cpu.common import inline_cheap_stages, schedule_spatial
 from workbench.dlight.cpu.tiling import TilePlan, apply_tile_plan
 from workbench.target import Target
 from workbench.tir.function import PrimFunc
-from workbench.tir.schedule import BlockRV, Schedule
+from workbench.tir.schedule import BlockRV, Schedule, ScheduleError
 
 __all__ = ["AnchorRule", "AnchorShape", "match_anchor"]
 
@@ -66,6 +68,12 @@ class AnchorRule(ScheduleRule):
     are scheduled on their own and the epilogue is fused under the tile. None when the kernel
     has not exactly one reduction, does not have the shape, or :meth:`plan` finds no tile."""
 
+    #: Pad per plane: a padding prologue read by the anchor is computed inside the parallel
+    #: loop, one (batch, channel) plane at a time, instead of in a pass of its own over the
+    #: whole tensor (rules whose tile reads a window of the padded input: depthwise conv,
+    #: pooling).
+    pad_per_plane = False
+
     def plan(self, sch: Schedule, anchor: BlockFacts, cpu: CPUInfo) -> TilePlan | None:
         raise NotImplementedError
 
@@ -81,7 +89,52 @@ class AnchorRule(ScheduleRule):
         plan = self.plan(sch, shape.anchor, cpu)
         if plan is None:
             return None
+        pad = _plane_padding(sch, shape, cpu) if self.pad_per_plane else None
+        if pad is not None:
+            plan = replace(plan, plane=pad[1])
         for block in shape.prologue:
-            schedule_spatial(sch, block, cpu)
-        apply_tile_plan(sch, shape.anchor, plan, shape.epilogue, cpu)
+            if pad is None or block is not pad[0]:
+                schedule_spatial(sch, block, cpu)
+        parallel = apply_tile_plan(sch, shape.anchor, plan, shape.epilogue, cpu)
+        if pad is not None:
+            try:
+                if parallel is None:
+                    raise ScheduleError("no parallel loop to pad under")
+                sch.compute_at(pad[0], parallel)
+            except ScheduleError:
+                schedule_spatial(sch, pad[0], cpu)
         return sch
+
+
+def _plane_padding(sch: Schedule, shape: AnchorShape, cpu: CPUInfo
+                   ) -> tuple[BlockRV, Access] | None:
+    """The padding prologue the anchor alone reads (a stage with ``if_then_else``), and the
+    anchor's load of it, when the planes it indexes directly (batch x channel) are enough
+    parallel work: ``(block, access)``; else None."""
+    anchor = shape.anchor
+    for block in shape.prologue:
+        if "if_then_else" not in calls_in(sch.get(block)):
+            continue
+        written = sch.get(block).writes
+        consumers = sch.get_consumers(block)
+        if len(written) != 1 or len(consumers) != 1 or \
+                sch.get(consumers[0]) is not sch.get(anchor.rv):
+            continue
+        loads = [a for a in anchor.loads if a.buffer is written[0].buffer]
+        if len(loads) != 1:
+            continue
+        # The leading dimensions are indexed by spatial variables of their own (NCHW: batch,
+        # channel), the others by windows: each iteration of those variables pads one plane.
+        # (NHWC's channel is last: no plane, the prologue keeps its own pass.)
+        plain = {loads[0].plain_dim(anchor.iters[i]): i for i in anchor.spatial}
+        lead = 0
+        while lead in plain:
+            lead += 1
+        if lead == 0 or any(d is not None and d >= lead for d in plain):
+            continue
+        planes = 1
+        for d in range(lead):
+            planes *= anchor.extent(plain[d]) or 0
+        if planes >= 4 * cpu.threads:
+            return block, loads[0]
+    return None

@@ -45,6 +45,10 @@ class TilePlan:
     u: int | None = None        # index of the register-blocked variable, if any
     U: int = 1                  # its tile
     pack: list[Access] = field(default_factory=list)
+    # A load of a padded prologue buffer computed per iteration of the parallel loop: only
+    # the leading outer loops that index it directly (a conv's batch and channel) are fused
+    # and parallel, the rest stay serial inside, so one plane of it is padded at a time.
+    plane: Access | None = None
 
 
 def pick_vector_tile(extent: int | None, lanes: int, max_regs: int) -> int:
@@ -80,9 +84,10 @@ def _split(sch: Schedule, loop: LoopRV, extent: int | None, tile: int
 
 
 def apply_tile_plan(sch: Schedule, f: BlockFacts, plan: TilePlan, epilogue: BlockRV | None,
-                    cpu: CPUInfo) -> None:
+                    cpu: CPUInfo) -> LoopRV | None:
     """Tile reduction block ``f`` by ``plan`` (see the module docstring). ``epilogue`` is the
-    block's elementwise consumer to fuse under the tile, or None."""
+    block's elementwise consumer to fuse under the tile, or None. Returns the parallel loop
+    (the outer loops fused; with ``plan.plane``, only its leading ones), or None."""
     anchor = f.rv
     v_var = f.iters[plan.v]
     lanes = cpu.lanes(f.store.buffer.dtype)
@@ -136,20 +141,35 @@ def apply_tile_plan(sch: Schedule, f: BlockFacts, plan: TilePlan, epilogue: Bloc
     fused_epilogue = tile_block
 
     work = f.work()
-    fused = parallelize(sch, outer, work, cpu)
+    k = len(outer) if plan.plane is None else _plane_depth(f, outer, plan.plane)
+    fused = parallelize(sch, outer[:k], work, cpu)
+    above = fused if k == len(outer) else outer[-1]   # the tile's own loops are below this
     # Vectorize before decompose_reduction: the update block it leaves (no init) is not a
     # reduction block any more, and parallel/vectorize refuse it (TVM's compact dataflow).
     sch.vectorize(v_i)
     if reds:
         init = sch.decompose_reduction(anchor, reds[0])
-        _vectorize_tile(sch, init, fused, lanes)
+        _vectorize_tile(sch, init, above, lanes)
     if u_i is not None:
         sch.unroll(u_i)
     if fused_epilogue is not None:
-        _vectorize_tile(sch, fused_epilogue, fused, lanes)
+        _vectorize_tile(sch, fused_epilogue, above, lanes)
     for access in plan.pack:
         _pack(sch, anchor, access, v_var, plan.V,
               [f.iters[i] for i in f.spatial if i != plan.v], cpu)
+    return fused
+
+
+def _plane_depth(f: BlockFacts, outer: list[LoopRV], plane: Access) -> int:
+    """How many leading ``outer`` loops bind an iteration variable that indexes ``plane``
+    directly (at least one)."""
+    k = 0
+    for lp in outer:
+        i = next((i for i, loop in enumerate(f.loops) if loop is lp), None)
+        if i is None or plane.plain_dim(f.iters[i]) is None:
+            break
+        k += 1
+    return max(k, 1)
 
 
 def _move_dim_last(sch: Schedule, block: BlockRV, dim: int | None, ndim: int) -> None:
