@@ -41,8 +41,11 @@ from ms_tuning_workloads import fast_runner, xgb_1thread  # noqa: E402
 from small_models import tiny_resnet  # noqa: E402
 
 TARGET = "llvm -num-cores=2"
-STEM = "fused_conv2d_batch_norm_relu"          # conv1 + bn1 + relu (3 -> 8 channels)
-BLOCK_CONV1 = "fused_conv2d1_batch_norm_relu"  # every block's conv1 + bn1 + relu
+# Batch norm is folded into the convolutions (FoldBatchnormToConv2D): the kernels end in an
+# add; their layer labels still name the batch norms.
+STEM = "fused_conv2d_add_relu"          # conv1 + bn1 + relu (3 -> 8 channels)
+BLOCK_CONV1 = "fused_conv2d1_add_relu"  # every block's conv1 + bn1 + relu
+BLOCK_CONV2 = "fused_conv2d1_add_add1_relu"  # every block's conv2 + bn2 + add + relu
 CONVS = ["conv2d"]
 
 
@@ -245,7 +248,7 @@ def test_a_stopped_run_resumes_from_its_work_directory(resnet, tmp_path, ms_log)
     assert table.loc[BLOCK_CONV1, "Weight"] == 2
     assert table.loc[BLOCK_CONV1, "Layers"] == "layer1.0.conv1 + bn1 + relu (+1 more)"
     assert table.loc[STEM, "Layers"] == "conv1 + bn1 + relu"
-    assert {STEM, BLOCK_CONV1, "fused_conv2d1_batch_norm_add_relu"} <= _applied(resumed, mod)
+    assert {STEM, BLOCK_CONV1, BLOCK_CONV2} <= _applied(resumed, mod)
 
     again = _tune(mod, tmp_path, budget=24, per_task=8)
     assert len(again) == 24 and "budget is used up" in ms_log[-1]
@@ -264,12 +267,12 @@ def test_a_task_shared_with_an_earlier_model_reuses_its_records(resnet, tmp_path
     m, x, ep, want = tiny_resnet(seed=1, blocks=1, classes=5)
     second = from_exported_program(ep)
     before = _records_by_task(JSONDatabase(work_dir=str(tmp_path)), second)
-    assert before == {STEM: 0, BLOCK_CONV1: 4, "fused_conv2d1_batch_norm_add_relu": 0}
+    assert before == {STEM: 0, BLOCK_CONV1: 4, BLOCK_CONV2: 0}
 
     db = _tune(second, tmp_path, budget=12, per_task=4)
     # its other two tasks got the rest of the budget; the shared one was not tuned again
     assert _records_by_task(db, second) == {STEM: 4, BLOCK_CONV1: 4,
-                                            "fused_conv2d1_batch_norm_add_relu": 4}
+                                            BLOCK_CONV2: 4}
     assert len(db) == 12
     assert BLOCK_CONV1 in _applied(db, second)
     np.testing.assert_allclose(_run(compile_relax(db, second, TARGET), x.numpy()), want,

@@ -1,3 +1,5 @@
+import threading
+
 import numpy as np
 import pytest
 
@@ -123,8 +125,11 @@ def test_zero_time_iterations_are_limited(monkeypatch):
 
 
 def test_cooldown_schedule(monkeypatch):
-    sleeps = []
-    monkeypatch.setattr(evaluator_mod.time, "sleep", sleeps.append)
+    # time.sleep is patched for every thread: record this thread's calls only, and let other
+    # threads (pools, clients left by earlier tests) really sleep
+    sleeps, real_sleep, me = [], evaluator_mod.time.sleep, threading.get_ident()
+    monkeypatch.setattr(evaluator_mod.time, "sleep", lambda s: sleeps.append(s)
+                        if threading.get_ident() == me else real_sleep(s))
     ev = time_evaluator(lambda: None, cpu(), number=1, repeat=5, cooldown_interval_ms=3,
                         repeats_to_cooldown=2)
     assert len(ev().results) == 5
