@@ -77,8 +77,8 @@ class RefuseEverything(PyPostproc):
 
 def test_a_task_without_a_valid_candidate_says_why_everywhere(tmp_path, capsys):
     """Every sample refused: one warning for the task with the counts and the first refusal,
-    the same in the logs (the scheduler's and the task's) and on the dashboard, and ``compile_tir`` raises a clear error rather
-    than handing None to ``build``."""
+    the same in the logs (the scheduler's and the task's) and on the dashboard, and
+    ``compile_tir`` raises a clear error rather than handing None to ``build``."""
     func = product("int8", "matmul", 32, 32, 32)
     mod = wb.IRModule({"main": func})
     space = PostOrderApply(postprocs=[RefuseEverything()])
