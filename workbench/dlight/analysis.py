@@ -68,6 +68,10 @@ def expr_vars(e: PrimExpr) -> frozenset[Var]:
     return frozenset(collect_vars(e))
 
 
+def _is_unit_dim(extent: PrimExpr) -> bool:
+    return isinstance(extent, IntImm) and int(extent.value) == 1
+
+
 @dataclass(frozen=True)
 class Access:
     """One load or store ``buffer[indices]`` of a block, in terms of its iteration vars."""
@@ -85,18 +89,31 @@ class Access:
         """The dimensions whose index uses ``var``."""
         return [d for d, vs in enumerate(self.dim_vars) if var in vs]  # type: ignore[attr-defined]
 
+    @property
+    def last_dim(self) -> int:
+        """The innermost dimension that can vary: trailing dimensions of extent 1 (indexed
+        by 0, such as the channel multiplier of a ``(k, k, C, 1)`` depthwise weight) do not
+        count, as they do not change the address."""
+        d = len(self.indices) - 1
+        unit = [_is_unit_dim(e) and not vs  # type: ignore[attr-defined]
+                for e, vs in zip(self.buffer.shape, self.dim_vars)]
+        while d > 0 and unit[d]:
+            d -= 1
+        return d
+
     def is_unit_stride(self, var: Var) -> bool:
         """Consecutive values of ``var`` touch consecutive elements: ``var`` appears only in
-        the last index, with coefficient 1 (buffers are dense, row-major)."""
-        dims = self.dims_of(var)
-        return dims == [len(self.indices) - 1] and coefficient(self.indices[-1], var) == 1
+        the last (varying) index, with coefficient 1 (buffers are dense, row-major)."""
+        last = self.last_dim
+        return self.dims_of(var) == [last] and coefficient(self.indices[last], var) == 1
 
     def stride_in_last(self, var: Var) -> int | None:
-        """``var``'s coefficient when it appears only in the last index, else None."""
-        dims = self.dims_of(var)
-        if dims != [len(self.indices) - 1]:
+        """``var``'s coefficient when it appears only in the last (varying) index, else
+        None."""
+        last = self.last_dim
+        if self.dims_of(var) != [last]:
             return None
-        return coefficient(self.indices[-1], var)
+        return coefficient(self.indices[last], var)
 
     def plain_dim(self, var: Var) -> int | None:
         """The dimension indexed by exactly ``var`` when no other dimension uses it."""
