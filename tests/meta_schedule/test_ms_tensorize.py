@@ -109,6 +109,17 @@ def _before_postproc(sch):
     return kinds[:at], kinds[at:]
 
 
+def _check_packed_in_design_space(sch, func, packed_shape):
+    """The weight is packed (TransformLayout) before the tile is blockized, RewriteLayout
+    leaves it alone, the block is tensorized, and the trace replays."""
+    before, post = _before_postproc(sch)
+    assert before.index("TransformLayout") < before.index("Blockize")
+    assert "TransformLayout" not in post and post.index("Tensorize") > 0
+    packed = RemoveWeightLayoutRewriteBlock()(sch.mod)["main"]
+    assert [r.packed_shape for r in layout_rewrites(packed)] == [packed_shape]
+    verify_trace_roundtrip(sch, func)
+
+
 def test_int8_dense_design_spaces_pack_the_weight_for_the_vnni_micro_kernel():
     func = int8_dense()
     spaces, cands = _candidates(func, VNNI, family="avx512_vnni_mk_")
@@ -118,12 +129,7 @@ def test_int8_dense_design_spaces_pack_the_weight_for_the_vnni_micro_kernel():
     for sch in cands:
         # The rule packs the layout-free weight [N/16, K/4, 16, 4] before tiling; RewriteLayout
         # leaves it alone.
-        before, post = _before_postproc(sch)
-        assert before.index("TransformLayout") < before.index("Blockize")
-        assert "TransformLayout" not in post and post.index("Tensorize") > 0
-        packed = RemoveWeightLayoutRewriteBlock()(sch.mod)["main"]
-        assert [r.packed_shape for r in layout_rewrites(packed)] == [(2, 16, 16, 4)]
-        verify_trace_roundtrip(sch, func)
+        _check_packed_in_design_space(sch, func, (2, 16, 16, 4))
 
 
 def test_int8_dense_without_a_micro_kernel_shape_uses_the_16x4_dot_product():
@@ -134,12 +140,7 @@ def test_int8_dense_without_a_micro_kernel_shape_uses_the_16x4_dot_product():
     assert tensorized and all(_tensorized(c) == ["dot_16x4_vnni"] for c in tensorized)
     for sch in tensorized:
         # packed in the design space, as for the micro-kernels
-        before, post = _before_postproc(sch)
-        assert before.index("TransformLayout") < before.index("Blockize")
-        assert "TransformLayout" not in post and post.index("Tensorize") > 0
-        packed = RemoveWeightLayoutRewriteBlock()(sch.mod)["main"]
-        assert [r.packed_shape for r in layout_rewrites(packed)] == [(2, 16, 16, 4)]
-        verify_trace_roundtrip(sch, func)
+        _check_packed_in_design_space(sch, func, (2, 16, 16, 4))
 
 
 @needs_vnni
