@@ -73,13 +73,18 @@ def test_pool_recovers_from_a_worker_killed_while_idle(builder):
 
 
 def _wait_gone(pid: int) -> None:
+    """Until the process has exited whole. A killed multithreaded process shows its leader
+    as a zombie while its other threads are still torn down: until they are, its files stay
+    open and its parent cannot reap it, so a pool could still take it for a live idle
+    worker (a job sent then came back "crashed", about 1 run in 10 on a loaded host)."""
     import time
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
             with open(f"/proc/{pid}/stat") as f:
-                if f.read().split()[2] == "Z":
-                    return
+                zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
+            if zombie and len(os.listdir(f"/proc/{pid}/task")) <= 1:
+                return
         except FileNotFoundError:
             return
         time.sleep(0.05)
