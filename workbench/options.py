@@ -299,6 +299,12 @@ register("kernel_loader", str, "auto", env="WORKBENCH_KERNEL_LOADER",
          validate=_loader_mode)
 
 
+register("convert_layout", bool, True, env="WORKBENCH_CONVERT_LAYOUT",
+         doc="relax.build runs convolutional graphs in a channel-blocked layout (NCHW16c with "
+             "AVX-512, NCHW8c with AVX2; relax.transform.ConvertLayoutNCHWc); off: the "
+             "layouts the model was written in.")
+
+
 register("default_schedule", bool, True, env="WORKBENCH_DEFAULT_SCHEDULE",
          doc="relax.build gives every kernel without a tuned or hand-written schedule a "
              "default CPU schedule (workbench.dlight); off: plain loop nests.")

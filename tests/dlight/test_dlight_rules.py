@@ -284,6 +284,42 @@ def test_register_tile_fits_the_vector_registers(mattr, budget):
     assert max(used) <= budget and max(used) > budget // 2, used
 
 
+@pytest.mark.parametrize("mattr, block, tile", [("+avx2,+fma", 8, 12), ("+avx512f", 16, 24)])
+def test_blocked_conv_tiles_output_channel_blocks_by_pixels(mattr, block, tile):
+    """A convolution on NCHW{B}c (conv2d_NCHWc) gets MLAS's register tile: W output-channel
+    blocks x U pixels of one row (each broadcast input value feeds W vectors, each weight
+    vector U pixels), W * U <= 24 accumulators with AVX-512 and <= 12 with AVX2; results
+    against numpy on both targets (the AVX2 one runs on any x86 host)."""
+    from workbench.dlight.cpu.anchor import match_anchor
+    from workbench.dlight.cpu.common import inline_cheap_stages
+    from workbench.dlight.cpu.matmul import plan_outer_product
+    from workbench.relax.op.layout import to_layout_numpy
+    from workbench.topi.nn.conv2d_nchwc import conv2d_nchwc
+    target = Target(f"llvm -mattr={mattr} -num-cores=2")
+    cpu = dlight.CPUInfo.of(target)
+    x = te.placeholder((1, 32 // block, 14, 14, block), name="x")
+    w = te.placeholder((64 // block, 32 // block, 3, 3, block, block), name="w")
+    y = conv2d_nchwc(x, w, 1, 1, 1, 1, f"NCHW{block}c", f"OIHW{block}i{block}o",
+                     f"NCHW{block}c")
+    func = te.create_prim_func([x, w, y])
+    sch = Schedule(func)
+    inline_cheap_stages(sch)
+    f = match_anchor(sch).anchor
+    plan = plan_outer_product(f, cpu)
+    names = [v.name for v in f.iters]
+    assert (names[plan.v], names[plan.u], names[plan.w]) == ("v_cb", "v_xx", "v_cc")
+    assert plan.V == block and plan.W > 1 and 1 < plan.W * plan.U <= tile
+    mod = dlight.default_schedule(func, target)
+    xs, ws = rand(1, 32, 14, 14), rand(64, 32, 3, 3)
+    out = wb.nd.empty((1, 64 // block, 14, 14, block), "float32")
+    wb.build(mod, target)["main"](wb.nd.array(to_layout_numpy(xs, "NCHW", f"NCHW{block}c")),
+                                  wb.nd.array(to_layout_numpy(ws, "OIHW",
+                                                              f"OIHW{block}i{block}o")), out)
+    want = np_conv_nchw(xs, ws, 1, 1)
+    np.testing.assert_allclose(to_layout_numpy(out.numpy(), f"NCHW{block}c", "NCHW"), want,
+                               rtol=1e-4, atol=1e-4)
+
+
 def _single(make_outputs, inputs):
     """A te kernel of ``make_outputs(*placeholders)`` over the numpy ``inputs``, built with
     its default schedule; returns the outputs and the rule that scheduled it."""

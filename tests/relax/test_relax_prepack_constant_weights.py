@@ -27,6 +27,16 @@ from workbench.runtime.relax_vm import VirtualMachine
 from workbench.tir.schedule.state import FuncIndex
 from workbench.tir.transform.remove_weight_layout_rewrite_block import layout_rewrites
 
+
+@pytest.fixture(autouse=True)
+def _plain_layouts():
+    """These tests are about packing the weights of NCHW convolutions (tuned and default
+    schedules); the blocked layout reorders constant weights itself
+    (tests/relax/test_relax_convert_layout.py)."""
+    from workbench import options
+    with options.override(convert_layout=False):
+        yield
+
 sys.path.insert(0, os.path.dirname(__file__))
 from relax_compile_models import make_cnn  # noqa: E402
 

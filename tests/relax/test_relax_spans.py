@@ -10,6 +10,7 @@ import base64
 import numpy as np
 
 import workbench as wb
+from workbench import options
 from workbench import relax
 from workbench.ir import structural_equal, structural_hash
 from workbench.ir.json import load_json, save_json
@@ -72,7 +73,10 @@ def test_spans_take_no_part_in_structural_equality_and_survive_json():
 
 def test_spans_reach_the_kernel_calls_of_the_executable():
     mod = _two_blocks()
-    exe = relax.build(mod, "llvm")
+    # In the plain layout (in the blocked one the first block reads the plain input and the
+    # second a blocked tensor: two kernels, and a reorder at the end named "layout").
+    with options.override(convert_layout=False):
+        exe = relax.build(mod, "llvm")
     lowered = [(k, s) for k, s in call_spans(exe.lowered_mod["main"]) if s is not None]
     # conv + bias + relu of one block is one fused kernel named by both of its layers; the two
     # blocks are structurally equal, so both calls share one kernel.
@@ -101,7 +105,8 @@ def test_spans_reach_the_kernel_calls_of_the_executable():
 def test_unfused_build_keeps_one_span_per_kernel():
     exe = relax.build(_two_blocks(), "llvm", fuse=False)
     labels = [s.label() for s in exe.call_sources.values()]
-    assert labels == ["block0.conv"] * 2 + ["block0.act"] + ["block1.conv"] * 2 + ["block1.act"]
+    assert labels == ["block0.conv"] * 2 + ["block0.act"] + ["block1.conv"] * 2 + \
+        ["block1.act", "layout"]
 
 
 def test_merge_keeps_first_occurrence_order():

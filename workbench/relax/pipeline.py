@@ -10,6 +10,11 @@ The default order, and why:
 
 0. ``FoldBatchnormToConv2D``  batch norm after a constant-weight convolution folded into its
                               weights and a per-channel shift (compile time)
+   ``ConvertLayoutNCHWc``     convolutions and the ops between them in the blocked layout
+                              NCHW{16,8}c, weights reordered at compile time, one
+                              ``layout_transform`` per tensor at the region's boundaries
+                              (after a CanonicalizeBindings + DeadCodeElimination that
+                              forward batch norm's tuple)                    [convert_layout]
 1. ``LegalizeOps``            high-level ops -> ``call_tir`` of te-made PrimFuncs
 2. ``AnnotateTIROpPattern``   each PrimFunc's fusion pattern (``op_pattern``)
    ``FoldConstant``           kernel calls on constants only (a bound weight's transpose)
@@ -86,7 +91,8 @@ class Pipeline:
 
 def get_default_pipeline(target: Any = None, fuse: bool = True,
                          plan_memory: bool = True, database: Any = None,
-                         default_schedule: bool | None = None) -> Pipeline:
+                         default_schedule: bool | None = None,
+                         convert_layout: bool | None = None) -> Pipeline:
     """The default pipeline for ``target`` (only CPU/llvm targets exist; the target is accepted
     for TVM compatibility). ``fuse=False`` skips FuseOps/FuseTIR (one kernel per op);
     ``plan_memory=False`` skips StaticPlanBlockMemory (one storage per tensor).
@@ -97,7 +103,10 @@ def get_default_pipeline(target: Any = None, fuse: bool = True,
     ``default_schedule`` (default: the option ``default_schedule``, on) adds
     ``ApplyDefaultSchedule`` with the CPU rules (``workbench.dlight``) after that: every
     kernel not already scheduled -- by the database or by hand -- gets a default schedule
-    (parallel, vectorized, register-tiled), whose constant weights the next pass packs."""
+    (parallel, vectorized, register-tiled), whose constant weights the next pass packs.
+    ``convert_layout`` (default: the option ``convert_layout``, on) adds
+    ``ConvertLayoutNCHWc`` for the target after batch-norm folding (with the binding clean-up
+    it needs first): convolutional graphs run in the channel-blocked layout."""
     from workbench.relax import transform as T
     from workbench.relax.transform.attach_global_symbol import AttachGlobalSymbol
     from workbench.relax.transform.call_tir_rewrite import CallTIRRewrite, ToNonDataflow
@@ -112,9 +121,15 @@ def get_default_pipeline(target: Any = None, fuse: bool = True,
     from workbench.relax.transform.canonicalize_bindings import CanonicalizeBindings
     from workbench.relax.transform.fold_constant import FoldConstant
     from workbench.relax.transform.fold_batchnorm import FoldBatchnormToConv2D
-    passes: list[ModulePass] = [FoldBatchnormToConv2D(), T.LegalizeOps(),
-                                T.AnnotateTIROpPattern(), FoldConstant(target),
-                                CanonicalizeBindings(), DeadCodeElimination()]
+    if convert_layout is None:
+        from workbench import options
+        convert_layout = options.get("convert_layout")
+    passes: list[ModulePass] = [FoldBatchnormToConv2D()]
+    if convert_layout:
+        passes += [CanonicalizeBindings(), DeadCodeElimination(),
+                   T.ConvertLayoutNCHWc(target)]
+    passes += [T.LegalizeOps(), T.AnnotateTIROpPattern(), FoldConstant(target),
+               CanonicalizeBindings(), DeadCodeElimination()]
     if fuse:
         passes += [FuseOps(), FuseTIR()]
     if database is not None:

@@ -194,9 +194,11 @@ def test_spans_name_modules_and_survive_fusion_and_build(small):
     exe = relax.build(mod, "llvm")
     lowered = [(k, s) for k, s in call_spans(exe.lowered_mod["main"]) if s is not None]
     # conv + bias + batch norm + relu fuse into one kernel named by its three layers (the
-    # functional relu at the top level is named by its node); module-less ops by their node.
-    assert [s.label() for _, s in lowered] == ["conv + bn + relu", "mean", "fc", "amax"]
-    assert lowered[0][0].startswith("fused_conv2d") and lowered[2][0].startswith("fused_matmul")
+    # functional relu at the top level is named by its node); module-less ops by their node;
+    # the reorder out of the blocked layout (before the mean) by "layout".
+    assert [s.label() for _, s in lowered] == ["conv + bn + relu", "layout", "mean", "fc", "amax"]
+    assert lowered[0][0].startswith("fused_conv2d") and lowered[3][0].startswith("fused_matmul")
+    assert lowered[1][0].startswith("layout_transform")
     assert {k for k, _ in lowered} <= set(exe.kernel_names)
     conv = lowered[0][1]
     assert [src.module_type for src in conv.sources] == ["Conv2d", "BatchNorm2d", "SmallNet"]

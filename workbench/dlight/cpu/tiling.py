@@ -45,6 +45,12 @@ class TilePlan:
     u: int | None = None        # index of the register-blocked variable, if any
     U: int = 1                  # its tile
     pack: list[Access] = field(default_factory=list)
+    # A second variable the v operand depends on and the u operand does not (a blocked
+    # convolution's output-channel block index): W of its iterations are in the register tile
+    # too, so one broadcast of the u operand feeds W x V/lanes accumulators (MLAS's NCHWc
+    # kernel: 4 filter blocks x 6 pixels).
+    w: int | None = None
+    W: int = 1
     # A load of a padded prologue buffer computed per iteration of the parallel loop: only
     # the leading outer loops that index it directly (a conv's batch and channel) are fused
     # and parallel, the rest stay serial inside, so one plane of it is padded at a time.
@@ -98,6 +104,9 @@ def apply_tile_plan(sch: Schedule, f: BlockFacts, plan: TilePlan, epilogue: Bloc
             u_o, u_i = _split(sch, f.loops[plan.u], f.extent(plan.u), plan.U)
         else:
             u_o = f.loops[plan.u]
+    w_o = w_i = None
+    if plan.w is not None and plan.W > 1:
+        w_o, w_i = _split(sch, f.loops[plan.w], f.extent(plan.w), plan.W)
     # Spatial loops outside the tile: the ones the v operand depends on first, then v's outer
     # part, then the others (u's outer part last), so one panel of the v operand is reused by
     # every tile of the rest.
@@ -107,11 +116,13 @@ def apply_tile_plan(sch: Schedule, f: BlockFacts, plan: TilePlan, epilogue: Bloc
     for i in f.spatial:
         if i in (plan.v, plan.u):
             continue
-        (first if id(f.iters[i]) in deps else rest).append(f.loops[i])
+        loop = w_o if i == plan.w and w_i is not None else f.loops[i]
+        if loop is not None:
+            (first if id(f.iters[i]) in deps else rest).append(loop)
     outer = first + [lp for lp in (v_o,) if lp is not None] + rest + \
         [lp for lp in (u_o,) if lp is not None]
     reds = [f.loops[i] for i in f.reduction]
-    inner = [lp for lp in (u_i, v_i) if lp is not None]
+    inner = [lp for lp in (w_i, u_i, v_i) if lp is not None]
     sch.reorder(*outer, *reds, *inner)
     if not outer:
         outer = [sch.add_unit_loop(reds[0] if reds else inner[0])]
@@ -150,8 +161,9 @@ def apply_tile_plan(sch: Schedule, f: BlockFacts, plan: TilePlan, epilogue: Bloc
     if reds:
         init = sch.decompose_reduction(anchor, reds[0])
         _vectorize_tile(sch, init, above, lanes)
-    if u_i is not None:
-        sch.unroll(u_i)
+    for lp in (w_i, u_i):
+        if lp is not None:
+            sch.unroll(lp)
     if fused_epilogue is not None:
         _vectorize_tile(sch, fused_epilogue, above, lanes)
     for access in plan.pack:

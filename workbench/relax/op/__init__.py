@@ -10,6 +10,7 @@ from workbench.relax.op.binary import (
 )
 from workbench.relax.op.datatype import astype
 from workbench.relax.op.index import strided_slice, take
+from workbench.relax.op.layout import layout_transform
 from workbench.relax.op.linear_algebra import linear, matmul
 from workbench.relax.op.manipulate import (
     broadcast_to, concat, expand_dims, flatten, permute_dims, reshape, split, squeeze,
@@ -32,5 +33,5 @@ __all__ = [
     "split", "squeeze", "argmax", "argmin", "where", "sum", "mean", "max", "min", "prod",
     "abs", "ceil", "clip", "cos", "erf", "exp", "floor", "log", "logical_not", "negative",
     "round", "rsqrt", "sigmoid", "sin", "sqrt", "square", "tanh", "nn", "get_op", "list_ops",
-    "OpError", "requantize", "quantize", "dequantize",
+    "OpError", "requantize", "quantize", "dequantize", "layout_transform",
 ]

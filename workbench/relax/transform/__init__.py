@@ -32,6 +32,11 @@ __all__ += ["PrepackConstantWeights"]
 from workbench.relax.transform.fold_batchnorm import FoldBatchnormToConv2D  # noqa: E402
 
 __all__ += ["FoldBatchnormToConv2D"]
+# Convolutional graphs in a channel-blocked layout (NCHW16c / NCHW8c), weights reordered at
+# compile time.
+from workbench.relax.transform.convert_layout_nchwc import ConvertLayoutNCHWc  # noqa: E402
+
+__all__ += ["ConvertLayoutNCHWc"]
 # Kernel calls on constants computed at compile time.
 from workbench.relax.transform.fold_constant import FoldConstant  # noqa: E402
 

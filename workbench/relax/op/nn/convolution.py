@@ -42,18 +42,47 @@ def conv2d(data: Expr, weight: Expr, strides: Any = (1, 1), padding: Any = (0, 0
            out_dtype: str | None = None) -> Call:
     """2-d convolution. NCHW data takes an OIHW weight, NHWC data an HWIO weight; ``padding``
     is 1, 2 or 4 values (top, left, bottom, right); the weight's input channels are
-    ``C / groups``."""
+    ``C / groups``. Channel-blocked layouts (``out_layout="NCHW16c"`` with data ``NCHW16c`` and
+    an ``OIHW16i16o`` weight, NCHW data and an ``OIHW16o`` weight, or a depthwise ``OIHW16o``
+    weight: :mod:`workbench.topi.nn.conv2d_nchwc`) are what ``ConvertLayoutNCHWc`` makes."""
+    from workbench.topi.nn.layout import is_blocked
     kernel_layout = kernel_layout or _KERNEL_LAYOUT.get(data_layout, "")
-    if _KERNEL_LAYOUT.get(data_layout) != kernel_layout:
-        raise ValueError(f"conv2d: supported layouts are NCHW with OIHW and NHWC with HWIO, got "
-                         f"data_layout={data_layout!r}, kernel_layout={kernel_layout!r}")
-    if out_layout not in (None, data_layout):
-        raise ValueError(f"conv2d: out_layout must equal data_layout ({data_layout})")
+    out_layout = out_layout or data_layout
+    if is_blocked(out_layout):
+        _check_blocked_layouts(data_layout, kernel_layout, out_layout)
+    else:
+        if _KERNEL_LAYOUT.get(data_layout) != kernel_layout:
+            raise ValueError(f"conv2d: supported layouts are NCHW with OIHW and NHWC with HWIO "
+                             f"(or blocked ones), got data_layout={data_layout!r}, "
+                             f"kernel_layout={kernel_layout!r}")
+        if out_layout != data_layout:
+            raise ValueError(f"conv2d: out_layout must equal data_layout ({data_layout})")
     attrs = {"strides": pair(strides, "strides"), "padding": pad4(padding),
              "dilation": pair(dilation, "dilation"), "groups": int(groups),
              "data_layout": data_layout, "kernel_layout": kernel_layout,
-             "out_layout": data_layout, "out_dtype": out_dtype or "void"}
+             "out_layout": out_layout, "out_dtype": out_dtype or "void"}
     return make_call("relax.nn.conv2d", (data, weight), attrs)
+
+
+def _check_blocked_layouts(data_layout: str, kernel_layout: str, out_layout: str) -> None:
+    from workbench.topi.nn.layout import layout_block, parse_layout, primal_layout
+    try:
+        ok = primal_layout(out_layout) == "NCHW" and primal_layout(data_layout) == "NCHW" and \
+            primal_layout(kernel_layout) == "OIHW" and len(parse_layout(out_layout)) == 5 and \
+            layout_block(kernel_layout, "O") == layout_block(out_layout, "C") and \
+            len(parse_layout(data_layout)) in (4, 5)
+    except ValueError as e:
+        raise ValueError(f"conv2d: {e}") from None
+    if not ok:
+        raise ValueError(f"conv2d: a blocked out_layout ({out_layout!r}) needs NCHW or NCHW{{b}}c "
+                         f"data and an OIHW[{{b}}i]{{B}}o kernel with the output's block, got "
+                         f"data_layout={data_layout!r}, kernel_layout={kernel_layout!r}")
+
+
+def _logical_dims(values: tuple, layout: str) -> dict[str, Any]:
+    """Primal extents (block factors multiplied in) of a shape in ``layout``."""
+    from workbench.relax.op.layout import _logical
+    return _logical(values, layout)
 
 
 def out_extent(size: PrimExpr, lo: int, hi: int, k: PrimExpr, stride: int, dil: int,
@@ -78,14 +107,22 @@ def _infer_conv2d(call: Call, ctx: Any) -> StructInfo:
     x, w = I.tensor_arg(call, 0, "data"), I.tensor_arg(call, 1, "weight")
     dtype = a["out_dtype"] if a["out_dtype"] != "void" else \
         I.same_dtype(call, [("data", x), ("weight", w)])
-    for name, si in (("data", x), ("weight", w)):
-        if si.ndim not in (-1, 4):
-            raise I.error(call, f"{name} must be 4-d, got {I.dims_text(si.values)}")
+    dl, kl, ol = a["data_layout"], a["kernel_layout"], a["out_layout"]
+    for name, si, lay in (("data", x, dl), ("weight", w, kl)):
+        nd = sum(ch.isalpha() for ch in lay)
+        if si.ndim not in (-1, nd):
+            raise I.error(call, f"{name} must be {nd}-d ({lay}), got {I.dims_text(si.values)}")
     if x.shape is None or w.shape is None:
-        return TensorStructInfo(None, dtype, 4)
-    dl, kl = a["data_layout"], a["kernel_layout"]
-    n, c, h, wd = (x.values[dl.index(ch)] for ch in "NCHW")
-    o, i, kh, kw = (w.values[kl.index(ch)] for ch in "OIHW")
+        return TensorStructInfo(None, dtype, sum(ch.isalpha() for ch in ol))
+    if len(dl) == 4 and len(kl) == 4 and len(ol) == 4:
+        n, c, h, wd = (x.values[dl.index(ch)] for ch in "NCHW")
+        o, i, kh, kw = (w.values[kl.index(ch)] for ch in "OIHW")
+    else:
+        xd, wd_ = _logical_dims(x.values, dl), _logical_dims(w.values, kl)
+        n, c, h, wd = (xd[ch] for ch in "NCHW")
+        o, i, kh, kw = (wd_[ch] for ch in "OIHW")
+        n, c, h, wd, o, i, kh, kw = (IntImm("int64", v) if isinstance(v, int) else v
+                                     for v in (n, c, h, wd, o, i, kh, kw))
     g = a["groups"]
     cin = I.const_int(c)
     if cin is not None and I.const_int(i) is not None and cin != I.const_int(i) * g:
@@ -103,6 +140,12 @@ def _infer_conv2d(call: Call, ctx: Any) -> StructInfo:
                                 f"{I.dims_text(w.values)} does not fit data "
                                 f"{I.dims_text(x.values)} with this padding")
     dims = {"N": n, "C": o, "H": oh, "W": ow}
+    if len(a["out_layout"]) != 4:
+        from workbench.relax.op.layout import blocked_shape
+        shape = blocked_shape({k: (I.const_int(v) if I.const_int(v) is not None else v)
+                               for k, v in dims.items()}, a["out_layout"])
+        return TensorStructInfo(tuple(IntImm("int64", v) if isinstance(v, int) else v
+                                      for v in shape), dtype)
     return TensorStructInfo(tuple(dims[ch] for ch in dl), dtype)
 
 
@@ -110,6 +153,14 @@ def _infer_conv2d(call: Call, ctx: Any) -> StructInfo:
 def _legalize_conv2d(bb: Any, call: Call) -> Expr:
     from workbench.topi.nn import conv2d as te_conv2d
     a = call.attrs
+    if a["out_layout"] != a["data_layout"] or len(a["out_layout"]) != 4:
+        from workbench.topi.nn.conv2d_nchwc import conv2d_nchwc
+        depthwise = "i" not in a["kernel_layout"] and len(a["data_layout"]) != 4
+        return bb.call_te(conv2d_nchwc, call.args[0], call.args[1], list(a["strides"]),
+                          list(a["padding"]), list(a["dilation"]), a["groups"],
+                          a["data_layout"], a["kernel_layout"], a["out_layout"],
+                          out_dtype=call.struct_info.dtype,
+                          primfunc_name_hint="depthwise_conv2d" if depthwise else "conv2d")
     return bb.call_te(te_conv2d, call.args[0], call.args[1], list(a["strides"]),
                       list(a["padding"]), list(a["dilation"]), data_layout=a["data_layout"],
                       kernel_layout=a["kernel_layout"], out_dtype=call.struct_info.dtype,
@@ -119,7 +170,15 @@ def _legalize_conv2d(bb: Any, call: Call) -> Expr:
 @def_numpy("relax.nn.conv2d")
 def _numpy_conv2d(x: np.ndarray, w: np.ndarray, strides: tuple, padding: tuple,
                   dilation: tuple, groups: int, data_layout: str, kernel_layout: str,
-                  out_dtype: str = "void", **_: Any) -> np.ndarray:
+                  out_dtype: str = "void", out_layout: str | None = None, **_: Any
+                  ) -> np.ndarray:
+    if max(len(data_layout), len(kernel_layout), len(out_layout or "")) > 4:
+        from workbench.relax.op.layout import to_layout_numpy
+        x = to_layout_numpy(x, data_layout, "NCHW")
+        w = to_layout_numpy(w, kernel_layout, "OIHW")
+        out = _numpy_conv2d(x, w, strides, padding, dilation, groups, "NCHW", "OIHW",
+                            out_dtype)
+        return to_layout_numpy(out, "NCHW", out_layout)
     dtype = x.dtype if out_dtype == "void" else np.dtype(out_dtype)
     if data_layout == "NHWC":
         x = x.transpose(0, 3, 1, 2)

@@ -13,10 +13,28 @@ from workbench.relax.struct_info import StructInfo, TensorStructInfo
 from workbench.tir.expr import IntImm
 
 
+def _check_layout(name: str, layout: str) -> None:
+    """NCHW, NHWC or a channel-blocked NCHW ("NCHW16c")."""
+    from workbench.topi.nn.layout import parse_layout
+    if layout in ("NCHW", "NHWC"):
+        return
+    try:
+        ok = layout.startswith("NCHW") and len(parse_layout(layout)) == 5
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{name}: layout must be 'NCHW', 'NHWC' or a blocked 'NCHW{{b}}c', "
+                         f"got {layout!r}")
+
+
+def _topi_layout(layout: str) -> str:
+    """One letter per dimension, as topi's pools take it: "NCHW16c" -> "NCHWc"."""
+    return "".join(ch for ch in layout if ch.isalpha())
+
+
 def _pool(name: str, data: Expr, pool_size: Any, strides: Any, padding: Any, dilation: Any,
           ceil_mode: bool, count_include_pad: bool, layout: str, out_layout: str | None) -> Call:
-    if layout not in ("NCHW", "NHWC"):
-        raise ValueError(f"{name}: layout must be 'NCHW' or 'NHWC', got {layout!r}")
+    _check_layout(name, layout)
     if out_layout not in (None, layout):
         raise ValueError(f"{name}: out_layout must equal layout ({layout})")
     attrs = {"pool_size": pair(pool_size, "pool_size"), "strides": pair(strides, "strides"),
@@ -48,8 +66,9 @@ def avg_pool2d(data: Expr, pool_size: Any = (1, 1), strides: Any = (1, 1),
 def adaptive_avg_pool2d(data: Expr, output_size: int | Sequence[int] | None = None,
                         layout: str = "NCHW", out_layout: str | None = None) -> Call:
     """Average H and W into ``output_size`` bins (None keeps the input size)."""
-    if layout not in ("NCHW", "NHWC"):
-        raise ValueError(f"adaptive_avg_pool2d: layout must be 'NCHW' or 'NHWC', got {layout!r}")
+    _check_layout("adaptive_avg_pool2d", layout)
+    if out_layout not in (None, layout):
+        raise ValueError(f"adaptive_avg_pool2d: out_layout must equal layout ({layout})")
     size = None if output_size is None else pair(output_size, "output_size")
     return make_call("relax.nn.adaptive_avg_pool2d", (data,),
                      {"output_size": size, "layout": layout, "out_layout": layout})
@@ -58,11 +77,12 @@ def adaptive_avg_pool2d(data: Expr, output_size: int | Sequence[int] | None = No
 def _infer_pool(call: Call, ctx: Any) -> StructInfo:
     a = call.attrs
     x = I.tensor_arg(call, 0, "data")
-    if x.ndim not in (-1, 4):
-        raise I.error(call, f"data must be 4-d, got {I.dims_text(x.values)}")
-    if x.shape is None:
-        return TensorStructInfo(None, x.dtype, 4)
     lay = a["layout"]
+    nd = len(_topi_layout(lay))
+    if x.ndim not in (-1, nd):
+        raise I.error(call, f"data must be {nd}-d ({lay}), got {I.dims_text(x.values)}")
+    if x.shape is None:
+        return TensorStructInfo(None, x.dtype, nd)
     ha, wa = lay.index("H"), lay.index("W")
     (kh, kw), (sh, sw), (dh, dw) = a["pool_size"], a["strides"], a["dilation"]
     pt, pl, pb, pr = a["padding"]
@@ -84,12 +104,13 @@ def_infer("relax.nn.avg_pool2d")(_infer_pool)
 @def_infer("relax.nn.adaptive_avg_pool2d")
 def _infer_adaptive(call: Call, ctx: Any) -> StructInfo:
     x = I.tensor_arg(call, 0, "data")
-    if x.ndim not in (-1, 4):
-        raise I.error(call, f"data must be 4-d, got {I.dims_text(x.values)}")
+    lay = call.attrs["layout"]
+    nd = len(_topi_layout(lay))
+    if x.ndim not in (-1, nd):
+        raise I.error(call, f"data must be {nd}-d ({lay}), got {I.dims_text(x.values)}")
     size = call.attrs["output_size"]
     if x.shape is None or size is None:
-        return x if size is None else TensorStructInfo(None, x.dtype, 4)
-    lay = call.attrs["layout"]
+        return x if size is None else TensorStructInfo(None, x.dtype, nd)
     out = list(x.values)
     out[lay.index("H")], out[lay.index("W")] = IntImm("int64", size[0]), IntImm("int64", size[1])
     return TensorStructInfo(tuple(out), x.dtype)
@@ -101,7 +122,7 @@ def _legalize_pool(kind: str):
         a = call.attrs
         return bb.call_te(pool2d, call.args[0], list(a["pool_size"]), list(a["strides"]),
                           list(a["dilation"]), list(a["padding"]), kind, a["ceil_mode"],
-                          a["layout"], a["count_include_pad"],
+                          _topi_layout(a["layout"]), a["count_include_pad"],
                           primfunc_name_hint=f"{kind}_pool2d")
     return legalize
 
@@ -117,18 +138,20 @@ def _legalize_adaptive(bb: Any, call: Call) -> Expr:
     lay = call.attrs["layout"]
     size = [si.values[lay.index("H")], si.values[lay.index("W")]]
     size = [int(s.value) for s in size]
-    return bb.call_te(te_adaptive, call.args[0], size, lay,
+    return bb.call_te(te_adaptive, call.args[0], size, _topi_layout(lay),
                       primfunc_name_hint="adaptive_avg_pool2d")
 
 
 # ---- numpy ------------------------------------------------------------------------------------
 
 def _to_nchw(x: np.ndarray, layout: str) -> np.ndarray:
-    return x if layout == "NCHW" else x.transpose(0, 3, 1, 2)
+    from workbench.relax.op.layout import to_layout_numpy
+    return x if layout == "NCHW" else to_layout_numpy(x, layout, "NCHW")
 
 
 def _from_nchw(x: np.ndarray, layout: str) -> np.ndarray:
-    return x if layout == "NCHW" else x.transpose(0, 2, 3, 1)
+    from workbench.relax.op.layout import to_layout_numpy
+    return x if layout == "NCHW" else to_layout_numpy(x, "NCHW", layout)
 
 
 def _np_out(size: int, lo: int, hi: int, k: int, s: int, d: int, ceil_mode: bool) -> int:

@@ -1,0 +1,35 @@
+"""A fixed-seed slice of the random-CNN fuzzer (cnn_fuzz.py), run the way `make fuzz` runs it:
+a fresh interpreter builds each random graph with the default pipeline (blocked layout) and
+compares it with PyTorch. Seeds are fixed, so the slice does the same work on every run."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+HERE = Path(__file__).resolve().parent
+
+
+def _run(*args: str) -> str:
+    proc = subprocess.run([sys.executable, str(HERE / "cnn_fuzz.py"), *args],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", ["16", "8"])
+def test_fixed_seed_cnn_slice_matches_pytorch(block):
+    out = _run("--graphs", "12", "--first-seed", "1", "--block", block)
+    summary = out.strip().splitlines()[-1]
+    assert "12 graphs, {'ok': 12}" in summary, out[-3000:]
+    converted = int(summary.split("}, ")[1].split()[0])
+    assert converted >= 24, summary       # the slice exercises the blocked layout
+
+
+def test_one_seed_prints_its_steps():
+    out = _run("--seed", "3")
+    assert "input (N=" in out and "'outcome': 'ok'" in out

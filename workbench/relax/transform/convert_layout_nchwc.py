@@ -1,0 +1,374 @@
+"""``ConvertLayoutNCHWc``: convolutional networks run in a channel-blocked layout chosen once for
+the whole graph (onnxruntime's NchwcTransformer in effect, TVM's AlterOpLayout in spirit).
+
+Contract: ``ConvertLayoutNCHWc(target)(mod)`` returns a module computing the same values,
+where in every Relax function the float32 convolutions with constant weights, and the ops
+between them, work on ``NCHW{B}c`` tensors (``[N][C/B][H][W][B]``), ``B`` the target's float32
+vector lanes (16 with AVX-512, 8 with AVX2):
+
+- **convolutions** (NCHW/OIHW or NHWC/HWIO) become blocked ``conv2d`` calls whose weight is
+  reordered here, at compile time, into ``OIHW{B}i{B}o`` (or ``OIHW{B}o`` for depthwise ones and
+  for a stem whose input has fewer than ``B`` channels, which reads the plain input directly);
+  output channels are padded with zero weights up to a multiple of ``B``. Grouped convolutions
+  whose per-group channels are not multiples of ``B``, and depthwise ones with a channel
+  multiplier, stay as they are;
+- **elementwise ops** (activations; add, subtract, multiply, maximum, minimum; divide by a
+  constant), **pools** (max, average, adaptive average), **means / sums over H and W** that keep
+  their dimensions (squeeze-and-excite) and **channel concats** of block-aligned tensors take
+  blocked operands as they are; a constant operand (a bias, a per-channel scale) is reordered
+  at compile time, a run-time one through a ``layout_transform``;
+- everything else (a flatten, a matmul, the function's outputs) reads the plain layout again,
+  through one ``layout_transform`` per tensor that every such use shares, created where the
+  first use needs it (and one per tensor entering the blocked region likewise).
+
+Padding channels (the output channels added to reach a multiple of ``B``) never reach a plain
+tensor: the reorders back crop them, a convolution reading them has zero weights for them, and
+the elementwise ops allowed on blocked tensors keep them finite (a constant divisor is padded
+with ones). ``layout_transform`` legalizes to an unfused kernel of its own and the pass tags
+each reorder with :data:`LAYOUT_SPAN`, so profiles show every reorder as a kernel row of layer
+"layout" (op type ``layout_transform``): what the layout costs. After a call, ``converted`` counts the convolutions
+that changed layout.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from workbench.ir.module import IRModule
+from workbench.relax.expr import Call, Constant, DataflowVar, Expr, Tuple, Var, VarBinding
+from workbench.relax.expr_functor import ExprMutator
+from workbench.relax.op import _infer as I
+from workbench.relax.op.layout import layout_transform, to_layout_numpy
+from workbench.relax.op.registry import make_call
+from workbench.relax.span import Source, Span
+from workbench.relax.struct_info import TensorStructInfo
+from workbench.relax.transform._util import is_primitive, relax_functions
+
+__all__ = ["ConvertLayoutNCHWc", "block_for_target", "LAYOUT_SPAN"]
+
+_KERNEL = {"NCHW": "OIHW", "NHWC": "HWIO"}
+_UNARY = {"relax.nn.relu", "relax.clip", "relax.sigmoid", "relax.tanh", "relax.nn.silu",
+          "relax.nn.gelu", "relax.nn.gelu_tanh", "relax.nn.leaky_relu", "relax.negative",
+          "relax.abs", "relax.erf", "relax.square"}
+_BINARY = {"relax.add", "relax.subtract", "relax.multiply", "relax.maximum", "relax.minimum",
+           "relax.divide"}
+_POOLS = {"relax.nn.max_pool2d", "relax.nn.avg_pool2d", "relax.nn.adaptive_avg_pool2d"}
+_SPATIAL_REDUCE = {"relax.mean", "relax.sum", "relax.max"}
+
+
+def block_for_target(target: Any = None) -> int:
+    """The channel block of ``target``: its float32 lanes in one vector register (16 with
+    AVX-512, 8 with AVX2)."""
+    from workbench.dlight.base import CPUInfo
+    from workbench.target import Target
+    t = target if isinstance(target, Target) else Target(target or "llvm")
+    return CPUInfo.of(t).lanes("float32")
+
+
+def _op(e: Any) -> str:
+    return getattr(getattr(e, "op", None), "name", "") if isinstance(e, Call) else ""
+
+
+def _static_shape(e: Expr) -> tuple | None:
+    """The shape of a tensor expression, dims as ints (None for a symbolic one), or None."""
+    si = e.struct_info
+    if not isinstance(si, TensorStructInfo) or si.shape is None:
+        return None
+    return tuple(I.const_int(d) for d in si.values)
+
+
+#: What profiles call a reorder the pass adds: layer "layout", op type "layout_transform".
+LAYOUT_SPAN = Span((Source("workbench", "layout", "layout_transform"),))
+
+
+def _reorder(x: Expr, src: str, dst: str, channels: int | None = None) -> Call:
+    c = layout_transform(x, src, dst, channels)
+    return c.replace(span=LAYOUT_SPAN)
+
+
+@dataclass
+class _Blocked:
+    var: Var           # the tensor in NCHW{B}c
+    channels: int      # logical channels (the blocked tensor may carry padding)
+    plain: str         # the layout the rest of the graph sees it in: NCHW or NHWC
+
+
+class _Converter(ExprMutator):
+    def __init__(self, mod: IRModule, block: int) -> None:
+        super().__init__(mod)
+        self.B = block
+        self.layout = f"NCHW{block}c"
+        self.values: dict[int, Expr] = {}
+        self.blocked: dict[int, _Blocked] = {}
+        self.plain_of: dict[int, Var] = {}      # blocked tensor -> its plain reorder
+        self.blocked_in: dict[int, Var] = {}    # plain tensor -> its blocked reorder
+        self.converted = 0
+
+    # ---- what a var holds -----------------------------------------------------------------
+
+    def constant(self, e: Any) -> np.ndarray | None:
+        if isinstance(e, Var):
+            e = self.values.get(id(e))
+        return e.data.numpy() if isinstance(e, Constant) else None
+
+    def visit_Var_(self, v: Var) -> Expr:
+        """A plain use: a blocked tensor is reordered back (once, shared by every use)."""
+        b = self.blocked.get(id(v))
+        if b is None:
+            return super().visit_Var_(v)
+        pv = self.plain_of.get(id(v))
+        if pv is None:
+            pv = self.builder_.emit(_reorder(b.var, self.layout, b.plain, b.channels),
+                                    name_hint=f"{v.name_hint}_{b.plain.lower()}")
+            self.plain_of[id(v)] = pv
+        return pv
+
+    def to_blocked(self, e: Expr, plain: str) -> tuple[Expr, int] | None:
+        """``e`` (a 4-d tensor in ``plain``) in the blocked layout, and its channels."""
+        if isinstance(e, Var) and id(e) in self.blocked:
+            b = self.blocked[id(e)]
+            return (b.var, b.channels) if b.plain == plain else None
+        shape = _static_shape(e)
+        if shape is None or len(shape) != 4 or shape[plain.index("C")] is None or \
+                e.struct_info.dtype != "float32":
+            return None
+        key = id(e)
+        if isinstance(e, Var) and key in self.blocked_in:
+            return self.blocked_in[key], shape[plain.index("C")]
+        var = self.builder_.emit(_reorder(self.visit_expr(e), plain, self.layout),
+                                 name_hint=f"{getattr(e, 'name_hint', 'x')}_nchwc")
+        if isinstance(e, Var):
+            self.blocked_in[key] = var
+        return var, shape[plain.index("C")]
+
+    # ---- bindings -------------------------------------------------------------------------
+
+    def visit_var_binding(self, b: VarBinding) -> None:
+        self.values[id(b.var)] = b.value
+        rule = _RULES.get(_op(b.value))
+        out = rule(self, b.value) if rule is not None else None
+        if out is None:
+            super().visit_var_binding(b)
+            return
+        call, channels, plain = out
+        var = self.builder_.emit(call, name_hint=b.var.name_hint)
+        self.blocked[id(b.var)] = _Blocked(var, channels, plain)
+        if not isinstance(b.var, DataflowVar):
+            # A value leaving the dataflow block is bound to its own var, in its own layout.
+            self.reemit_binding(b, _reorder(var, self.layout, plain, channels))
+            del self.blocked[id(b.var)]
+
+    def emit_blocked_call(self, src: Call, name: str, args: tuple, attrs: dict) -> Call:
+        return Call(make_call(name, args, attrs).op, args, attrs, (), span=src.span)
+
+    # ---- rules: each returns (blocked call, channels, plain layout) or None -----------------
+
+    def conv2d(self, call: Call) -> tuple | None:
+        a = call.attrs
+        plain = a["data_layout"]
+        if plain not in _KERNEL or a["kernel_layout"] != _KERNEL[plain] or \
+                a["out_layout"] != plain or a["out_dtype"] not in ("void", "float32"):
+            return None
+        x, w_expr = call.args
+        w = self.constant(w_expr)
+        shape = _static_shape(x)
+        if w is None or w.dtype != np.float32 or shape is None or len(shape) != 4 or \
+                any(d is None for d in shape[1:]) or x.struct_info.dtype != "float32":
+            return None
+        if plain == "NHWC":
+            w = w.transpose(3, 2, 0, 1)                 # HWIO -> OIHW
+        B, g = self.B, int(a["groups"])
+        c = shape[plain.index("C")]
+        o, icg = w.shape[0], w.shape[1]
+        op_ = -(-o // B) * B
+        src_blocked = isinstance(x, Var) and id(x) in self.blocked and \
+            self.blocked[id(x)].plain == plain
+        if g > 1 and g == c == o and icg == 1:           # depthwise
+            data = self.to_blocked(x, plain)
+            if data is None:
+                return None
+            cp = -(-c // B) * B
+            wt = to_layout_numpy(np.pad(w, ((0, cp - o), (0, 0), (0, 0), (0, 0))), "OIHW",
+                                 f"OIHW{B}o")
+            attrs = dict(a, groups=cp, data_layout=self.layout, kernel_layout=f"OIHW{B}o",
+                         out_layout=self.layout)
+            args = (data[0], Constant(wt))
+        elif g == 1 and c < B and not src_blocked:      # stem: plain NCHW input
+            data_expr = self.visit_expr(x)
+            if plain == "NHWC":
+                data_expr = self.builder_.emit(_reorder(data_expr, "NHWC", "NCHW"),
+                                               name_hint="x_nchw")
+            wt = to_layout_numpy(np.pad(w, ((0, op_ - o), (0, 0), (0, 0), (0, 0))), "OIHW",
+                                 f"OIHW{B}o")
+            attrs = dict(a, data_layout="NCHW", kernel_layout=f"OIHW{B}o",
+                         out_layout=self.layout)
+            args = (data_expr, Constant(wt))
+        elif g == 1 or (icg % B == 0 and (o // g) % B == 0 and c % B == 0):
+            data = self.to_blocked(x, plain)
+            if data is None:
+                return None
+            cp = -(-data[1] // B) * B
+            pad_i = (cp - icg) if g == 1 else 0
+            wt = to_layout_numpy(np.pad(w, ((0, op_ - o), (0, pad_i), (0, 0), (0, 0))),
+                                 "OIHW", f"OIHW{B}i{B}o")
+            attrs = dict(a, data_layout=self.layout, kernel_layout=f"OIHW{B}i{B}o",
+                         out_layout=self.layout)
+            args = (data[0], Constant(wt))
+        else:
+            return None
+        self.converted += 1
+        return self.emit_blocked_call(call, "relax.nn.conv2d", args, attrs), o, plain
+
+    def unary(self, call: Call) -> tuple | None:
+        x = call.args[0]
+        b = self.blocked.get(id(x)) if isinstance(x, Var) else None
+        if b is None or len(call.args) != 1:
+            return None
+        return self.emit_blocked_call(call, call.op.name, (b.var,), dict(call.attrs)), \
+            b.channels, b.plain
+
+    def binary(self, call: Call) -> tuple | None:
+        lhs, rhs = call.args
+        found = [self.blocked[id(e)] for e in (lhs, rhs) if isinstance(e, Var) and
+                 id(e) in self.blocked]
+        if not found:
+            return None
+        ref = found[0]
+        if any(f.plain != ref.plain or f.channels != ref.channels for f in found):
+            return None
+        args = []
+        for k, e in enumerate((lhs, rhs)):
+            divisor = call.op.name == "relax.divide" and k == 1
+            arg = self.blocked_operand(e, ref, divisor)
+            if arg is None:
+                return None
+            args.append(arg)
+        return self.emit_blocked_call(call, call.op.name, tuple(args), dict(call.attrs)), \
+            ref.channels, ref.plain
+
+    def blocked_operand(self, e: Expr, ref: _Blocked, divisor: bool) -> Expr | None:
+        """One operand of an elementwise op whose other operand is blocked like ``ref``."""
+        if isinstance(e, Var) and id(e) in self.blocked:
+            return None if divisor else self.blocked[id(e)].var
+        const = self.constant(e)
+        if const is not None:
+            if const.ndim == 0 or const.size == 1:
+                if divisor and not np.all(const != 0):
+                    return None
+                return Constant(const.reshape(())) if const.ndim else self.visit_expr(e)
+            blocked = self.blocked_constant(const, ref, divisor)
+            return None if blocked is None else Constant(blocked)
+        if divisor:
+            return None
+        shape = _static_shape(e)
+        if shape is None or len(shape) != 4 or e.struct_info.dtype != "float32":
+            return None
+        ci = ref.plain.index("C")
+        if shape[ci] == 1:
+            if ref.plain != "NCHW":
+                return None
+            return self.builder_.emit(make_call("relax.expand_dims", (self.visit_expr(e),),
+                                                {"axis": (4,)}), name_hint="bcast")
+        if shape[ci] != ref.channels:
+            return None
+        out = self.to_blocked(e, ref.plain)
+        return None if out is None else out[0]
+
+    def blocked_constant(self, const: np.ndarray, ref: _Blocked, divisor: bool
+                         ) -> np.ndarray | None:
+        """A constant broadcast against a 4-d tensor in ``ref.plain``, reordered to match its
+        blocked form (padding channels of a divisor are ones)."""
+        if const.ndim > 4:
+            return None
+        c4 = const.reshape((1,) * (4 - const.ndim) + const.shape)
+        if ref.plain == "NHWC":
+            c4 = c4.transpose(0, 3, 1, 2)
+        if c4.shape[1] == 1:
+            return np.ascontiguousarray(c4[..., None])
+        if c4.shape[1] != ref.channels:
+            return None
+        B = self.B
+        cp = -(-ref.channels // B) * B
+        if divisor:
+            if not np.all(c4 != 0):
+                return None
+            c4 = np.pad(c4, ((0, 0), (0, cp - ref.channels), (0, 0), (0, 0)),
+                        constant_values=1)
+        return to_layout_numpy(c4, "NCHW", self.layout)
+
+    def pool(self, call: Call) -> tuple | None:
+        x = call.args[0]
+        b = self.blocked.get(id(x)) if isinstance(x, Var) else None
+        if b is None or call.attrs["layout"] != b.plain:
+            return None
+        attrs = dict(call.attrs, layout=self.layout, out_layout=self.layout)
+        return self.emit_blocked_call(call, call.op.name, (b.var,), attrs), b.channels, b.plain
+
+    def spatial_reduce(self, call: Call) -> tuple | None:
+        x = call.args[0]
+        b = self.blocked.get(id(x)) if isinstance(x, Var) else None
+        axis = call.attrs.get("axis")
+        if b is None or not call.attrs.get("keepdims") or axis is None:
+            return None
+        hw = {b.plain.index("H"), b.plain.index("W")}
+        if {int(ax) % 4 for ax in axis} != hw:
+            return None
+        attrs = dict(call.attrs, axis=(2, 3))
+        return self.emit_blocked_call(call, call.op.name, (b.var,), attrs), b.channels, b.plain
+
+    def concat(self, call: Call) -> tuple | None:
+        tup = call.args[0]
+        if not isinstance(tup, Tuple) or not tup.fields:
+            return None
+        parts = [self.blocked.get(id(f)) if isinstance(f, Var) else None for f in tup.fields]
+        if any(p is None for p in parts):
+            return None
+        plain = parts[0].plain
+        if any(p.plain != plain for p in parts) or \
+                int(call.attrs["axis"]) % 4 != plain.index("C") or \
+                any(p.channels % self.B for p in parts[:-1]):
+            return None
+        fields = Tuple(tuple(p.var for p in parts))
+        return self.emit_blocked_call(call, "relax.concat", (fields,), {"axis": 1}), \
+            sum(p.channels for p in parts), plain
+
+
+_Rule = Callable[[_Converter, Call], Any]
+_RULES: dict[str, _Rule] = {"relax.nn.conv2d": _Converter.conv2d, "relax.concat":
+                            _Converter.concat}
+_RULES.update({name: _Converter.unary for name in _UNARY})
+_RULES.update({name: _Converter.binary for name in _BINARY})
+_RULES.update({name: _Converter.pool for name in _POOLS})
+_RULES.update({name: _Converter.spatial_reduce for name in _SPATIAL_REDUCE})
+
+
+class ConvertLayoutNCHWc:
+    """The pass object: ``mod = ConvertLayoutNCHWc(target)(mod)`` (see the module docstring).
+    ``block`` overrides the target's block size."""
+
+    name = "ConvertLayoutNCHWc"
+
+    def __init__(self, target: Any = None, block: int | None = None) -> None:
+        if block is not None and (not isinstance(block, int) or block < 2):
+            raise ValueError(f"{self.name}: block must be an int >= 2, got {block!r}")
+        self.target = target
+        self.block = block
+        self.converted = 0
+
+    def __call__(self, mod: IRModule) -> IRModule:
+        if not isinstance(mod, IRModule):
+            raise TypeError(f"{self.name} expects an IRModule, got {type(mod).__name__}")
+        block = self.block or block_for_target(self.target)
+        self.converted = 0
+        out = mod.copy()
+        for name, func in relax_functions(mod):
+            if is_primitive(func):
+                continue
+            conv = _Converter(out, block)
+            new = conv.visit_expr(func)
+            if conv.converted:
+                out[name] = new
+                self.converted += conv.converted
+        return out
