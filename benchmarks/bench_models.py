@@ -1,5 +1,6 @@
-"""Whole models next to PyTorch and onnxruntime (issue 12): torchvision's ResNet-18 and
-MobileNetV2 at batch 1 (3x224x224) and a GPT-2-style block (GPT-2 small's sizes: 768 wide,
+"""Whole models next to PyTorch and onnxruntime (issues 12, 21): torchvision's ResNet-18,
+ResNet-50, MobileNetV2, MobileNetV3-Large and EfficientNet-B0 at batch 1 (3x224x224) and a
+GPT-2-style block (GPT-2 small's sizes: 768 wide,
 12 heads, sequence 128), random weights (nothing is downloaded).
 
 Per model, measured in one run and in turns (every round times each runner once, so load on
@@ -22,7 +23,7 @@ Every runner uses ``--threads`` threads (default: all cores). Workbench's output
 against PyTorch (max abs error printed). Before each timed turn the script waits until the
 process's other threads stop running (PyTorch's and onnxruntime's pools spin after a call).
 
-Usage: ``python benchmarks/bench_models.py [--trials 200] [--models resnet18,mobilenet_v2,gpt2]
+Usage: ``python benchmarks/bench_models.py [--trials 200] [--models resnet18,resnet50,...]
 [--per-iter 8] [--population 64] [--top K] [--rounds 7] [--threads N] [--work-dir DIR]``
 """
 from __future__ import annotations
@@ -43,7 +44,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-MODELS = ("resnet18", "mobilenet_v2", "gpt2")
+MODELS = ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0",
+          "gpt2")
 
 
 def gpt2_block() -> tuple[Any, tuple]:

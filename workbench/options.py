@@ -299,10 +299,22 @@ register("kernel_loader", str, "auto", env="WORKBENCH_KERNEL_LOADER",
          validate=_loader_mode)
 
 
+register("kernel_heap", bool, True, env="WORKBENCH_KERNEL_HEAP",
+         doc="Keep compiled kernels' scratch buffers mapped between calls: glibc's malloc "
+             "thresholds are raised once, process-wide, when the first module is loaded "
+             "(workbench.runtime.heap); off: glibc's defaults.")
+
+
 register("convert_layout", bool, True, env="WORKBENCH_CONVERT_LAYOUT",
          doc="relax.build runs convolutional graphs in a channel-blocked layout (NCHW16c with "
              "AVX-512, NCHW8c with AVX2; relax.transform.ConvertLayoutNCHWc); off: the "
              "layouts the model was written in.")
+
+
+register("winograd", bool, True, env="WORKBENCH_WINOGRAD",
+         doc="With convert_layout, 3x3 stride-1 convolutions of at least 64 channels on "
+             "mid-sized images run as Winograd F(4x4, 3x3) convolutions (weights transformed "
+             "at compile time); off: direct convolutions only.")
 
 
 register("default_schedule", bool, True, env="WORKBENCH_DEFAULT_SCHEDULE",

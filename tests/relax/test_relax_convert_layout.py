@@ -220,3 +220,61 @@ def test_torch_model_profile_shows_the_reorders_as_layout_kernels():
     assert (df["Name"].str.startswith("layout_transform")).sum() == 1
     convs = [k for k in exe.kernel_names if "conv2d" in k]
     assert convs and not any("layout" in k for k in convs)   # never fused into a kernel
+
+
+# ---- Winograd ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("c, o, h, w, pad", [(100, 72, 13, 11, 1), (64, 64, 14, 14, 1),
+                                             (128, 96, 18, 15, 0)])
+def test_winograd_convolution_matches_pytorch(c, o, h, w, pad):
+    """3x3 stride-1 convolutions on mid-sized images become Winograd F(4x4, 3x3) convolutions
+    (weights transformed at compile time), odd channel counts and image sizes included (partial
+    tiles, padded channels); the op's numpy reference and the compiled kernel against PyTorch."""
+    wt = RNG.standard_normal((o, c, 3, 3)).astype("float32") * 0.1
+
+    def body(bb, x):  # noqa: ANN001, ANN202
+        return R.nn.relu(R.nn.conv2d(x, relax.const(wt), padding=pad))
+    mod = _build(body, {"x": (1, c, h, w)})
+    p = ConvertLayoutNCHWc("llvm -mcpu=sapphirerapids")
+    out = p(mod)
+    assert (p.converted, p.winograd_convs) == (1, 1)
+    call = next(b.value for b in out["main"].body.blocks[0].bindings
+                if isinstance(b.value, Call) and b.value.op.name == "relax.nn.conv2d_winograd")
+    assert call.args[1].data.numpy().shape == (6, 6, -(-o // 16), -(-c // 16), 16, 16)
+    x = RNG.standard_normal((1, c, h, w)).astype("float32")
+    want = torch.relu(torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(wt),
+                                                 padding=pad)).numpy()
+    scale = np.abs(want).max()
+    np.testing.assert_allclose(relax.testing.evaluate_numpy(out, "main", x), want,
+                               rtol=0, atol=1e-5 * scale)
+    got = _run(mod, x)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * scale)
+    exe = relax.build(mod, "llvm")
+    assert any("winograd" in k for k in exe.kernel_names)
+
+
+def test_winograd_only_where_it_pays_and_can_be_turned_off():
+    """Not for 1x1 or strided convolutions, few channels, large images (196 tiles) or tiny ones
+    (4 tiles); off with the option."""
+    def body(bb, x, y, z):  # noqa: ANN001, ANN202
+        a = bb.emit(R.nn.conv2d(x, _w(64, 64, 3, 3), padding=1))          # 196 tiles
+        b = bb.emit(R.nn.conv2d(y, _w(512, 512, 3, 3), padding=1))        # 4 tiles
+        c = bb.emit(R.nn.conv2d(z, _w(32, 32, 3, 3), padding=1))          # 32 channels
+        d = bb.emit(R.nn.conv2d(y, _w(512, 512, 3, 3), strides=2, padding=1))
+        e = bb.emit(R.nn.conv2d(z, _w(64, 32, 1, 1)))
+        return relax.Tuple([a, b, c, d, e])
+    mod = _build(body, {"x": (1, 64, 56, 56), "y": (1, 512, 7, 7), "z": (1, 32, 28, 28)})
+    p = ConvertLayoutNCHWc("llvm -mcpu=sapphirerapids")
+    p(mod)
+    assert (p.converted, p.winograd_convs) == (5, 0)
+    mod = _build(lambda bb, x: R.nn.conv2d(x, _w(128, 128, 3, 3), padding=1),
+                 {"x": (1, 128, 28, 28)})
+    p = ConvertLayoutNCHWc("llvm -mcpu=sapphirerapids")
+    p(mod)
+    assert p.winograd_convs == 1
+    with options.override(winograd=False):
+        p(mod)
+        assert (p.converted, p.winograd_convs) == (1, 0)
+    p = ConvertLayoutNCHWc("llvm -mcpu=sapphirerapids", winograd=False)
+    p(mod)
+    assert p.winograd_convs == 0

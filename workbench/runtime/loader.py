@@ -33,6 +33,7 @@ import threading
 from typing import Any, Iterator
 
 from .. import options
+from .heap import keep_kernel_scratch
 
 __all__ = ["LoadedCode", "load_object", "load_shared", "link_shared", "sources_object",
            "ensure_gomp", "uses_gomp", "apply_num_threads", "gomp_environment", "read_metadata",
@@ -207,6 +208,7 @@ def load_object(obj: bytes) -> LoadedCode:
     if obj[:4] == b"\x7fELF" and use_linked_loader():
         return _load_linked(bytes(obj))
     ensure_gomp(required=uses_gomp(obj))
+    keep_kernel_scratch()
     ensure_mvec(required=uses_mvec(obj))
     _init_llvm()
     with _lock:
@@ -310,6 +312,7 @@ def load_shared(data: bytes, origin: str, private: bool = False) -> LoadedCode:
     if data[:4] != b"\x7fELF":
         raise ValueError(f"{origin} is not an ELF shared library")
     ensure_gomp(required=b"GOMP_" in data)
+    keep_kernel_scratch()
     ensure_mvec(required=uses_mvec(data))
     try:
         lib = ctypes.CDLL(_private_copy(data, private), mode=ctypes.RTLD_LOCAL)

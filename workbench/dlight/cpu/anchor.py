@@ -125,12 +125,15 @@ def _plane_padding(sch: Schedule, shape: AnchorShape, cpu: CPUInfo
             continue
         # The leading dimensions are indexed by spatial variables of their own (NCHW: batch,
         # channel), the others by windows: each iteration of those variables pads one plane.
-        # (NHWC's channel is last: no plane, the prologue keeps its own pass.)
+        # (NHWC's channel is last, after the windows: each plane would be a column, and the
+        # planes are too few -- the batch -- so the prologue keeps its own pass.)
         plain = {loads[0].plain_dim(anchor.iters[i]): i for i in anchor.spatial}
         lead = 0
         while lead in plain:
             lead += 1
-        if lead == 0 or any(d is not None and d >= lead for d in plain):
+        # (a blocked layout's channel block, innermost, belongs to the plane: NCHW16c)
+        last = len(loads[0].indices) - 1
+        if lead == 0 or any(d is not None and d >= lead and d != last for d in plain):
             continue
         planes = 1
         for d in range(lead):

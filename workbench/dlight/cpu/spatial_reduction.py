@@ -20,6 +20,7 @@ from __future__ import annotations
 from workbench.dlight.analysis import BlockFacts
 from workbench.dlight.base import CPUInfo
 from workbench.dlight.cpu.anchor import AnchorRule
+from workbench.dlight.cpu.matmul import MAX_U, _u_tile
 from workbench.dlight.cpu.tiling import TilePlan, pick_vector_tile
 from workbench.tir.schedule import Schedule
 
@@ -41,7 +42,49 @@ def plan_spatial_reduction(f: BlockFacts, cpu: CPUInfo) -> TilePlan | None:
         if stride is None or not 1 <= stride <= MAX_STRIDE:
             return None
     lanes = cpu.lanes(f.store.buffer.dtype)
-    return TilePlan(v, pick_vector_tile(f.extent(v), lanes, 4))
+    V = pick_vector_tile(f.extent(v), lanes, 4)
+    coef = _selected_coefficient(f, v)
+    if coef is not None:
+        return TilePlan(v, V, coef, f.extent(coef), unroll_reduction=True)
+    if V > lanes:
+        return TilePlan(v, V)
+    # One register of outputs (a blocked layout's channel block): U neighbouring outputs of
+    # the next-inner output dimension (a row's pixels) join the tile, so U independent chains
+    # of adds hide their latency and each weight vector is loaded once for U of them.
+    inner = sorted((i for i in f.spatial if i != v and f.store.plain_dim(f.iters[i]) is not None
+                    and (f.extent(i) or 0) >= 2),
+                   key=lambda i: f.store.plain_dim(f.iters[i]))
+    if not inner:
+        return TilePlan(v, V)
+    u = inner[-1]
+    return TilePlan(v, V, u, _u_tile(f.extent(u), min(MAX_U, cpu.accumulators)))
+
+
+MAX_UNROLLED = 8
+
+
+def _selected_coefficient(f: BlockFacts, v: int) -> int | None:
+    """A small spatial variable that, with the (small) reduction variables, selects a constant
+    coefficient in the block's body (``select(i == 2 and r == 3, -4.0, ...)``: a transform by a
+    constant matrix, such as Winograd's): unrolling both makes every coefficient a constant.
+    Its index, or None."""
+    from workbench.tir.analysis import collect_vars
+    from workbench.tir.expr import Select
+    from workbench.tir.functor import post_order_visit
+    if any((f.extent(i) or MAX_UNROLLED + 1) > MAX_UNROLLED for i in f.reduction):
+        return None
+    conds: set = set()
+
+    def visit(node: object) -> None:
+        if isinstance(node, Select):
+            conds.update(id(x) for x in collect_vars(node.condition))
+    post_order_visit(f.block.body, visit)
+    if not any(id(f.iters[i]) in conds for i in f.reduction):
+        return None
+    for i in f.spatial:
+        if i != v and id(f.iters[i]) in conds and 2 <= (f.extent(i) or 0) <= MAX_UNROLLED:
+            return i
+    return None
 
 
 class SpatialReduction(AnchorRule):

@@ -51,6 +51,9 @@ class TilePlan:
     # kernel: 4 filter blocks x 6 pixels).
     w: int | None = None
     W: int = 1
+    # Unroll the reduction loops too (small reductions whose coefficients are constants
+    # selected by the loop indices: Winograd's transforms fold to a few FMAs).
+    unroll_reduction: bool = False
     # A load of a padded prologue buffer computed per iteration of the parallel loop: only
     # the leading outer loops that index it directly (a conv's batch and channel) are fused
     # and parallel, the rest stay serial inside, so one plane of it is padded at a time.
@@ -112,10 +115,14 @@ def apply_tile_plan(sch: Schedule, f: BlockFacts, plan: TilePlan, epilogue: Bloc
     # every tile of the rest.
     v_loads = f.loads_depending(v_var)
     deps = {id(x) for a in v_loads for i in a.indices for x in collect_vars(i)}
+    spatial = [i for i in f.spatial if i not in (plan.v, plan.u)]
+    if plan.unroll_reduction and v_loads:
+        # A transform's tile loops: the ones the input walks in its outer dimensions first,
+        # so each tile's window is read once while it is in cache.
+        load = v_loads[0]
+        spatial.sort(key=lambda i: min(load.dims_of(f.iters[i]) or [len(load.indices)]))
     first, rest = [], []
-    for i in f.spatial:
-        if i in (plan.v, plan.u):
-            continue
+    for i in spatial:
         loop = w_o if i == plan.w and w_i is not None else f.loops[i]
         if loop is not None:
             (first if id(f.iters[i]) in deps else rest).append(loop)
@@ -163,6 +170,9 @@ def apply_tile_plan(sch: Schedule, f: BlockFacts, plan: TilePlan, epilogue: Bloc
         _vectorize_tile(sch, init, above, lanes)
     for lp in (w_i, u_i):
         if lp is not None:
+            sch.unroll(lp)
+    if plan.unroll_reduction:
+        for lp in reds:
             sch.unroll(lp)
     if fused_epilogue is not None:
         _vectorize_tile(sch, fused_epilogue, above, lanes)

@@ -4,10 +4,10 @@ from workbench.relax.op.nn.activation import (
     gelu, gelu_tanh, leaky_relu, log_softmax, relu, silu, softmax,
 )
 from workbench.relax.op.nn.attention import attention
-from workbench.relax.op.nn.convolution import conv2d
+from workbench.relax.op.nn.convolution import conv2d, conv2d_winograd
 from workbench.relax.op.nn.normalization import batch_norm, layer_norm, rms_norm
 from workbench.relax.op.nn.pooling import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 
 __all__ = ["relu", "gelu", "gelu_tanh", "silu", "leaky_relu", "softmax", "log_softmax",
-           "attention", "conv2d", "batch_norm", "layer_norm", "rms_norm", "max_pool2d",
-           "avg_pool2d", "adaptive_avg_pool2d", "linear"]
+           "attention", "conv2d", "conv2d_winograd", "batch_norm", "layer_norm", "rms_norm",
+           "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "linear"]

@@ -204,4 +204,85 @@ def _numpy_conv2d(x: np.ndarray, w: np.ndarray, strides: tuple, padding: tuple,
     return out.astype(dtype)
 
 
-__all__ = ["conv2d", "pad4", "pair", "out_extent"]
+
+
+# ---- Winograd -----------------------------------------------------------------------------------
+
+def conv2d_winograd(data: Expr, weight: Expr, padding: Any = (1, 1),
+                    data_layout: str = "NCHW16c", out_layout: str | None = None,
+                    out_dtype: str | None = None) -> Call:
+    """A 3x3, stride-1 convolution by Winograd's F(4x4, 3x3) on blocked data, whose weight is
+    already transformed (``U[6, 6, O/B, C/B, B, B]``,
+    :func:`workbench.topi.nn.conv2d_winograd.winograd_weight_transform`; Relay's
+    ``contrib_conv2d_winograd_without_weight_transform``). ``ConvertLayoutNCHWc`` makes it."""
+    from workbench.topi.nn.layout import layout_block, parse_layout
+    out_layout = out_layout or data_layout
+    b = layout_block(data_layout, "C")
+    if b is None or len(parse_layout(data_layout)) != 5 or out_layout != data_layout:
+        raise ValueError(f"conv2d_winograd: data_layout must be NCHW{{B}}c and out_layout the "
+                         f"same, got {data_layout!r} / {out_layout!r}")
+    return make_call("relax.nn.conv2d_winograd", (data, weight),
+                     {"padding": pad4(padding), "data_layout": data_layout,
+                      "out_layout": out_layout, "out_dtype": out_dtype or "void"})
+
+
+@def_infer("relax.nn.conv2d_winograd")
+def _infer_conv2d_winograd(call: Call, ctx: Any) -> StructInfo:
+    from workbench.topi.nn.conv2d_winograd import ALPHA
+    a = call.attrs
+    x, w = I.tensor_arg(call, 0, "data"), I.tensor_arg(call, 1, "weight")
+    dtype = a["out_dtype"] if a["out_dtype"] != "void" else \
+        I.same_dtype(call, [("data", x), ("weight", w)])
+    if x.ndim not in (-1, 5) or w.ndim not in (-1, 6):
+        raise I.error(call, f"expects 5-d blocked data and a 6-d transformed weight, got "
+                            f"{I.dims_text(x.values)} and {I.dims_text(w.values)}")
+    if x.shape is None or w.shape is None:
+        return TensorStructInfo(None, dtype, 5)
+    n, cb, h, wd, b = x.values
+    al, al2, ob, wcb, bi, bo = (I.const_int(v) for v in w.values)
+    if (al, al2) != (ALPHA, ALPHA) or wcb != I.const_int(cb) or bi != I.const_int(b) or \
+            bo != I.const_int(b):
+        raise I.error(call, f"weight {I.dims_text(w.values)} is not a Winograd-transformed "
+                            f"weight for data {I.dims_text(x.values)}")
+    pt, pl, pb, pr = a["padding"]
+    i64 = lambda v: IntImm("int64", v)  # noqa: E731
+    oh = out_extent(h, pt, pb, i64(3), 1, 1)
+    ow = out_extent(wd, pl, pr, i64(3), 1, 1)
+    return TensorStructInfo((n, i64(ob), oh, ow, b), dtype)
+
+
+@def_legalize("relax.nn.conv2d_winograd")
+def _legalize_conv2d_winograd(bb: Any, call: Call) -> Expr:
+    from workbench.topi.nn.conv2d_winograd import conv2d_winograd_nchwc
+    a = call.attrs
+    return bb.call_te(conv2d_winograd_nchwc, call.args[0], call.args[1], list(a["padding"]),
+                      a["data_layout"], a["out_layout"], out_dtype=call.struct_info.dtype,
+                      primfunc_name_hint="conv2d_winograd")
+
+
+@def_numpy("relax.nn.conv2d_winograd")
+def _numpy_conv2d_winograd(x: np.ndarray, u: np.ndarray, padding: tuple, data_layout: str,
+                           out_dtype: str = "void", **_: Any) -> np.ndarray:
+    """Winograd's algorithm in float64: input tiles transformed, multiplied by the transformed
+    weight channel by channel, transformed back."""
+    from workbench.topi.nn.conv2d_winograd import TILE, winograd_matrices
+    bt, _, at = winograd_matrices()
+    dtype = x.dtype if out_dtype == "void" else np.dtype(out_dtype)
+    n, cb, h, w, b = x.shape
+    pt, pl, pb, pr = padding
+    oh, ow = h + pt + pb - 2, w + pl + pr - 2
+    th, tw = -(-oh // TILE), -(-ow // TILE)
+    xp = np.zeros((n, cb, th * TILE + 2, tw * TILE + 2, b))
+    xp[:, :, pt:pt + h, pl:pl + w] = x
+    tiles = np.stack([np.stack([xp[:, :, i * TILE:i * TILE + 6, j * TILE:j * TILE + 6]
+                                for j in range(tw)], 2) for i in range(th)], 2)
+    # tiles: (n, cb, th, tw, 6, 6, b) -> V[xi, nu, n, th, tw, cb, b]
+    v = np.einsum("xa,nctsabk,yb->xyntsck", bt, tiles, bt)
+    m = np.einsum("xyntsck,xyockl->xyntsol", v, u.astype(np.float64))
+    y = np.einsum("ix,xyntsol,jy->ntsijol", at, m, at)     # (n, th, tw, 4, 4, ob, b)
+    ob = u.shape[2]
+    out = y.transpose(0, 5, 1, 3, 2, 4, 6).reshape(n, ob, th * TILE, tw * TILE, b)
+    return out[:, :, :oh, :ow].astype(dtype)
+
+
+__all__ = ["conv2d", "conv2d_winograd", "pad4", "pair", "out_extent"]
