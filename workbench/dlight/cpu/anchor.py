@@ -138,6 +138,9 @@ def _plane_padding(sch: Schedule, shape: AnchorShape, cpu: CPUInfo
         planes = 1
         for d in range(lead):
             planes *= anchor.extent(plain[d]) or 0
-        if planes >= 4 * cpu.threads:
+        # A blocked plane holds a whole channel block: fewer of them balance (6 planes of a
+        # 96-channel stride-2 depthwise convolution over 2 threads: 3 each).
+        blocked = last in plain and last >= lead
+        if planes >= (2 if blocked else 4) * cpu.threads:
             return block, loads[0]
     return None
