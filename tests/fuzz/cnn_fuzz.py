@@ -2,7 +2,7 @@
 
 Each seed makes a ``torch.nn.Module`` (:func:`random_cnn`): an input with an odd channel count
 and image size, then 3..10 random steps -- convolutions (kernel 1/3/5, stride 1/2, dilation,
-padding, grouped and depthwise, odd output channels such as 3, 5, 24, 40, 100, with or without
+padding, grouped and depthwise, wide 3x3 ones that take the Winograd path, odd output channels such as 3, 5, 24, 40, 100, with or without
 bias, often followed by batch norm), activations (ReLU, ReLU6, hardswish, hardsigmoid, sigmoid,
 SiLU, GELU, tanh, leaky ReLU), max / average / adaptive pools, residual adds and products with
 an earlier tensor of the same shape, channel concats, squeeze-and-excite blocks, scalar
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-CHANNELS = (3, 5, 8, 16, 24, 32, 40, 100)
+CHANNELS = (3, 5, 8, 16, 24, 32, 40, 64, 72, 100)
 ACTS = ("relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu", "tanh",
         "leaky_relu")
 
@@ -72,7 +72,10 @@ def random_cnn(seed: int) -> tuple[Any, Any, list[str]]:
                 pad = k // 2 * dil
             groups, out = 1, rng.choice(CHANNELS)
             r = rng.random()
-            if r < 0.25:
+            if c >= 48 and min(h, w) >= 8 and rng.random() < 0.5:
+                # wide 3x3 stride-1: the Winograd path (partial 4x4 tiles, padded channels)
+                k, stride, dil, pad, out = 3, 1, 1, rng.choice((0, 1, 1)), rng.choice((64, 72, 100))
+            elif r < 0.25:
                 groups, out = c, c                          # depthwise
             elif r < 0.35:
                 g = next((g for g in (2, 4, 8) if c % g == 0 and rng.random() < 0.7), 1)
@@ -186,8 +189,9 @@ def random_cnn(seed: int) -> tuple[Any, Any, list[str]]:
 
 def run_graph(seed: int, block: int | None = None, verbose: bool = False) -> dict:
     """Build graph ``seed`` and compare it with PyTorch: a dict with ``outcome`` (``ok``,
-    ``wrong``, ``error``), ``converted`` (convolutions in the blocked layout) and, for a
-    failure, ``detail`` and the steps."""
+    ``wrong``, ``error``), ``converted`` (convolutions in the blocked layout), ``winograd``
+    (those of them that became Winograd convolutions) and, for a failure, ``detail`` and the
+    steps."""
     import torch
 
     import workbench as wb
@@ -211,6 +215,7 @@ def run_graph(seed: int, block: int | None = None, verbose: bool = False) -> dic
         layout_pass = next(p for p in pipeline.passes if p.name == "ConvertLayoutNCHWc")
         ex = relax.build(mod, "llvm", relax_pipeline=pipeline)
         result["converted"] = layout_pass.converted
+        result["winograd"] = layout_pass.winograd_convs
         vm = relax.VirtualMachine(ex, wb.cpu())
         out = vm["main"](wb.nd.array(x.numpy()))
         outs = list(out) if isinstance(out, (list, tuple)) else [out]
@@ -250,16 +255,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if r["outcome"] == "ok" else 1
     start = time.time()
     tally: dict[str, int] = {}
-    converted = 0
+    converted = winograd = 0
     for seed in range(args.first_seed, args.first_seed + args.graphs):
         r = run_graph(seed, args.block)
         tally[r["outcome"]] = tally.get(r["outcome"], 0) + 1
         converted += r.get("converted", 0)
+        winograd += r.get("winograd", 0)
         if r["outcome"] != "ok":
             print(f"seed {seed}: {r['outcome']}: {r['detail']}", flush=True)
             print("   " + "\n   ".join(r["steps"]), flush=True)
     print(f"cnn fuzz: {args.graphs} graphs, {tally}, {converted} convolutions in the blocked "
-          f"layout, {time.time() - start:.0f} s", flush=True)
+          f"layout ({winograd} Winograd), {time.time() - start:.0f} s", flush=True)
     return 0 if set(tally) == {"ok"} else 1
 
 

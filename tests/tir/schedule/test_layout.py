@@ -231,6 +231,26 @@ def test_transform_block_layout_reduction_keeps_iter_types():
     check_schedule(sch, f, ref_matmul, rand(8, 8), rand(8, 8))
 
 
+def test_transform_block_layout_keeps_int64_iteration_variables():
+    """A relax kernel indexes in int64: the split dimensions' new iteration variables must be
+    int64 too (they were int32, and the build refused ``v2 * T.int64(15) + v5``; found by the
+    random-CNN fuzzer on a Winograd kernel)."""
+    import workbench as wb
+    from workbench import te
+    from workbench.tir.expr import IntImm
+    a = te.placeholder(tuple(IntImm("int64", d) for d in (30, 8)), name="A")
+    b = te.compute(a.shape, lambda i, j: a[i, j] * 2.0, name="B")
+    f = te.create_prim_func([a, b])
+    sch = Schedule(f)
+    sch.transform_block_layout(sch.get_block("B"), lambda i, j: (i // 15, j, i % 15))
+    blk = sch.get(sch.get_block("B"))
+    assert {iv.var.dtype for iv in blk.iter_vars} == {"int64"}
+    x = rand(30, 8)
+    out = wb.nd.empty((30, 8), "float32")
+    wb.build(sch.mod)["main"](wb.nd.array(x), out)
+    np.testing.assert_allclose(out.numpy(), x * 2)
+
+
 @pytest.mark.parametrize("index_map, match", [
     (lambda i, j, k: (i, j * 8 + k), "mixes spatial and reduction"),
     (lambda i, j, k: (i // 2, j, k), "cover"),

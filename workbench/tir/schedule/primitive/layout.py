@@ -252,6 +252,13 @@ def transform_block_layout(func: PrimFunc, index: FuncIndex, block_name: str,
     except ValueError as e:
         raise ScheduleError(prim, subject, f"the index map {imap.as_python()} cannot be applied "
                             f"to the iteration domain {extents}: {e}") from None
+    # The new iteration variables take the block's index dtype (an index map's constant
+    # extents are int32; over int64 iteration variables they left int32 ones behind).
+    dtypes = {iv.var.dtype for iv in block.iter_vars}
+    if len(dtypes) == 1:
+        idx = dtypes.pop()
+        new_extents = [IntImm(idx, e.value) if isinstance(e, IntImm) else e
+                       for e in new_extents]
     new_vars = [Var(f"v{k}", e.dtype) for k, e in enumerate(new_extents)]
     new_ivs = tuple(IterVar(Range(op.const(0, e.dtype), e), v, t)
                     for v, e, t in zip(new_vars, new_extents, new_types))
