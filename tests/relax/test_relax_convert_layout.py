@@ -133,8 +133,6 @@ def test_nhwc_graph_with_hwio_weights():
 def test_what_it_cannot_improve_runs_as_before():
     """A run-time weight, a grouped convolution whose groups are not block-aligned and a depthwise
     one with a channel multiplier stay NCHW; a module without them is returned unchanged."""
-    w_in = relax.Var("w", relax.TensorStructInfo((8, 8, 3, 3), "float32"))
-
     def body(bb, x, w):  # noqa: ANN001, ANN202
         y = bb.emit(R.nn.conv2d(x, w, padding=1))
         y = bb.emit(R.nn.conv2d(y, _w(12, 4, 3, 3), padding=1, groups=2))
@@ -146,7 +144,6 @@ def test_what_it_cannot_improve_runs_as_before():
     w = RNG.standard_normal((8, 8, 3, 3)).astype("float32")
     np.testing.assert_allclose(_run(mod, x, w), relax.testing.evaluate_numpy(mod, "main", x, w),
                                rtol=1e-4, atol=1e-4)
-    del w_in
 
 
 def test_padding_channels_never_reach_a_result():

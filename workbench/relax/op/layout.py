@@ -18,7 +18,7 @@ from workbench.relax.op.registry import def_infer, def_legalize, def_numpy, make
 from workbench.relax.struct_info import StructInfo, TensorStructInfo
 from workbench.tir.expr import IntImm
 
-__all__ = ["layout_transform", "blocked_shape", "to_layout_numpy"]
+__all__ = ["layout_transform", "logical_dims", "blocked_shape", "to_layout_numpy"]
 
 
 def layout_transform(data: Expr, src_layout: str, dst_layout: str,
@@ -36,15 +36,12 @@ def layout_transform(data: Expr, src_layout: str, dst_layout: str,
                       "channels": None if channels is None else int(channels)})
 
 
-def _logical(values: tuple, layout: str) -> dict[str, Any]:
-    """The extent of each primal axis (an int when constant)."""
-    from workbench.topi.nn.layout import parse_layout
-    ext: dict[str, Any] = {}
-    for (a, f), d in zip(parse_layout(layout), values):
-        c = I.const_int(d)
-        v = f if f is not None else (c if c is not None else d)
-        ext[a] = v if a not in ext else ext[a] * v
-    return ext
+def logical_dims(values: tuple, layout: str) -> dict[str, Any]:
+    """The extent of each primal axis of struct-info dims ``values`` in ``layout`` (an int
+    when constant)."""
+    from workbench.topi.nn.layout import logical_extents
+    consts = [I.const_int(d) for d in values]
+    return logical_extents(tuple(d if c is None else c for d, c in zip(values, consts)), layout)
 
 
 def blocked_shape(logical: dict[str, Any], layout: str) -> tuple:
@@ -75,7 +72,7 @@ def _infer_layout_transform(call: Call, ctx: Any) -> StructInfo:
                             f"({a['src_layout']})")
     if x.shape is None:
         return TensorStructInfo(None, x.dtype, len(parse_layout(a["dst_layout"])))
-    logical = _logical(x.values, a["src_layout"])
+    logical = logical_dims(x.values, a["src_layout"])
     if a["channels"] is not None:
         c = logical.get("C")
         if isinstance(c, int) and a["channels"] > c:

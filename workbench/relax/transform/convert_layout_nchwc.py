@@ -44,7 +44,7 @@ from workbench.relax.expr import Call, Constant, DataflowVar, Expr, Tuple, Var, 
 from workbench.relax.expr_functor import ExprMutator
 from workbench.relax.op import _infer as I
 from workbench.relax.op.layout import layout_transform, to_layout_numpy
-from workbench.relax.op.registry import make_call
+from workbench.relax.op.registry import get_op, make_call
 from workbench.relax.span import Source, Span
 from workbench.relax.struct_info import TensorStructInfo
 from workbench.relax.transform._util import is_primitive, relax_functions
@@ -167,7 +167,7 @@ class _Converter(ExprMutator):
             del self.blocked[id(b.var)]
 
     def emit_blocked_call(self, src: Call, name: str, args: tuple, attrs: dict) -> Call:
-        return Call(make_call(name, args, attrs).op, args, attrs, (), span=src.span)
+        return Call(get_op(name), args, attrs, (), span=src.span)
 
     # ---- rules: each returns (blocked call, channels, plain layout) or None -----------------
 

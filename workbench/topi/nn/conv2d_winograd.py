@@ -97,6 +97,20 @@ def _coef(mat: np.ndarray, row: PrimExpr, col: PrimExpr, dtype: str) -> PrimExpr
     return out
 
 
+def _transform(src: Tensor, mat: np.ndarray, axis: int, name: str, c_: Any) -> Tensor:
+    """``src`` (``[alpha or m, alpha, P, C/B, B]``) with dimension ``axis`` (0 or 1) multiplied
+    by the constant matrix ``mat``: ``out[.., k, ..] = sum_r mat[k, r] * src[.., r, ..]``."""
+    r = te.reduce_axis((0, c_(mat.shape[1])), name=f"r_{name}")
+    shape = list(src.shape)
+    shape[axis] = c_(mat.shape[0])
+
+    def body(*i: PrimExpr) -> PrimExpr:
+        idx = list(i)
+        idx[axis] = r
+        return te.sum(_coef(mat, i[axis], r, src.dtype) * src[tuple(idx)], axis=[r])
+    return te.compute(tuple(shape), body, name=name)
+
+
 def conv2d_winograd_nchwc(data: Tensor, kernel: Tensor, padding: Any,
                           data_layout: str = "NCHW16c", out_layout: str = "NCHW16c",
                           out_dtype: str | None = None) -> Tensor:
@@ -131,25 +145,16 @@ def conv2d_winograd_nchwc(data: Tensor, kernel: Tensor, padding: Any,
     padded = pad(data, (0, 0, pt, pl, 0),
                  (0, 0, th * TILE + 2 - h - pt, tw * TILE + 2 - w - pl, 0), name="pad_temp")
     dt = out_dtype
-
-    def tile_origin(p: PrimExpr) -> tuple[PrimExpr, PrimExpr, PrimExpr]:
-        return p // c_(th * tw), p // c_(tw) % c_(th) * c_(TILE), p % c_(tw) * c_(TILE)
-
     ra = te.reduce_axis((0, c_(ALPHA)), name="ra")
-    rows = te.compute(
-        (c_(ALPHA), c_(ALPHA), c_(tiles), c_(cb), c_(b)),
-        lambda xi, col, p, c, ci: te.sum(
-            _coef(_BT, xi, ra, dt) * op.cast(dt, padded[tile_origin(p)[0], c,
-                                                       tile_origin(p)[1] + ra,
-                                                       tile_origin(p)[2] + col, ci]),
-            axis=[ra]),
-        name="data_pack_rows")
-    rb = te.reduce_axis((0, c_(ALPHA)), name="rb")
-    packed = te.compute(
-        (c_(ALPHA), c_(ALPHA), c_(tiles), c_(cb), c_(b)),
-        lambda xi, nu, p, c, ci: te.sum(rows[xi, rb, p, c, ci] * _coef(_BT, nu, rb, dt),
-                                        axis=[rb]),
-        name="data_pack")
+
+    def data_rows(xi: PrimExpr, col: PrimExpr, p: PrimExpr, c: PrimExpr, ci: PrimExpr
+                  ) -> PrimExpr:
+        nn, y, x = p // c_(th * tw), p // c_(tw) % c_(th) * c_(TILE), p % c_(tw) * c_(TILE)
+        return te.sum(_coef(_BT, xi, ra, dt) *
+                      op.cast(dt, padded[nn, c, y + ra, x + col, ci]), axis=[ra])
+    rows = te.compute((c_(ALPHA), c_(ALPHA), c_(tiles), c_(cb), c_(b)), data_rows,
+                      name="data_pack_rows")
+    packed = _transform(rows, _BT, 1, "data_pack", c_)
     rc = te.reduce_axis((0, c_(cb)), name="rc")
     ri = te.reduce_axis((0, c_(b)), name="ri")
     bgemm = te.compute(
@@ -158,18 +163,7 @@ def conv2d_winograd_nchwc(data: Tensor, kernel: Tensor, padding: Any,
                                         op.cast(dt, kernel[xi, nu, o, rc, ri, oi]),
                                         axis=[rc, ri]),
         name="bgemm", attrs={"layout_free_placeholders": [kernel]})
-    rx = te.reduce_axis((0, c_(ALPHA)), name="rx")
-    inv_rows = te.compute(
-        (c_(TILE), c_(ALPHA), c_(tiles), c_(ob), c_(b)),
-        lambda i, nu, p, o, oi: te.sum(_coef(_AT, i, rx, dt) * bgemm[rx, nu, p, o, oi],
-                                       axis=[rx]),
-        name="inverse_rows")
-    ry = te.reduce_axis((0, c_(ALPHA)), name="ry")
-    inv = te.compute(
-        (c_(TILE), c_(TILE), c_(tiles), c_(ob), c_(b)),
-        lambda i, j, p, o, oi: te.sum(inv_rows[i, ry, p, o, oi] * _coef(_AT, j, ry, dt),
-                                      axis=[ry]),
-        name="inverse")
+    inv = _transform(_transform(bgemm, _AT, 0, "inverse_rows", c_), _AT, 1, "inverse", c_)
 
     def gather(nn: PrimExpr, o: PrimExpr, y: PrimExpr, x: PrimExpr, oi: PrimExpr) -> PrimExpr:
         p = (nn * c_(th) + y // c_(TILE)) * c_(tw) + x // c_(TILE)

@@ -21,7 +21,8 @@ from workbench.tir import op
 from workbench.tir.expr import PrimExpr
 from workbench.topi.utils import get_const_int, index_const, index_dtype, is_const_int, shape_str
 
-__all__ = ["parse_layout", "primal_layout", "layout_block", "is_blocked", "layout_transform"]
+__all__ = ["parse_layout", "primal_layout", "layout_block", "is_blocked", "logical_extents",
+           "layout_transform"]
 
 _TOKEN = re.compile(r"(\d*)([A-Za-z])")
 
@@ -68,10 +69,11 @@ def is_blocked(layout: str) -> bool:
     return any(f is not None for _, f in parse_layout(layout))
 
 
-def _logical_extents(shape: tuple, layout: list[tuple[str, int | None]]) -> dict[str, Any]:
-    """The extent of each primal axis: the primal dimension times its block."""
+def logical_extents(shape: tuple, layout: str) -> dict[str, Any]:
+    """The extent of each primal axis of a tensor of ``shape`` in ``layout``: the primal
+    dimension times its block (ints stay ints, expressions stay expressions)."""
     ext: dict[str, Any] = {}
-    for (a, f), d in zip(layout, shape):
+    for (a, f), d in zip(parse_layout(layout), shape):
         e = d if f is None else f
         ext[a] = e if a not in ext else ext[a] * e
     return ext
@@ -93,7 +95,7 @@ def layout_transform(data: Tensor, src_layout: str, dst_layout: str,
         raise ValueError(f"{what}: data {shape_str(data.shape)} is not {len(src)}-d")
     if sorted(a for a, f in src if f is None) != sorted(a for a, f in dst if f is None):
         raise ValueError(f"{what}: the layouts do not name the same axes")
-    logical = _logical_extents(tuple(data.shape), src)
+    logical = logical_extents(tuple(data.shape), src_layout)
     if channels is not None:
         c = _const(logical.get("C"))
         if c is None or channels > c:

@@ -79,12 +79,6 @@ def _check_blocked_layouts(data_layout: str, kernel_layout: str, out_layout: str
                          f"data_layout={data_layout!r}, kernel_layout={kernel_layout!r}")
 
 
-def _logical_dims(values: tuple, layout: str) -> dict[str, Any]:
-    """Primal extents (block factors multiplied in) of a shape in ``layout``."""
-    from workbench.relax.op.layout import _logical
-    return _logical(values, layout)
-
-
 def out_extent(size: PrimExpr, lo: int, hi: int, k: PrimExpr, stride: int, dil: int,
                ceil_mode: bool = False) -> PrimExpr:
     """Sliding-window output extent (the conv/pool formula), simplified."""
@@ -118,7 +112,8 @@ def _infer_conv2d(call: Call, ctx: Any) -> StructInfo:
         n, c, h, wd = (x.values[dl.index(ch)] for ch in "NCHW")
         o, i, kh, kw = (w.values[kl.index(ch)] for ch in "OIHW")
     else:
-        xd, wd_ = _logical_dims(x.values, dl), _logical_dims(w.values, kl)
+        from workbench.relax.op.layout import logical_dims
+        xd, wd_ = logical_dims(x.values, dl), logical_dims(w.values, kl)
         n, c, h, wd = (xd[ch] for ch in "NCHW")
         o, i, kh, kw = (wd_[ch] for ch in "OIHW")
         n, c, h, wd, o, i, kh, kw = (IntImm("int64", v) if isinstance(v, int) else v
