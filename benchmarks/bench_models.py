@@ -19,6 +19,12 @@ a shared machine hits all of them alike; the median over rounds is printed):
   with ``--threads`` threads and with 1 (the ratios use the fastest of them);
 - **onnxruntime**: the model exported by ``torch.onnx.export`` (dynamo), CPU provider.
 
+``resnet18_int8`` is ResNet-18 quantized by onnxruntime's ``quantize_static`` (QDQ format,
+per-channel int8 weights, int8 activations calibrated on 8 random images): Workbench imports
+that ONNX file (``from_onnx``) and is compared with onnxruntime running the same file (its
+int8 kernels) and with PyTorch eager on the float model; outputs are checked against
+onnxruntime's.
+
 Every runner uses ``--threads`` threads (default: all cores). Workbench's outputs are checked
 against PyTorch (max abs error printed). Before each timed turn the script waits until the
 process's other threads stop running (PyTorch's and onnxruntime's pools spin after a call).
@@ -45,7 +51,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 MODELS = ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0",
-          "gpt2")
+          "gpt2", "resnet18_int8")
 
 
 def gpt2_block() -> tuple[Any, tuple]:
@@ -167,6 +173,18 @@ def onnxruntime_runner(ep: Any, args: tuple, threads: int) -> Runner | None:
     return Runner("onnxruntime", lambda: session.run(None, feed))
 
 
+def onnx_model_runner(model: Any, args: tuple, threads: int) -> tuple[Runner, np.ndarray]:
+    """onnxruntime on an ONNX model as it is (e.g. a quantized one), and its output."""
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
+    session = ort.InferenceSession(model.SerializeToString(), opts,
+                                   providers=["CPUExecutionProvider"])
+    feed = {i.name: a.numpy() for i, a in zip(session.get_inputs(), args)}
+    out = session.run(None, feed)[0]
+    return Runner("onnxruntime (int8 QDQ)", lambda: session.run(None, feed)), out
+
+
 def slowest_kernels(exe: Any, args: tuple, k: int) -> list[str]:
     """The ``k`` fused kernels that take the most time in one profiled run."""
     import workbench as wb
@@ -195,6 +213,34 @@ def tune(mod: Any, target: Any, work_dir: str, ns: argparse.Namespace,
     return db, secs, total, len(tasks)
 
 
+def quantized_resnet18(work: str) -> tuple[Any, Any, tuple]:
+    """(float torch model, ONNX model quantized by onnxruntime's quantize_static, inputs)."""
+    import onnx
+    import torch
+    from onnxruntime import quantization as q
+    model, args = make_model("resnet18")
+    fp32, qdq = os.path.join(work, "resnet18.onnx"), os.path.join(work, "resnet18_qdq.onnx")
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, args, fp32, input_names=["x"], opset_version=17,
+                          dynamo=False)
+
+    class Calibration(q.CalibrationDataReader):
+        def __init__(self) -> None:
+            rng = np.random.default_rng(0)
+            self.feeds = iter([{"x": rng.standard_normal((1, 3, 224, 224), np.float32)}
+                               for _ in range(8)])
+
+        def get_next(self) -> dict | None:
+            return next(self.feeds, None)
+
+    logging.getLogger().setLevel(logging.ERROR)     # its advice to pre-process the model
+    q.quantize_static(fp32, qdq, Calibration(), quant_format=q.QuantFormat.QDQ,
+                      per_channel=True, activation_type=q.QuantType.QInt8,
+                      weight_type=q.QuantType.QInt8)
+    return model, onnx.load(qdq), args
+
+
 def bench_model(name: str, args_ns: argparse.Namespace) -> list[str]:
     import torch
 
@@ -205,12 +251,19 @@ def bench_model(name: str, args_ns: argparse.Namespace) -> list[str]:
 
     threads = args_ns.threads
     target = wb.Target(f"llvm -num-cores={threads}")
-    model, args = make_model(name)
-    with torch.no_grad():
-        want = model(*args).numpy()
-        ep = torch.export.export(model, args)
+    quantized = name == "resnet18_int8"
+    if quantized:
+        from workbench.relax.frontend.onnx import from_onnx
+        model, qmodel, args = quantized_resnet18(tempfile.mkdtemp(prefix="wb_bench_int8_"))
+        ort_runner, ort_out = onnx_model_runner(qmodel, args, threads)
+        want = ort_out
+    else:
+        model, args = make_model(name)
+        with torch.no_grad():
+            want = model(*args).numpy()
+            ep = torch.export.export(model, args)
     t0 = time.perf_counter()
-    mod = from_exported_program(ep)
+    mod = from_onnx(qmodel) if quantized else from_exported_program(ep)
     untuned_exe = relax.build(mod, target)
     build_secs = time.perf_counter() - t0
     runners, outputs = [], {}
@@ -229,11 +282,14 @@ def bench_model(name: str, args_ns: argparse.Namespace) -> list[str]:
         notes.append(f"{name}: tuned {ntasks} task(s) with a budget of {args_ns.trials} trials "
                      f"({total} in the database; {args_ns.per_iter} per batch, population "
                      f"{args_ns.population}) in {secs:.0f} s wall; records in {work_dir}")
+    reference = "onnxruntime (int8)" if quantized else "PyTorch"
     for key, got in outputs.items():
-        notes.append(f"{name}: Workbench {key} vs PyTorch: max abs error "
-                     f"{float(np.max(np.abs(got - want))):.2e}")
+        notes.append(f"{name}: Workbench {key} vs {reference}: max abs error "
+                     f"{float(np.max(np.abs(got - want))):.2e} (outputs up to "
+                     f"{float(np.max(np.abs(want))):.2f})")
     runners += torch_runners(model, args, cnn=name != "gpt2")
-    ort_runner = onnxruntime_runner(ep, args, threads)
+    if not quantized:
+        ort_runner = onnxruntime_runner(ep, args, threads)
     if ort_runner is not None:
         runners.append(ort_runner)
 

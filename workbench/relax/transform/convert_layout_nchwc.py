@@ -17,7 +17,8 @@ vector lanes (16 with AVX-512, 8 with AVX2):
 - **elementwise ops** (activations; add, subtract, multiply, maximum, minimum; divide by a
   constant), **pools** (max, average, adaptive average), **means / sums over H and W** that keep
   their dimensions (squeeze-and-excite) and **channel concats** of block-aligned tensors take
-  blocked operands as they are; a constant operand (a bias, a per-channel scale) is reordered
+  blocked operands as they are, and so do **quantize / dequantize** with one scale and zero
+  point (a QDQ model's activations: its int8 tensors stay blocked); a constant operand (a bias, a per-channel scale) is reordered
   at compile time, a run-time one through a ``layout_transform``;
 - everything else (a flatten, a matmul, the function's outputs) reads the plain layout again,
   through one ``layout_transform`` per tensor that every such use shares, created where the
@@ -40,11 +41,13 @@ from typing import Any, Callable
 import numpy as np
 
 from workbench.ir.module import IRModule
-from workbench.relax.expr import Call, Constant, DataflowVar, Expr, Tuple, Var, VarBinding
+from workbench.relax.expr import (
+    Call, Constant, DataflowVar, Expr, ShapeExpr, Tuple, Var, VarBinding,
+)
 from workbench.relax.expr_functor import ExprMutator
 from workbench.relax.op import _infer as I
 from workbench.relax.op.layout import layout_transform, to_layout_numpy
-from workbench.relax.op.registry import get_op, make_call
+from workbench.relax.op.registry import NUMPY_RULES, get_op, make_call
 from workbench.relax.span import Source, Span
 from workbench.relax.struct_info import TensorStructInfo
 from workbench.relax.transform._util import is_primitive, relax_functions
@@ -60,6 +63,7 @@ _BINARY = {"relax.add", "relax.subtract", "relax.multiply", "relax.maximum", "re
            "relax.divide"}
 _POOLS = {"relax.nn.max_pool2d", "relax.nn.avg_pool2d", "relax.nn.adaptive_avg_pool2d"}
 _SPATIAL_REDUCE = {"relax.mean", "relax.sum", "relax.max"}
+_QDQ = {"relax.quantize", "relax.dequantize"}
 
 
 def block_for_target(target: Any = None) -> int:
@@ -115,9 +119,23 @@ class _Converter(ExprMutator):
     # ---- what a var holds -----------------------------------------------------------------
 
     def constant(self, e: Any) -> np.ndarray | None:
+        """The value of ``e`` when it is known here: a constant, a dequantized constant (a QDQ
+        model's weight or bias, folded with the op's numpy reference as FoldConstant would),
+        or a known value reshaped."""
         if isinstance(e, Var):
             e = self.values.get(id(e))
-        return e.data.numpy() if isinstance(e, Constant) else None
+        if isinstance(e, Constant):
+            return e.data.numpy()
+        if _op(e) == "relax.dequantize":
+            args = [self.constant(a) for a in e.args]
+            if all(a is not None for a in args):
+                return np.asarray(NUMPY_RULES["relax.dequantize"](*args, **e.attrs))
+        if _op(e) == "relax.reshape" and isinstance(e.args[1], ShapeExpr):
+            data = self.constant(e.args[0])
+            shape = [I.const_int(d) for d in e.args[1].values]
+            if data is not None and all(d is not None for d in shape):
+                return data.reshape(shape)      # a bias reshaped to broadcast
+        return None
 
     def visit_Var_(self, v: Var) -> Expr:
         """A plain use: a blocked tensor is reordered back (once, shared by every use)."""
@@ -313,6 +331,19 @@ class _Converter(ExprMutator):
                         constant_values=1)
         return to_layout_numpy(c4, "NCHW", self.layout)
 
+    def qdq(self, call: Call) -> tuple | None:
+        """``quantize`` / ``dequantize`` with one scale and zero point for the whole tensor
+        (a QDQ model's activations) are elementwise: the int8 tensor stays blocked, and a
+        padding channel (0.0) quantizes to the zero point and dequantizes back to 0.0."""
+        x, scale, zp = call.args
+        b = self.blocked.get(id(x)) if isinstance(x, Var) else None
+        if b is None or any(self.constant(p) is None or self.constant(p).size != 1
+                            for p in (scale, zp)):
+            return None
+        args = (b.var, self.visit_expr(scale), self.visit_expr(zp))
+        return self.emit_blocked_call(call, call.op.name, args, dict(call.attrs, axis=-1)), \
+            b.channels, b.plain
+
     def pool(self, call: Call) -> tuple | None:
         x = call.args[0]
         b = self.blocked.get(id(x)) if isinstance(x, Var) else None
@@ -380,6 +411,7 @@ _RULES.update({name: _Converter.unary for name in _UNARY})
 _RULES.update({name: _Converter.binary for name in _BINARY})
 _RULES.update({name: _Converter.pool for name in _POOLS})
 _RULES.update({name: _Converter.spatial_reduce for name in _SPATIAL_REDUCE})
+_RULES.update({name: _Converter.qdq for name in _QDQ})
 
 
 class ConvertLayoutNCHWc:
