@@ -317,6 +317,13 @@ register("winograd", bool, True, env="WORKBENCH_WINOGRAD",
              "at compile time); off: direct convolutions only.")
 
 
+register("int8_conv", bool, True, env="WORKBENCH_INT8_CONV",
+         doc="With convert_layout, on AVX-512 VNNI targets, a QDQ model's convolutions (a "
+             "per-tensor dequantized input times a dequantized int8 weight) run as uint8 x "
+             "int8 convolutions on the VNNI dot product (relax.nn.conv2d_nchwc_int8), "
+             "rescaled to float32 after; off: float32 convolutions of the dequantized values.")
+
+
 register("default_schedule", bool, True, env="WORKBENCH_DEFAULT_SCHEDULE",
          doc="relax.build gives every kernel without a tuned or hand-written schedule a "
              "default CPU schedule (workbench.dlight); off: plain loop nests.")

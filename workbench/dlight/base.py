@@ -30,12 +30,14 @@ class CPUInfo:
 
     vector_bits: int
     threads: int
+    vnni: bool = False          # AVX-512 VNNI: uint8 x int8 dot products (vpdpbusd)
 
     @staticmethod
     def of(target: Target) -> "CPUInfo":
         from workbench import options
         threads = target.num_cores or options.get("num_threads")
-        return CPUInfo(target.vector_width_bits, max(1, int(threads)))
+        return CPUInfo(target.vector_width_bits, max(1, int(threads)),
+                       target.has_feature("avx512vnni"))
 
     @property
     def accumulators(self) -> int:

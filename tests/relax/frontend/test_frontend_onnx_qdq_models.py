@@ -1,8 +1,9 @@
 """Models quantized by onnxruntime's ``quantize_static`` (QDQ format, per-channel int8 weights,
-int8 or uint8 activations) import, take the blocked layout and match onnxruntime (issue 21).
+int8 or uint8 activations) import, take the blocked layout, run their convolutions on the
+uint8 x int8 kernels where the target has AVX-512 VNNI, and match onnxruntime (issue 21).
 
 A QDQ model computes each convolution on dequantized values; onnxruntime runs it on integer
-kernels, we on float32 blocked ones: the two agree to float rounding before each
+kernels, we on integer or float32 blocked ones: they agree to float rounding before each
 QuantizeLinear, so a value at a rounding boundary may land one quantization step apart (and
 carry that step on). The checks allow that and no more."""
 from __future__ import annotations
@@ -23,24 +24,32 @@ quantization = pytest.importorskip("onnxruntime.quantization")
 
 
 class _SmallCNN(torch.nn.Module):
-    """A stem (reading the plain input), a residual block, a max pool, a 1x1 convolution to
-    40 channels (not a multiple of any block), a global average pool and a classifier."""
+    """A stem (reading the plain input), a residual block of 24 channels (padded to 32 in the
+    blocked layout: the padding holds the zero point), a max pool, a strided 3x3 convolution to
+    40 channels reading signed values (so its input's zero point, and its padding, are not
+    0.0's bottom of the range), a global average pool and a classifier."""
 
     def __init__(self) -> None:
         super().__init__()
         nn = torch.nn
-        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1), nn.ReLU())
-        self.body = nn.Sequential(nn.Conv2d(16, 16, 3, 1, 1), nn.ReLU(),
-                                  nn.Conv2d(16, 16, 3, 1, 1))
+        self.stem = nn.Sequential(nn.Conv2d(3, 24, 3, 2, 1), nn.ReLU())
+        self.body = nn.Sequential(nn.Conv2d(24, 24, 3, 1, 1), nn.ReLU(),
+                                  nn.Conv2d(24, 24, 3, 1, 1))
         self.pool = nn.MaxPool2d(3, 2, 1)
-        self.head = nn.Sequential(nn.Conv2d(16, 40, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(1))
+        self.head = nn.Sequential(nn.Conv2d(24, 40, 3, 2, 1), nn.ReLU(),
+                                  nn.AdaptiveAvgPool2d(1))
         self.fc = nn.Linear(40, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.stem(x)
-        y = torch.relu(self.body(y) + y)
+        y = self.body(y) + y            # no ReLU: the head reads a non-zero zero point
         y = self.head(self.pool(y))
         return self.fc(torch.flatten(y, 1))
+
+
+def _calls(mod: relax.IRModule) -> list:
+    return [b.value for blk in mod["main"].body.blocks for b in blk.bindings
+            if isinstance(b.value, relax.Call)]
 
 
 def _qdq_model(tmp_path, activation_type):  # noqa: ANN001, ANN202
@@ -80,31 +89,44 @@ def test_quantize_static_model_runs_blocked_and_matches_onnxruntime(tmp_path, ac
     # and so do the activations' quantize / dequantize pairs between them: int8 tensors in
     # NCHW16c. The biases (dequantized, reshaped) are reordered at compile time: the only
     # reorder is the one out of the region, before the flatten.
-    layout = ConvertLayoutNCHWc(block=16)
-    blocked = layout(mod)
+    layout = ConvertLayoutNCHWc(block=16, int8=False)
+    calls = _calls(layout(mod))
     assert layout.converted == 4
-    calls = [b.value for blk in blocked["main"].body.blocks for b in blk.bindings
-             if isinstance(b.value, relax.Call)]
     names = [c.op.name for c in calls]
     assert names.count("relax.layout_transform") == 1
-    quantized = [c for c in calls if c.op.name == "relax.quantize"]
+    assert "relax.nn.conv2d_nchwc_int8" not in names
     act_dtype = "int8" if activations == "QInt8" else "uint8"
     assert sum(c.struct_info.ndim == 5 and c.struct_info.dtype == act_dtype
-               for c in quantized) >= 5
+               for c in calls if c.op.name == "relax.quantize") >= 5
 
-    def run(convert_layout: bool) -> np.ndarray:
-        with options.override(convert_layout=convert_layout):
+    # On an AVX-512 VNNI target the three convolutions reading quantized blocked data become
+    # uint8 x int8 ones (the stem reads the plain float input and stays float32).
+    for mcpu in ("znver4", "sapphirerapids"):
+        layout = ConvertLayoutNCHWc(f"llvm -mcpu={mcpu}")
+        names = [c.op.name for c in _calls(layout(mod))]
+        assert layout.converted == 4 and names.count("relax.nn.conv2d_nchwc_int8") == 3
+        assert names.count("relax.nn.conv2d") == 1
+    layout = ConvertLayoutNCHWc("llvm -mcpu=haswell")
+    names = [c.op.name for c in _calls(layout(mod))]
+    assert layout.converted == 4 and "relax.nn.conv2d_nchwc_int8" not in names
+
+    def run(**opts: bool) -> np.ndarray:
+        with options.override(**opts):
             exe = relax.build(mod, "llvm")
         return relax.VirtualMachine(exe, wb.cpu())["main"](wb.nd.array(x)).numpy()
 
-    got, plain = run(True), run(False)
+    # The host's build (integer convolutions where it has VNNI), the float32 blocked one and
+    # the unblocked one.
+    got, float_blocked, plain = run(), run(int8_conv=False), run(convert_layout=False)
     # The classifier's output scale: the last DequantizeLinear's.
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
     last = [n for n in model.graph.node if n.op_type == "DequantizeLinear"][-1]
     step = float(inits[last.input[1]])
-    for out in (got, plain):
+    for out in (got, float_blocked, plain):
         assert out.shape == want.shape and out.dtype == want.dtype
         err = np.abs(out - want)
+
         assert err.max() <= 2 * step + 1e-6, (err.max(), step)
         assert np.mean(err > 0.5 * step) <= 0.05
     np.testing.assert_allclose(got, plain, atol=2 * step + 1e-6)
+    np.testing.assert_allclose(float_blocked, plain, atol=2 * step + 1e-6)

@@ -33,6 +33,7 @@ from workbench.dlight.cpu.common import (
 )
 from workbench.tir.analysis import collect_vars
 from workbench.tir.schedule import BlockRV, LoopRV, Schedule, ScheduleError
+from workbench.tir.tensor_intrin.x86 import LOCAL_SUFFIX
 from workbench.tir.transform.remove_weight_layout_rewrite_block import PREPROC_ANNOTATION
 
 __all__ = ["TilePlan", "apply_tile_plan", "pick_vector_tile", "vector_width_ok"]
@@ -58,6 +59,12 @@ class TilePlan:
     # the leading outer loops that index it directly (a conv's batch and channel) are fused
     # and parallel, the rest stay serial inside, so one plane of it is padded at a time.
     plane: Access | None = None
+    # A reduction variable kept inside the tile, below v (an int8 dot product's 4 input
+    # channels per 32-bit lane), and the tensor intrinsic that then computes each (v, inner)
+    # sub-tile instead of a vectorized v loop (``dot_16x4_vnni``: one vpdpbusd; its
+    # ``_local`` variant when the accumulator is a local copy).
+    inner: int | None = None
+    intrin: str | None = None
 
 
 def pick_vector_tile(extent: int | None, lanes: int, max_regs: int) -> int:
@@ -128,8 +135,10 @@ def apply_tile_plan(sch: Schedule, f: BlockFacts, plan: TilePlan, epilogue: Bloc
             (first if id(f.iters[i]) in deps else rest).append(loop)
     outer = first + [lp for lp in (v_o,) if lp is not None] + rest + \
         [lp for lp in (u_o,) if lp is not None]
-    reds = [f.loops[i] for i in f.reduction]
+    reds = [f.loops[i] for i in f.reduction if i != plan.inner]
     inner = [lp for lp in (w_i, u_i, v_i) if lp is not None]
+    if plan.inner is not None:
+        inner.append(f.loops[plan.inner])
     sch.reorder(*outer, *reds, *inner)
     if not outer:
         outer = [sch.add_unit_loop(reds[0] if reds else inner[0])]
@@ -164,10 +173,16 @@ def apply_tile_plan(sch: Schedule, f: BlockFacts, plan: TilePlan, epilogue: Bloc
     above = fused if k == len(outer) else outer[-1]   # the tile's own loops are below this
     # Vectorize before decompose_reduction: the update block it leaves (no init) is not a
     # reduction block any more, and parallel/vectorize refuse it (TVM's compact dataflow).
-    sch.vectorize(v_i)
+    if plan.intrin is None:
+        sch.vectorize(v_i)
     if reds:
         init = sch.decompose_reduction(anchor, reds[0])
         _vectorize_tile(sch, init, above, lanes)
+    if plan.intrin is not None:
+        # The accumulator is the anchor's own buffer (an epilogue moved under the tile) or a
+        # local copy (cache_write): the intrinsic's variant for that scope.
+        local = sch.get(anchor).writes[0].buffer.scope == "local"
+        sch.tensorize(v_i, plan.intrin + (LOCAL_SUFFIX if local else ""))
     for lp in (w_i, u_i):
         if lp is not None:
             sch.unroll(lp)

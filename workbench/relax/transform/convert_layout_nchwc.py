@@ -12,7 +12,10 @@ vector lanes (16 with AVX-512, 8 with AVX2):
   output channels are padded with zero weights up to a multiple of ``B``. A 3x3 stride-1
   convolution of enough channels on a mid-sized image becomes ``conv2d_winograd`` instead
   (Winograd F(4x4, 3x3), its weight transformed here; option ``winograd``, see
-  :data:`WINOGRAD_TILES`). Grouped convolutions whose per-group channels are not multiples of
+  :data:`WINOGRAD_TILES`). On AVX-512 VNNI targets, a QDQ model's convolution (dequantized
+  blocked int8 data, a dequantized int8 weight) becomes a uint8 x int8 one on the VNNI dot
+  product, rescaled after (:mod:`~workbench.relax.transform.convert_layout_int8`; option
+  ``int8_conv``). Grouped convolutions whose per-group channels are not multiples of
   ``B``, and depthwise ones with a channel multiplier, stay as they are;
 - **elementwise ops** (activations; add, subtract, multiply, maximum, minimum; divide by a
   constant), **pools** (max, average, adaptive average), **means / sums over H and W** that keep
@@ -51,6 +54,7 @@ from workbench.relax.op.registry import NUMPY_RULES, get_op, make_call
 from workbench.relax.span import Source, Span
 from workbench.relax.struct_info import TensorStructInfo
 from workbench.relax.transform._util import is_primitive, relax_functions
+from workbench.relax.transform.convert_layout_int8 import int8_conv2d
 from workbench.topi.nn.conv2d_winograd import winograd_weight_transform
 
 __all__ = ["ConvertLayoutNCHWc", "block_for_target", "LAYOUT_SPAN"]
@@ -104,10 +108,11 @@ class _Blocked:
 
 
 class _Converter(ExprMutator):
-    def __init__(self, mod: IRModule, block: int, winograd: bool) -> None:
+    def __init__(self, mod: IRModule, block: int, winograd: bool, int8: bool) -> None:
         super().__init__(mod)
         self.B = block
         self.winograd = winograd
+        self.int8 = int8
         self.winograd_convs = 0
         self.layout = f"NCHW{block}c"
         self.values: dict[int, Expr] = {}
@@ -195,6 +200,10 @@ class _Converter(ExprMutator):
         if plain not in _KERNEL or a["kernel_layout"] != _KERNEL[plain] or \
                 a["out_layout"] != plain or a["out_dtype"] not in ("void", "float32"):
             return None
+        if self.int8:
+            out = int8_conv2d(self, call)
+            if out is not None:
+                return out
         x, w_expr = call.args
         w = self.constant(w_expr)
         shape = _static_shape(x)
@@ -414,19 +423,28 @@ _RULES.update({name: _Converter.spatial_reduce for name in _SPATIAL_REDUCE})
 _RULES.update({name: _Converter.qdq for name in _QDQ})
 
 
+def _has_vnni(target: Any) -> bool:
+    from workbench.target import Target
+    t = target if isinstance(target, Target) else Target(target or "llvm")
+    return t.has_feature("avx512vnni")
+
+
 class ConvertLayoutNCHWc:
     """The pass object: ``mod = ConvertLayoutNCHWc(target)(mod)`` (see the module docstring).
-    ``block`` overrides the target's block size."""
+    ``block`` overrides the target's block size; ``winograd`` and ``int8`` the options of the
+    same names (``int8``: QDQ convolutions as integer ones, by default on AVX-512 VNNI
+    targets only)."""
 
     name = "ConvertLayoutNCHWc"
 
     def __init__(self, target: Any = None, block: int | None = None,
-                 winograd: bool | None = None) -> None:
+                 winograd: bool | None = None, int8: bool | None = None) -> None:
         if block is not None and (not isinstance(block, int) or block < 2):
             raise ValueError(f"{self.name}: block must be an int >= 2, got {block!r}")
         self.target = target
         self.block = block
         self.winograd = winograd
+        self.int8 = int8
         self.converted = 0
         self.winograd_convs = 0
 
@@ -438,12 +456,16 @@ class ConvertLayoutNCHWc:
         if winograd is None:
             from workbench import options
             winograd = options.get("winograd")
+        int8 = self.int8
+        if int8 is None:
+            from workbench import options
+            int8 = options.get("int8_conv") and _has_vnni(self.target)
         self.converted = self.winograd_convs = 0
         out = mod.copy()
         for name, func in relax_functions(mod):
             if is_primitive(func):
                 continue
-            conv = _Converter(out, block, winograd)
+            conv = _Converter(out, block, winograd, int8)
             new = conv.visit_expr(func)
             if conv.converted:
                 out[name] = new

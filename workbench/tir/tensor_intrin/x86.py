@@ -48,22 +48,24 @@ VNNI_DOT_16x4_INTRIN = "dot_16x4_vnni"
 AVX512_DOT_16x4_INTRIN = "dot_16x4_avx512"
 GENERIC_DOT_16x4_INTRIN = "dot_16x4_u8i8i32_generic"
 BF16_DOT_16x2_INTRIN = "dot_16x2_bf16"
+#: ``dot_16x4_vnni`` + this: the same with C in "local" scope (a tile's accumulator).
+LOCAL_SUFFIX = "_local"
 GENERIC_BF16_DOT_16x2_INTRIN = "dot_16x2_bf16_generic"
 
 __all__ = ["VNNI_DOT_16x4_INTRIN", "AVX512_DOT_16x4_INTRIN", "GENERIC_DOT_16x4_INTRIN",
-           "BF16_DOT_16x2_INTRIN", "GENERIC_BF16_DOT_16x2_INTRIN", "fp32_microkernel_name",
+           "BF16_DOT_16x2_INTRIN", "GENERIC_BF16_DOT_16x2_INTRIN", "LOCAL_SUFFIX", "fp32_microkernel_name",
            "vnni_microkernel_name", "bf16_microkernel_name"]
 
 
 # ---- int8 dot product: C[16] i32 += A[4] u8 . B[16, 4] i8 -------------------------------------
 
-def _dot_16x4_buffers() -> tuple[Buffer, Buffer, Buffer]:
+def _dot_16x4_buffers(c_scope: str = "global") -> tuple[Buffer, Buffer, Buffer]:
     return (decl_buffer((4,), "uint8", "A"), decl_buffer((16, 4), "int8", "B"),
-            decl_buffer((16,), "int32", "C"))
+            decl_buffer((16,), "int32", "C", scope=c_scope))
 
 
-def _dot_16x4_desc() -> PrimFunc:
-    A, B, C = _dot_16x4_buffers()
+def _dot_16x4_desc(c_scope: str = "global") -> PrimFunc:
+    A, B, C = _dot_16x4_buffers(c_scope)
     return _reduction_desc(
         [A, B, C], C, [("i", 16, IterType.DATA_PAR), ("k", 4, IterType.COMM_REDUCE)],
         lambda i, k: (i,),
@@ -77,8 +79,8 @@ def _dot_16x4_operands(A: Buffer, B: Buffer) -> tuple[PrimExpr, PrimExpr]:
     return Broadcast(a, 16, "int32x16"), b
 
 
-def _dot_16x4_vnni_impl() -> PrimFunc:
-    A, B, C = _dot_16x4_buffers()
+def _dot_16x4_vnni_impl(c_scope: str = "global") -> PrimFunc:
+    A, B, C = _dot_16x4_buffers(c_scope)
     a, b = _dot_16x4_operands(A, B)
     c = BufferLoad(C, (_ramp(0, 16),), "int32x16")
     # Operands typed <16 x i32>, as TVM emits them (LLVM >= 21 upgrades them to <64 x i8>).
@@ -111,8 +113,8 @@ def _dot_generic(A: Buffer, B: Buffer, C: Buffer, k: int, acc_dtype: str) -> Stm
     return BufferStore(C, acc, (_ramp(0, 16),))
 
 
-def _dot_16x4_generic_impl() -> PrimFunc:
-    A, B, C = _dot_16x4_buffers()
+def _dot_16x4_generic_impl(c_scope: str = "global") -> PrimFunc:
+    A, B, C = _dot_16x4_buffers(c_scope)
     return _impl([A, B, C], C, _dot_generic(A, B, C, 4, "int32"))
 
 
@@ -218,6 +220,11 @@ def _register() -> None:
             (BF16_DOT_16x2_INTRIN, _dot_16x2_bf16_desc, _dot_16x2_bf16_impl),
             (GENERIC_BF16_DOT_16x2_INTRIN, _dot_16x2_bf16_desc, _dot_16x2_bf16_generic_impl)):
         TensorIntrin.register(name, desc(), impl(), override=True)
+    # Accumulating into a tile-local buffer (a default schedule's register tile).
+    for name, impl in ((VNNI_DOT_16x4_INTRIN, _dot_16x4_vnni_impl),
+                       (GENERIC_DOT_16x4_INTRIN, _dot_16x4_generic_impl)):
+        TensorIntrin.register(name + LOCAL_SUFFIX, _dot_16x4_desc("local"), impl("local"),
+                              override=True)
     register_intrin_factory(MICROKERNEL_PATTERN, _fp32_microkernel)
 
 
