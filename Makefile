@@ -61,7 +61,7 @@ lab: $(STAMP)
 # The randomized search (tests/fuzz/README.md): the schedule fuzzer -- random schedules of every
 # primitive and random tuner samples, each built and compared with numpy in worker processes --,
 # the random-CNN fuzzer (random small graphs through the whole compiler, blocked layouts of 16
-# and 8 channels, against PyTorch), then the hypothesis property tests with fresh random examples (CI runs fixed ones).
+# and 8 channels, against PyTorch; then PT2E-quantized, against PyTorch's quantized models), then the hypothesis property tests with fresh random examples (CI runs fixed ones).
 FUZZ_SCHEDULES ?= 20000
 FUZZ_JOBS ?= 2
 FUZZ_GRAPHS ?= 300
@@ -69,6 +69,7 @@ fuzz: $(STAMP)
 	$(BIN)/python tests/fuzz/sched_fuzz.py --schedules $(FUZZ_SCHEDULES) --jobs $(FUZZ_JOBS)
 	$(BIN)/python tests/fuzz/cnn_fuzz.py --graphs $(FUZZ_GRAPHS)
 	$(BIN)/python tests/fuzz/cnn_fuzz.py --graphs $(FUZZ_GRAPHS) --first-seed 1001 --block 8
+	$(BIN)/python tests/fuzz/cnn_fuzz.py --graphs $(FUZZ_GRAPHS) --first-seed 2001 --pt2e
 	HYPOTHESIS_PROFILE=fuzz nice -n 10 $(BIN)/python -m pytest -q -p no:cacheprovider \
 		tests/tir/schedule/test_sched_property.py tests/tir/arith/test_arith_random_exprs.py \
 		tests/ir/test_ir_random_exprs.py

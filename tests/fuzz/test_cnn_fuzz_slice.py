@@ -30,6 +30,19 @@ def test_fixed_seed_cnn_slice_matches_pytorch(block):
     assert converted >= 24, summary       # the slice exercises the blocked layout
 
 
+@pytest.mark.slow
+def test_fixed_seed_pt2e_slice_matches_pytorchs_quantized_models():
+    """The same graphs quantized by PyTorch's PT2E flow: on an AVX-512 VNNI host their
+    convolutions run on the int8 kernels (elsewhere as float32 ones on dequantized values)."""
+    pytest.importorskip("torchao")
+    from workbench.target import Target
+    out = _run("--graphs", "6", "--first-seed", "1", "--pt2e")
+    summary = out.strip().splitlines()[-1]
+    assert "6 graphs, {'ok': 6}" in summary, out[-3000:]
+    int8 = int(summary.split("Winograd, ")[1].split()[0])
+    assert (int8 >= 6) == Target("llvm").has_feature("avx512vnni"), summary
+
+
 def test_one_seed_prints_its_steps():
     out = _run("--seed", "3")
     assert "input (N=" in out and "'outcome': 'ok'" in out

@@ -47,6 +47,17 @@ class _SmallCNN(torch.nn.Module):
         return self.fc(torch.flatten(y, 1))
 
 
+class _Reader(quantization.CalibrationDataReader):
+    """Four random calibration inputs of ``shape`` for input "x"."""
+
+    def __init__(self, shape: tuple) -> None:
+        rng = np.random.default_rng(1)
+        self.feeds = iter([{"x": rng.standard_normal(shape, np.float32)} for _ in range(4)])
+
+    def get_next(self):  # noqa: ANN201
+        return next(self.feeds, None)
+
+
 def _calls(mod: relax.IRModule) -> list:
     return [b.value for blk in mod["main"].body.blocks for b in blk.bindings
             if isinstance(b.value, relax.Call)]
@@ -60,17 +71,8 @@ def _qdq_model(tmp_path, activation_type):  # noqa: ANN001, ANN202
     torch.onnx.export(model, (x,), str(fp32), input_names=["x"], opset_version=17,
                       dynamo=False)
 
-    class Reader(quantization.CalibrationDataReader):
-        def __init__(self) -> None:
-            rng = np.random.default_rng(1)
-            self.feeds = iter([{"x": rng.standard_normal((1, 3, 30, 30), np.float32)}
-                               for _ in range(4)])
-
-        def get_next(self):  # noqa: ANN202
-            return next(self.feeds, None)
-
     qdq = tmp_path / "qdq.onnx"
-    quantization.quantize_static(str(fp32), str(qdq), Reader(),
+    quantization.quantize_static(str(fp32), str(qdq), _Reader((1, 3, 30, 30)),
                                  quant_format=quantization.QuantFormat.QDQ, per_channel=True,
                                  activation_type=activation_type,
                                  weight_type=quantization.QuantType.QInt8)
@@ -130,3 +132,38 @@ def test_quantize_static_model_runs_blocked_and_matches_onnxruntime(tmp_path, ac
         assert np.mean(err > 0.5 * step) <= 0.05
     np.testing.assert_allclose(got, plain, atol=2 * step + 1e-6)
     np.testing.assert_allclose(float_blocked, plain, atol=2 * step + 1e-6)
+
+
+def test_qoperator_model_convolutions_run_on_the_int8_kernels(tmp_path):
+    """A model in onnxruntime's QOperator format (QLinearConv nodes; the importer makes each an
+    int32 convolution of uint8 data and its corrections): the layout pass runs the integer
+    convolutions blocked on the int8 kernels, exactly as the unblocked build computes them."""
+    torch.manual_seed(0)
+    nn = torch.nn
+    model = nn.Sequential(nn.Conv2d(3, 24, 3, 2, 1), nn.ReLU(), nn.Conv2d(24, 24, 3, 1, 1),
+                          nn.ReLU(), nn.Conv2d(24, 40, 3, 2, 1), nn.Conv2d(40, 20, 1)).eval()
+    x = torch.randn(1, 3, 30, 30)
+    fp32, qop = tmp_path / "fp32.onnx", tmp_path / "qop.onnx"
+    torch.onnx.export(model, (x,), str(fp32), input_names=["x"], opset_version=17,
+                      dynamo=False)
+    quantization.quantize_static(str(fp32), str(qop), _Reader((1, 3, 30, 30)),
+                                 quant_format=quantization.QuantFormat.QOperator,
+                                 per_channel=True, weight_type=quantization.QuantType.QInt8)
+    m = onnx.load(str(qop))
+    assert sum(n.op_type == "QLinearConv" for n in m.graph.node) == 4
+    mod = from_onnx(m)
+    layout = ConvertLayoutNCHWc("llvm -mcpu=znver4")
+    names = [c.op.name for c in _calls(layout(mod))]
+    assert layout.converted == layout.int8_convs == 4
+    assert names.count("relax.layout_transform") == 2       # into the region and out of it
+    outs = []
+    for convert in (True, False):
+        with options.override(convert_layout=convert):
+            exe = relax.build(mod, "llvm")
+        outs.append(relax.VirtualMachine(exe, wb.cpu())["main"](wb.nd.array(x.numpy())).numpy())
+    np.testing.assert_array_equal(outs[0], outs[1])
+    want = ort.InferenceSession(m.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x.numpy()})[0]
+    step = float(onnx.numpy_helper.to_array(
+        {t.name: t for t in m.graph.initializer}[m.graph.node[-1].input[1]]))
+    np.testing.assert_allclose(outs[0], want, atol=step + 1e-6)

@@ -32,7 +32,7 @@ from workbench.relax.op.layout import to_layout_numpy
 from workbench.relax.op.registry import get_op, make_call
 from workbench.topi.nn.conv2d_nchwc_int8 import INT8_BLOCK, int8_weight_sums, pack_int8_weight
 
-__all__ = ["int8_conv2d"]
+__all__ = ["int8_conv2d", "integer_conv2d"]
 
 
 def _op(e: Any) -> str:
@@ -104,5 +104,31 @@ def int8_conv2d(conv: Any, call: Call) -> tuple | None:
     real = bb.emit(make_call("relax.astype", (exact,), {"dtype": "float32"}).replace(
         span=call.span), name_hint="acc_f32")
     conv.converted += 1
+    conv.int8_convs += 1
     rescale = Call(get_op("relax.multiply"), (real, Constant(scale)), {}, (), span=call.span)
     return rescale, o, a["data_layout"]
+
+
+def integer_conv2d(conv: Any, call: Call) -> tuple | None:
+    """A convolution that already is one of uint8 data and a constant int8 weight into int32
+    (what the ONNX importer makes of QLinearConv / ConvInteger: zero-padded, its zero points
+    corrected by the ops after it) as ``conv2d_nchwc_int8`` with ``pad_value`` 0 on the blocked
+    data: the same int32 sums, and its consumers (the corrections, the requantization) stay
+    blocked. None unless groups = 1, NCHW / OIHW and the block is 16."""
+    a = call.attrs
+    x, w_expr = call.args
+    w = conv.constant(w_expr)
+    if conv.B != INT8_BLOCK or int(a["groups"]) != 1 or a["data_layout"] != "NCHW" or \
+            a["kernel_layout"] != "OIHW" or a["out_layout"] != "NCHW" or w is None or \
+            w.dtype != np.int8 or w.ndim != 4 or x.struct_info.dtype != "uint8":
+        return None
+    data = conv.to_blocked(x, "NCHW", dtypes=("uint8",))
+    if data is None or data[1] != w.shape[1]:
+        return None
+    attrs = {"strides": tuple(a["strides"]), "padding": tuple(a["padding"]),
+             "dilation": tuple(a["dilation"]), "pad_value": 0}
+    conv.converted += 1
+    conv.int8_convs += 1
+    acc = Call(get_op("relax.nn.conv2d_nchwc_int8"), (data[0], Constant(pack_int8_weight(w))),
+               attrs, (), span=call.span)
+    return acc, w.shape[0], "NCHW"

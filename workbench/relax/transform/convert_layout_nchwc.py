@@ -15,7 +15,8 @@ vector lanes (16 with AVX-512, 8 with AVX2):
   :data:`WINOGRAD_TILES`). On AVX-512 VNNI targets, a QDQ model's convolution (dequantized
   blocked int8 data, a dequantized int8 weight) becomes a uint8 x int8 one on the VNNI dot
   product, rescaled after (:mod:`~workbench.relax.transform.convert_layout_int8`; option
-  ``int8_conv``). Grouped convolutions whose per-group channels are not multiples of
+  ``int8_conv``), and so does a uint8 x int8 -> int32 convolution with a constant weight
+  (an imported QLinearConv / ConvInteger). Grouped convolutions whose per-group channels are not multiples of
   ``B``, and depthwise ones with a channel multiplier, stay as they are;
 - **elementwise ops** (activations; add, subtract, multiply, maximum, minimum; divide by a
   constant), **pools** (max, average, adaptive average), **means / sums over H and W** that keep
@@ -34,7 +35,7 @@ with ones). ``layout_transform`` legalizes to an unfused kernel of its own and t
 each reorder with :data:`LAYOUT_SPAN`, so profiles show every reorder as a kernel row of layer
 "layout" (op type ``layout_transform``): what the layout costs. After a call, ``converted``
 counts the convolutions that changed layout, ``winograd_convs`` those of them that became
-Winograd convolutions.
+Winograd convolutions, ``int8_convs`` those that became integer ones.
 """
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ from workbench.relax.op.registry import NUMPY_RULES, get_op, make_call
 from workbench.relax.span import Source, Span
 from workbench.relax.struct_info import TensorStructInfo
 from workbench.relax.transform._util import is_primitive, relax_functions
-from workbench.relax.transform.convert_layout_int8 import int8_conv2d
+from workbench.relax.transform.convert_layout_int8 import int8_conv2d, integer_conv2d
 from workbench.topi.nn.conv2d_winograd import winograd_weight_transform
 
 __all__ = ["ConvertLayoutNCHWc", "block_for_target", "LAYOUT_SPAN"]
@@ -62,7 +63,7 @@ __all__ = ["ConvertLayoutNCHWc", "block_for_target", "LAYOUT_SPAN"]
 _KERNEL = {"NCHW": "OIHW", "NHWC": "HWIO"}
 _UNARY = {"relax.nn.relu", "relax.clip", "relax.sigmoid", "relax.tanh", "relax.nn.silu",
           "relax.nn.gelu", "relax.nn.gelu_tanh", "relax.nn.leaky_relu", "relax.negative",
-          "relax.abs", "relax.erf", "relax.square"}
+          "relax.abs", "relax.erf", "relax.square", "relax.round", "relax.astype"}
 _BINARY = {"relax.add", "relax.subtract", "relax.multiply", "relax.maximum", "relax.minimum",
            "relax.divide"}
 _POOLS = {"relax.nn.max_pool2d", "relax.nn.avg_pool2d", "relax.nn.adaptive_avg_pool2d"}
@@ -114,6 +115,7 @@ class _Converter(ExprMutator):
         self.winograd = winograd
         self.int8 = int8
         self.winograd_convs = 0
+        self.int8_convs = 0
         self.layout = f"NCHW{block}c"
         self.values: dict[int, Expr] = {}
         self.blocked: dict[int, _Blocked] = {}
@@ -154,14 +156,16 @@ class _Converter(ExprMutator):
             self.plain_of[id(v)] = pv
         return pv
 
-    def to_blocked(self, e: Expr, plain: str) -> tuple[Expr, int] | None:
-        """``e`` (a 4-d tensor in ``plain``) in the blocked layout, and its channels."""
+    def to_blocked(self, e: Expr, plain: str, dtypes: tuple[str, ...] = ("float32",)
+                   ) -> tuple[Expr, int] | None:
+        """``e`` (a 4-d tensor in ``plain`` of one of ``dtypes``) in the blocked layout, and
+        its channels."""
         if isinstance(e, Var) and id(e) in self.blocked:
             b = self.blocked[id(e)]
             return (b.var, b.channels) if b.plain == plain else None
         shape = _static_shape(e)
         if shape is None or len(shape) != 4 or shape[plain.index("C")] is None or \
-                e.struct_info.dtype != "float32":
+                e.struct_info.dtype not in dtypes:
             return None
         key = id(e)
         if isinstance(e, Var) and key in self.blocked_in:
@@ -197,6 +201,8 @@ class _Converter(ExprMutator):
     def conv2d(self, call: Call) -> tuple | None:
         a = call.attrs
         plain = a["data_layout"]
+        if a["out_dtype"] == "int32":
+            return integer_conv2d(self, call) if self.int8 else None
         if plain not in _KERNEL or a["kernel_layout"] != _KERNEL[plain] or \
                 a["out_layout"] != plain or a["out_dtype"] not in ("void", "float32"):
             return None
@@ -447,6 +453,7 @@ class ConvertLayoutNCHWc:
         self.int8 = int8
         self.converted = 0
         self.winograd_convs = 0
+        self.int8_convs = 0
 
     def __call__(self, mod: IRModule) -> IRModule:
         if not isinstance(mod, IRModule):
@@ -460,7 +467,7 @@ class ConvertLayoutNCHWc:
         if int8 is None:
             from workbench import options
             int8 = options.get("int8_conv") and _has_vnni(self.target)
-        self.converted = self.winograd_convs = 0
+        self.converted = self.winograd_convs = self.int8_convs = 0
         out = mod.copy()
         for name, func in relax_functions(mod):
             if is_primitive(func):
@@ -471,4 +478,5 @@ class ConvertLayoutNCHWc:
                 out[name] = new
                 self.converted += conv.converted
                 self.winograd_convs += conv.winograd_convs
+                self.int8_convs += conv.int8_convs
         return out
