@@ -249,11 +249,12 @@ def run_graph(seed: int, block: int | None = None, verbose: bool = False,
             pipeline.passes = [ConvertLayoutNCHWc("llvm", block=block)
                                if p.name == "ConvertLayoutNCHWc" else p
                                for p in pipeline.passes]
-        layout_pass = next(p for p in pipeline.passes if p.name == "ConvertLayoutNCHWc")
+        layout_pass = next((p for p in pipeline.passes if p.name == "ConvertLayoutNCHWc"),
+                           None)                # None: options.convert_layout is off
         ex = relax.build(mod, "llvm", relax_pipeline=pipeline)
-        result["converted"] = layout_pass.converted
-        result["winograd"] = layout_pass.winograd_convs
-        result["int8"] = layout_pass.int8_convs
+        for key, attr in (("converted", "converted"), ("winograd", "winograd_convs"),
+                          ("int8", "int8_convs")):
+            result[key] = getattr(layout_pass, attr, 0)
         vm = relax.VirtualMachine(ex, wb.cpu())
         out = vm["main"](wb.nd.array(x.numpy()))
         outs = list(out) if isinstance(out, (list, tuple)) else [out]

@@ -37,6 +37,10 @@ __all__ += ["FoldBatchnormToConv2D"]
 from workbench.relax.transform.convert_layout_nchwc import ConvertLayoutNCHWc  # noqa: E402
 
 __all__ += ["ConvertLayoutNCHWc"]
+# Products with a constant weight computed over whole vector registers of columns.
+from workbench.relax.transform.pad_matmul_columns import PadMatmulColumns  # noqa: E402
+
+__all__ += ["PadMatmulColumns"]
 # Kernel calls on constants computed at compile time.
 from workbench.relax.transform.fold_constant import FoldConstant  # noqa: E402
 
