@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 import math
 import re
-from typing import Any
+from typing import Any, Sequence
 
 import pandas as pd
 
@@ -87,11 +87,13 @@ def _align(numeric: bool) -> str:
 
 
 def frame_table_html(frame: pd.DataFrame, *, classes: str = "", float_format: str = "{:.2f}",
-                     container_class: str = "") -> str:
+                     right: Sequence[str] | None = None) -> str:
     """``frame`` as a one-line-per-row HTML table (see the module docstring) inside a
-    horizontally scrolling ``div``; ``classes`` are added to the table's ``wb-table`` class,
-    ``container_class`` to the container's ``wb-table-scroll``."""
-    numeric = {c: pd.api.types.is_numeric_dtype(frame[c]) for c in frame.columns}
+    horizontally scrolling ``div``; ``classes`` are added to the table's ``wb-table`` class.
+    Numeric columns are right-aligned, or the columns in ``right`` when given (for a frame
+    already formatted as text)."""
+    numeric = {c: (c in right) if right is not None else pd.api.types.is_numeric_dtype(frame[c])
+               for c in frame.columns}
     head = "".join(f"<th{_align(numeric[c])}>{html.escape(str(c))}</th>"
                    for c in frame.columns)
     rows = []
@@ -100,6 +102,6 @@ def frame_table_html(frame: pd.DataFrame, *, classes: str = "", float_format: st
                         for c, v in zip(frame.columns, values))
         rows.append(f"<tr>{cells}</tr>")
     table_classes = " ".join(["wb-table", *classes.split()])
-    return (f"{TABLE_STYLE}<div class='wb-table-scroll {container_class}'>"
+    return (f"{TABLE_STYLE}<div class='wb-table-scroll'>"
             f"<table class='{table_classes}'><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table></div>")
