@@ -31,9 +31,13 @@ _SHAPE_COLUMNS = ("Argument Shapes",)
 
 #: One style block for every table rendered here (class ``wb-table``): rows one line tall,
 #: long cells cut with an ellipsis, the container scrolling sideways.
+#: The HTML widget lays its content out as a flex item, which grows to the table's width
+#: unless allowed to shrink (``min-width: 0``): then the container scrolls instead of running
+#: past the output's edge.
 TABLE_STYLE = f"""<style>
+.widget-html-content:has(> .wb-table-scroll) {{ min-width: 0; flex: 1 1 auto; }}
 .wb-table-scroll {{ overflow-x: auto; max-width: 100%; }}
-table.wb-table {{ border-collapse: collapse; font-size: 12px; }}
+table.wb-table {{ border-collapse: collapse; font-size: 12px; line-height: 1.4; }}
 table.wb-table th, table.wb-table td {{
   white-space: nowrap; overflow: hidden; text-overflow: ellipsis;
   max-width: {MAX_CELL_EM}em; padding: 2px 8px; text-align: right; }}

@@ -21,7 +21,7 @@ the dashboard, and then only mutated:
   with red crosses at y = 0.
 
 The tables are one line per row with padded columns (:mod:`.table_html`); the two plots sit
-side by side where there is room for both (about 900 px) and stack below that, their legends
+side by side where there is room for both (about 800 px) and stack below that, their legends
 to the right of the plotting area.
 
 ``apply`` only records the batch (a lock-protected model, :mod:`.tuning_progress`) and asks a
@@ -93,7 +93,7 @@ _ERROR_COLOUR = "#d62728"
 GFLOPS = "GFLOPS"
 LATENCY = "Latency (us)"
 #: Narrowest a plot gets beside the other one; below twice that they stack.
-PLOT_MIN_WIDTH = "440px"
+PLOT_MIN_WIDTH = "400px"
 # Legends right of the plotting area, never over the data or the axis titles.
 _PLOT_LAYOUT = dict(height=320, margin=dict(l=50, r=10, t=40, b=40), autosize=True,
                     legend=dict(x=1.02, xanchor="left", y=1, yanchor="top"))
@@ -337,12 +337,18 @@ class TuningDashboard(PyMeasureCallback):
                              hovertext=[], hoverinfo="x+text")],
             layout=dict(title=dict(text="Candidates"), xaxis_title="trial", yaxis_title=GFLOPS,
                         **_PLOT_LAYOUT))
+        for fig in (self.best_figure, self.scatter_figure):
+            # plotly's own window-resize handler: the figure follows its box when the window
+            # (and with it the notebook) changes width; FigureWidget has no public setter
+            fig._config = {**fig._config, "responsive": True}
         self._task_traces: dict[int, tuple[int, int]] = {}  # task -> (best idx, scatter idx)
-        # Each plot takes half the row but never less than PLOT_MIN_WIDTH: narrower, the row
-        # wraps and they stack, instead of a fixed-width figure running over its neighbour.
-        cell = dict(flex="1 1 0", min_width=PLOT_MIN_WIDTH, overflow="hidden")
+        # Each plot takes half the row but never less than PLOT_MIN_WIDTH (or the whole
+        # output, when narrower): below that the row wraps and they stack. In a VBox a figure
+        # stretches to the box's width and sizes itself to it (plotly's autosize, redone on
+        # resize) instead of keeping its 700 px default and running over its neighbour.
+        cell = dict(flex="1 1 0", min_width=f"min({PLOT_MIN_WIDTH}, 100%)", overflow="hidden")
         charts = widgets.HBox(
-            [widgets.Box([self.best_figure], layout=widgets.Layout(**cell)),
+            [widgets.VBox([self.best_figure], layout=widgets.Layout(**cell)),
              widgets.VBox([self.metric_toggle, self.scatter_figure],
                           layout=widgets.Layout(**cell))],
             layout=widgets.Layout(flex_flow="row wrap", width="100%"))
