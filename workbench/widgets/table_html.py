@@ -69,16 +69,16 @@ def condense_shapes(text: str) -> str:
     return f"{len(shapes)} args: {shapes[0]} ... -> {shapes[-1]}"
 
 
-def _cell_text(value: Any, float_format: str) -> str:
+def _cell_text(value: Any, float_format: str, na_rep: str) -> str:
     if value is None or value is pd.NA:
-        return ""
+        return na_rep
     if isinstance(value, float):
-        return "" if math.isnan(value) else float_format.format(value)
+        return na_rep if math.isnan(value) else float_format.format(value)
     return str(value)
 
 
-def _cell(value: Any, column: str, float_format: str, numeric: bool) -> str:
-    text = _cell_text(value, float_format)
+def _cell(value: Any, column: str, float_format: str, numeric: bool, na_rep: str) -> str:
+    text = _cell_text(value, float_format, na_rep)
     shown = condense_shapes(text) if column in _SHAPE_COLUMNS else text
     title = f" title='{html.escape(text, quote=True)}'" \
         if shown != text or len(text) > _TITLE_OVER else ""
@@ -91,18 +91,18 @@ def _align(numeric: bool) -> str:
 
 
 def frame_table_html(frame: pd.DataFrame, *, classes: str = "", float_format: str = "{:.2f}",
-                     right: Sequence[str] | None = None) -> str:
+                     right: Sequence[str] | None = None, na_rep: str = "") -> str:
     """``frame`` as a one-line-per-row HTML table (see the module docstring) inside a
     horizontally scrolling ``div``; ``classes`` are added to the table's ``wb-table`` class.
     Numeric columns are right-aligned, or the columns in ``right`` when given (for a frame
-    already formatted as text)."""
+    already formatted as text). Missing values read ``na_rep``."""
     numeric = {c: (c in right) if right is not None else pd.api.types.is_numeric_dtype(frame[c])
                for c in frame.columns}
     head = "".join(f"<th{_align(numeric[c])}>{html.escape(str(c))}</th>"
                    for c in frame.columns)
     rows = []
     for values in frame.itertuples(index=False, name=None):
-        cells = "".join(_cell(v, c, float_format, numeric[c])
+        cells = "".join(_cell(v, c, float_format, numeric[c], na_rep)
                         for c, v in zip(frame.columns, values))
         rows.append(f"<tr>{cells}</tr>")
     table_classes = " ".join(["wb-table", *classes.split()])
