@@ -611,3 +611,14 @@ def test_real_run_counts_the_confirmation_apart(tmp_path):
     assert snap.trials == 8 and snap.measured == records > 8
     assert snap.extra_counts() == {"confirmation": records - 8}
     assert f"<b>8/8</b> trials + {records - 8} re-measurements" in dash.summary_html.value
+
+
+def test_legend_labels_are_short_so_the_plots_keep_their_width():
+    sched = FakeScheduler(1)
+    sched.tasks_[0].ctx.task_name = "fused_conv2d_winograd1_add5_add6_relu3"
+    dash = TuningDashboard("widget")
+    feed(dash, sched, 0, [100.0, 50.0])
+    dash.render()
+    names = [t.name for t in dash.best_figure.data]
+    assert names == ["#0 fused_conv2d_win..."], names   # 22 characters
+    assert "fused_conv2d_winograd1_add5_add6_relu3" in dash.table_html.value

@@ -133,6 +133,13 @@ def _colour(task_id: int) -> str:
     return _PALETTE[task_id % len(_PALETTE)]
 
 
+def _legend_label(task_id: int, name: str, limit: int = 22) -> str:
+    """``#3 fused_conv2d_winogr...``: a legend beside a plot takes its width from the plot,
+    and the task table above names every task in full."""
+    label = f"#{task_id} {name}"
+    return label if len(label) <= limit else label[:limit - 3] + "..."
+
+
 def _fmt(value: float, digits: int = 4) -> str:
     return "N/A" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
 
@@ -365,7 +372,7 @@ class TuningDashboard(PyMeasureCallback):
             if task.task_id in self._task_traces:
                 continue
             colour = _colour(task.task_id)
-            label = f"#{task.task_id} {task.name}"
+            label = _legend_label(task.task_id, task.name)
             self.best_figure.add_trace(go.Scatter(
                 x=[], y=[], mode="lines+markers", line_shape="hv", name=label,
                 line=dict(color=colour), marker=dict(size=4)))
