@@ -620,5 +620,5 @@ def test_legend_labels_are_short_so_the_plots_keep_their_width():
     feed(dash, sched, 0, [100.0, 50.0])
     dash.render()
     names = [t.name for t in dash.best_figure.data]
-    assert names == ["#0 fused_conv2d_win..."], names   # 22 characters
+    assert names == ["#0 fused_co...add6_relu3"], names   # 24 characters
     assert "fused_conv2d_winograd1_add5_add6_relu3" in dash.table_html.value

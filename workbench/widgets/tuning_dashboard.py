@@ -133,11 +133,15 @@ def _colour(task_id: int) -> str:
     return _PALETTE[task_id % len(_PALETTE)]
 
 
-def _legend_label(task_id: int, name: str, limit: int = 22) -> str:
-    """``#3 fused_conv2d_winogr...``: a legend beside a plot takes its width from the plot,
-    and the task table above names every task in full."""
+def _legend_label(task_id: int, name: str, limit: int = 24) -> str:
+    """``#3 fused_conv...add4_relu2``: a legend beside a plot takes its width from the plot,
+    and the task table above names every task in full. The middle goes: kernels of a model
+    share their beginnings (``fused_conv2d_winograd``) and differ at the end."""
     label = f"#{task_id} {name}"
-    return label if len(label) <= limit else label[:limit - 3] + "..."
+    if len(label) <= limit:
+        return label
+    keep = limit - 3
+    return label[:keep - keep // 2] + "..." + label[len(label) - keep // 2:]
 
 
 def _fmt(value: float, digits: int = 4) -> str:
