@@ -9,7 +9,7 @@ real tuning run, the page's element boxes are checked (:mod:`layout_checks`) at 
 px: table rows at most two lines tall, no cell cut without its text in a title, tables that
 scroll when too wide, no overlapping dashboard elements, legends off the plots.
 
-The last test runs notebooks 03, 05 and 07 top to bottom and keeps a screenshot of every
+The last test runs notebooks 03, 05, 07 and 08 top to bottom and keeps a screenshot of every
 screen under ``tests/browser/artefacts/<notebook>/`` (not committed): look at them.
 """
 from __future__ import annotations
@@ -243,7 +243,7 @@ def _copy_notebook(name: str, directory: Path) -> None:
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("name", ["03_profiling", "05_tuning",
-                                  "07_optimize_a_pytorch_model"])
+                                  "07_optimize_a_pytorch_model", "08_remote_and_cluster"])
 def test_notebook_reads_well_and_keeps_screenshots(notebook, jupyter_lab, name):
     _copy_notebook(name, jupyter_lab.root)
     notebook.page.set_viewport_size({"width": 1400, "height": 1000})
