@@ -33,10 +33,9 @@ NOTEBOOKS = Path(__file__).parents[2] / "notebooks"
 # Reports of real models, built in the notebook's kernel: torch at random weights, exported,
 # imported into Relax, built with default schedules and profiled by the VM.
 MODELS_SOURCE = '''
+import workbench as wb   # before torch: one libgomp, with the runtime's bounded spinning
 import torch
 import torchvision
-
-import workbench as wb
 from workbench import relax
 from workbench.relax.frontend.torch import from_exported_program
 from workbench.widgets import ReportView

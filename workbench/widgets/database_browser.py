@@ -132,7 +132,7 @@ class DatabaseBrowser(widgets.VBox):
                                                 tooltip="the fastest valid record per workload")
         self.record_select = widgets.Dropdown(options=[], value=None, description="Record")
         self.summary_html = widgets.HTML()
-        self.table_html = widgets.HTML(layout=widgets.Layout(width="100%"))
+        self.table_html = widgets.HTML()
         self.trace_html = widgets.HTML()
         self.ir_html = widgets.HTML()
         detail = widgets.Tab(children=[self.trace_html, self.ir_html],

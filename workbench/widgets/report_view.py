@@ -155,9 +155,8 @@ class ReportView(widgets.VBox):
         self.depth_dropdown = widgets.Dropdown(
             options=[FULL_DEPTH, 1, 2, 3, 4], value=FULL_DEPTH, description="Depth",
             tooltip="layers grouped by module path cut to this many parts")
-        full = widgets.Layout(width="100%")
-        self.groups_html = widgets.HTML(layout=full)
-        self.table_html = widgets.HTML(layout=full)
+        self.groups_html = widgets.HTML()
+        self.table_html = widgets.HTML()
         self.summary_html = widgets.HTML()
         self.bar_figure = go.FigureWidget(
             data=[go.Bar(x=[], y=[], orientation="h", name=DURATION)],
@@ -172,7 +171,7 @@ class ReportView(widgets.VBox):
             layout=dict(title=dict(text=self._timeline_title()), barmode="overlay",
                         xaxis_title="time since start (us)", height=300))
         self.diff_summary_html = widgets.HTML()
-        self.diff_html = widgets.HTML(layout=full)
+        self.diff_html = widgets.HTML()
         b, n = self.baseline_name, self.name
         self.diff_figure = go.FigureWidget(
             data=[go.Bar(x=[], y=[], orientation="h", name=f"{b} -> {n}")],
