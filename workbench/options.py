@@ -278,6 +278,12 @@ register("timing_settle_ms", float, 250.0, env="WORKBENCH_TIMING_SETTLE_MS",
              "stop running (e.g. OpenBLAS's pool spinning ~0.1 s after a numpy matmul); "
              "0 disables the wait.",
          validate=not_negative)
+register("parallel_chunks", int, 4, env="WORKBENCH_PARALLEL_CHUNKS",
+         doc="Chunks per thread of a parallel loop: each thread takes its own in order, "
+             "then those others have not started (codegen.parallel; a thread the OS left "
+             "waiting no longer holds the loop up by its whole share). 0: a static split "
+             "by thread number.",
+         validate=not_negative)
 register("omp_spin_count", int, 10000, env="WORKBENCH_OMP_SPIN_COUNT",
          doc="GOMP_SPINCOUNT given to libgomp when the runtime loads it (how long our idle "
              "threads spin before sleeping; less spinning leaves the cores to numpy & co. "

@@ -126,3 +126,40 @@ def test_omp_spin_count_reaches_libgomp():
     assert _child_spin({"GOMP_SPINCOUNT": "777"}) == ("777", "777")
     default, _ = _child_spin({"WORKBENCH_OMP_SPIN_COUNT": "-1"})
     assert default not in ("10000", "1234")
+
+
+_IMPORTS = """
+import {first}, {second}
+maps = sorted({{line.split()[-1] for line in open("/proc/self/maps") if "libgomp" in line}})
+print("GOMP", *maps)
+"""
+
+
+def _child_imports(first: str, second: str) -> tuple[list[str], str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "WORKBENCH_OMP_SPIN_COUNT")}
+    env["OMP_DISPLAY_ENV"] = "verbose"
+    out = subprocess.run([sys.executable, "-c", _IMPORTS.format(first=first, second=second)],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    maps = [ln for ln in out.stdout.splitlines() if ln.startswith("GOMP")][0].split()[1:]
+    return maps, out.stderr
+
+
+def test_import_workbench_first_gives_torch_our_bounded_spinning():
+    """Issue 26: with PyTorch's libgomp (loaded first) our parallel loops spun for ms at every
+    barrier and collapsed on a busy machine. ``import workbench`` loads libgomp with the
+    runtime's spin count, and torch imported next shares it; the other order is warned of."""
+    pytest.importorskip("torch")
+    from workbench.runtime import loader
+    if loader.ensure_gomp(required=False) is None:
+        pytest.skip("libgomp is not installed")
+    maps, stderr = _child_imports("workbench", "torch")
+    assert len(maps) == 1 and "/torch/" not in maps[0], maps   # one libgomp: the runtime's
+    assert [ln.split("=")[1].strip(" '") for ln in stderr.splitlines()
+            if "GOMP_SPINCOUNT =" in ln] == ["10000"], stderr
+    assert "before workbench" not in stderr
+    maps, stderr = _child_imports("torch", "workbench")
+    assert len(maps) == 1 and "/torch/" in maps[0], maps
+    assert "libgomp (OpenMP) was loaded by another library" in stderr
+    assert "Import workbench before torch" in stderr

@@ -536,3 +536,89 @@ def test_tune_tir_dashboard_option_prints_text_outside_a_notebook(tmp_path, caps
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("[Task #0")]
     assert len(lines) == 2
     assert "(total 8/8)" in lines[-1] and "GFLOPS" in lines[-1] and "ETA" in lines[-1]
+
+
+# ---- measurements after the search are counted apart from the budget -----------------------
+
+def test_remeasurements_are_counted_apart_from_the_trial_budget(capsys):
+    sched = FakeScheduler(2)
+    dash = TuningDashboard("widget", max_trials_global=8)
+    feed(dash, sched, 0, [100.0, 200.0, 50.0, 80.0])
+    feed(dash, sched, 1, [10.0, 20.0, 30.0, 40.0])
+    dash.begin_phase("confirmation")
+    feed(dash, sched, 0, [60.0, 55.0, 52.0])
+    feed(dash, sched, 1, [11.0, 12.0])
+    dash.finish(sched)
+    snap = dash.progress.snapshot()
+    assert (snap.trials, snap.measured, snap.budget) == (8, 13, 8)
+    assert snap.counts_text() == "8/8 trials + 5 re-measurements"
+    assert "<b>8/8</b> trials + 5 re-measurements" in dash.summary_html.value
+    assert (dash.progress_bar.value, dash.progress_bar.max) == (8, 8)
+    frame = dash.frame
+    assert frame["Trials"].tolist() == [4, 4]
+    assert frame["Re-measured"].tolist() == [3, 2]
+    assert list(frame.columns).index("Re-measured") == list(frame.columns).index("Trials") + 1
+    # every measurement is still a candidate in the plot
+    assert sum(len(t.x) for t in dash.scatter_figure.data) == 13
+    with pytest.raises(ValueError, match="phase must be one of"):
+        dash.begin_phase("warm-up")
+
+    text = TuningDashboard("text", max_trials_global=4)
+    feed(text, sched, 0, [100.0, 200.0, 50.0, 80.0])
+    text.begin_phase("post-optimization")
+    feed(text, sched, 0, [40.0, 45.0])
+    text.finish(sched)
+    lines = capsys.readouterr().out.splitlines()
+    assert "(total 4/4 + 2 post-optimization trials)" in lines[1], lines[1]
+    assert lines[-1].startswith("Tuning finished: 4 trials + 2 post-optimization trials,")
+
+
+def test_task_table_is_one_line_per_row_with_padded_columns():
+    sched = FakeScheduler(1)
+    dash = TuningDashboard("widget", max_trials_global=4)
+    dash.set_task_layers({"task0": ["layer1.0.conv1 + bn1 + relu",
+                                    "layer1.1.conv1 + bn1 + relu"]})
+    feed(dash, sched, 0, [100.0, 200.0, 50.0, 80.0])
+    dash.render()
+    html = dash.table_html.value
+    assert "white-space: nowrap" in html and "padding: 2px 8px" in html
+    assert "overflow-x: auto" in html
+    # numbers right-aligned, text left-aligned; a long layer label keeps its text in a title
+    assert "<td>4</td>" in html and "<td class='wb-text'>task0</td>" in html
+    assert "title='layer1.0.conv1 + bn1 + relu (+1 more)'" in html
+
+
+def test_plots_wrap_instead_of_overlapping_and_keep_legends_outside():
+    dash = TuningDashboard("widget")
+    charts = dash.widget.children[-1]
+    assert charts.layout.flex_flow == "row wrap"
+    for cell in charts.children:
+        assert cell.layout.min_width and cell.layout.flex.startswith("1 1")
+    for fig in (dash.best_figure, dash.scatter_figure):
+        assert fig.layout.width is None          # follows its box, never a fixed width
+        assert fig.layout.legend.x >= 1 and fig.layout.legend.xanchor == "left"
+
+
+@pytest.mark.tuning
+def test_real_run_counts_the_confirmation_apart(tmp_path):
+    from workbench import options
+
+    dash = TuningDashboard("widget", interval=0.1)
+    with options.override(ms_confirm_rounds=2, ms_confirm_top_k=2):
+        database = _tune(tmp_path, dashboard=dash)
+    snap = dash.progress.snapshot()
+    records = len(database.get_all_tuning_records())
+    assert snap.trials == 8 and snap.measured == records > 8
+    assert snap.extra_counts() == {"confirmation": records - 8}
+    assert f"<b>8/8</b> trials + {records - 8} re-measurements" in dash.summary_html.value
+
+
+def test_legend_labels_are_short_so_the_plots_keep_their_width():
+    sched = FakeScheduler(1)
+    sched.tasks_[0].ctx.task_name = "fused_conv2d_winograd1_add5_add6_relu3"
+    dash = TuningDashboard("widget")
+    feed(dash, sched, 0, [100.0, 50.0])
+    dash.render()
+    names = [t.name for t in dash.best_figure.data]
+    assert names == ["#0 fused_co...add6_relu3"], names   # 24 characters
+    assert "fused_conv2d_winograd1_add5_add6_relu3" in dash.table_html.value

@@ -2,19 +2,37 @@
 
 ``for i in T.parallel(n): body`` becomes a function ``void f_par_k(i8* closure)`` that unpacks
 the values the body uses and passes them to ``f_par_k_body`` (buffer pointers keep the caller's
-``noalias``), which takes its static chunk of ``[0, n)`` by thread number and runs the body
-serially over it; the caller packs the closure on its stack and calls ``GOMP_parallel``.
-No Python and no GIL are involved. A parallel loop nested inside another runs serially.
+``noalias``), which runs the body serially over its share of ``[0, n)``; the caller packs the
+closure on its stack and calls ``GOMP_parallel``. No Python and no GIL are involved. A
+parallel loop nested inside another runs serially.
+
+The share (option ``parallel_chunks`` = K): thread t owns the balanced range
+``[t*n/T, (t+1)*n/T)`` as K chunks and takes them in order through its counter in the closure
+(an atomic add); when its own are done it takes the chunks other threads have not started.
+Unloaded, every thread runs exactly its own range, as a static schedule would (same data per
+thread from call to call). On a busy machine (issue 26: JupyterLab and Chromium on the same
+2 cores) a thread that the OS has not scheduled yet no longer holds the whole region up by
+its full share: the threads that run take its chunks. K = 0 is the plain static split by
+thread number.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import llvmlite.ir as ir
 
+from workbench import options
 from workbench.codegen.llvm_types import I32, I8P, value_type
 from workbench.codegen.renderer import FunctionContext, emit_serial_loop
 from workbench.tir import expr as E
 from workbench.tir import stmt as S
 from workbench.tir.functor import IRVisitor
+
+
+I64 = ir.IntType(64)
+#: Chunk counters in a closure of a kernel built without ``-num-cores`` (thread count chosen at
+#: run time): more threads than this share out the chunks of the first ones.
+MAX_OWNERS = 256
 
 
 class _Uses(IRVisitor):
@@ -44,18 +62,24 @@ def emit_parallel_for(ctx: FunctionContext, loop: S.For) -> None:
     begin = ctx.expr(loop.min)
     extent = ctx.expr(loop.extent)
     values = [begin, extent] + [ctx.vars[v] for v in captured]
-    struct = ir.LiteralStructType([v.type for v in values])
+    chunks = int(options.get("parallel_chunks"))
+    counters = ir.ArrayType(I32, renderer.target.num_cores or MAX_OWNERS)
+    fields = [v.type for v in values] + ([counters] if chunks else [])
+    struct = ir.LiteralStructType(fields)
 
-    # Pack the closure in the caller.
+    # Pack the closure in the caller (the chunk counters start at 0 on every call).
     slot = ctx.entry_alloca(struct, 1, 8)
     for i, v in enumerate(values):
         ctx.b.store(v, ctx.b.gep(slot, [ir.Constant(I32, 0), ir.Constant(I32, i)]))
+    if chunks:
+        ctx.b.store(ir.Constant(counters, None),
+                    ctx.b.gep(slot, [ir.Constant(I32, 0), ir.Constant(I32, len(values))]))
 
     name = renderer.fresh_name(f"{ctx.name}_par")
     fn = ir.Function(renderer.module, ir.FunctionType(ir.VoidType(), [I8P]), name)
     fn.linkage = "internal"
     fn.attributes.add("nounwind")
-    _emit_closure_body(ctx, fn, struct, captured, loop)
+    _emit_closure_body(ctx, fn, struct, captured, loop, chunks)
 
     gomp = renderer.declare("GOMP_parallel", ir.VoidType(),
                             [fn.type, I8P, I32, I32])
@@ -64,7 +88,7 @@ def emit_parallel_for(ctx: FunctionContext, loop: S.For) -> None:
 
 
 def _emit_closure_body(parent: FunctionContext, fn: ir.Function, struct: ir.Type,
-                       captured: list[E.Var], loop: S.For) -> None:
+                       captured: list[E.Var], loop: S.For, chunks: int) -> None:
     renderer = parent.renderer
     # The closure function only unpacks the fields and passes them to ``<fn>_body`` as
     # arguments, so buffer pointers keep the ``noalias`` they have in the caller. Loaded
@@ -74,9 +98,15 @@ def _emit_closure_body(parent: FunctionContext, fn: ir.Function, struct: ir.Type
     # walks the operand DAG unmemoised): an unrolled 64-term softmax max chain never finished.
     ub = ir.IRBuilder(fn.append_basic_block("entry"))
     data = ub.bitcast(fn.args[0], struct.as_pointer())
+    n_values = len(struct.elements) - (1 if chunks else 0)
     fields = [ub.load(ub.gep(data, [ir.Constant(I32, 0), ir.Constant(I32, i)]))
-              for i in range(len(struct.elements))]
-    body_fn = ir.Function(renderer.module, ir.FunctionType(ir.VoidType(), list(struct.elements)),
+              for i in range(n_values)]
+    arg_types = list(struct.elements[:n_values])
+    if chunks:  # the counters are shared: passed by address
+        fields.append(ub.gep(data, [ir.Constant(I32, 0), ir.Constant(I32, n_values),
+                                    ir.Constant(I32, 0)]))
+        arg_types.append(I32.as_pointer())
+    body_fn = ir.Function(renderer.module, ir.FunctionType(ir.VoidType(), arg_types),
                           f"{fn.name}_body")
     body_fn.linkage = "internal"
     body_fn.attributes.add("nounwind")
@@ -86,7 +116,7 @@ def _emit_closure_body(parent: FunctionContext, fn: ir.Function, struct: ir.Type
                 if isinstance(parent.vars[v].type, ir.PointerType)]
     if all(isinstance(p, ir.Argument) and "noalias" in p.attributes for p in pointers) \
             and len({id(p) for p in pointers}) == len(pointers):
-        for arg in body_fn.args:
+        for arg in body_fn.args[2:2 + len(captured)]:
             if isinstance(arg.type, ir.PointerType):
                 arg.add_attribute("noalias")
     ub.call(body_fn, fields)
@@ -105,13 +135,6 @@ def _emit_closure_body(parent: FunctionContext, fn: ir.Function, struct: ir.Type
         b.sext(nthr, ity) if ity.width > 32 else nthr
     if ity.width < 32:
         tid, nthr = b.trunc(tid, ity), b.trunc(nthr, ity)
-    one = ir.Constant(ity, 1)
-    # Static schedule: thread t takes [t*chunk, min((t+1)*chunk, extent)).
-    chunk = b.sdiv(b.sub(b.add(extent, nthr), one), nthr)
-    lo = b.mul(tid, chunk)
-    hi = b.add(lo, chunk)
-    hi = b.select(b.icmp_signed("<", hi, extent), hi, extent)
-
     renderer.in_parallel = True
     try:
         def body() -> None:
@@ -119,9 +142,80 @@ def _emit_closure_body(parent: FunctionContext, fn: ir.Function, struct: ir.Type
             ctx.vars[loop.loop_var] = b.add(begin, i, flags=("nsw",))
             ctx.stmt(loop.body)
             ctx.vars[loop.loop_var] = i
-        emit_serial_loop(ctx, loop.loop_var, lo, hi, body)
+
+        if chunks:
+            owners = renderer.target.num_cores or MAX_OWNERS
+            _emit_stealing(ctx, loop.loop_var, extent, tid, nthr, body_fn.args[-1], owners,
+                           chunks, body)
+        else:
+            one = ir.Constant(ity, 1)
+            # Static schedule: thread t takes [t*chunk, min((t+1)*chunk, extent)).
+            chunk = b.sdiv(b.sub(b.add(extent, nthr), one), nthr)
+            lo = b.mul(tid, chunk)
+            hi = b.add(lo, chunk)
+            hi = b.select(b.icmp_signed("<", hi, extent), hi, extent)
+            emit_serial_loop(ctx, loop.loop_var, lo, hi, body)
     finally:
         renderer.in_parallel = False
     if not ctx.b.block.is_terminated:
         ctx.b.ret_void()
     ctx.finish_entry()
+
+
+def _emit_stealing(ctx: FunctionContext, loop_var: E.Var, extent: ir.Value, tid: ir.Value,
+                   nthr: ir.Value, counters: ir.Value, owners: int, chunks: int,
+                   body: Any) -> None:
+    """Run ``body`` over the chunks of ``[0, extent)``: first this thread's own, in order,
+    then those of the other threads (``tid + 1``, ``tid + 2``, ... modulo ``nthr``) that
+    nobody started; ``counters[v]`` counts the chunks of thread v handed out so far. At most
+    ``owners`` threads own chunks (the counters there are); any further ones only take."""
+    b, fn = ctx.b, ctx.fn
+    ity = extent.type
+
+    def wide(v: ir.Value) -> ir.Value:
+        return v if v.type.width == 64 else b.sext(v, I64)
+
+    k = ir.Constant(I64, chunks)
+    cap = ir.Constant(I64, owners)
+    nthr64 = b.select(b.icmp_signed("<", wide(nthr), cap), wide(nthr), cap)
+    tid64 = b.srem(wide(tid), nthr64)
+    total = b.mul(nthr64, k)
+    extent64 = wide(extent)
+
+    pre = b.block
+    victims = fn.append_basic_block("steal_victim")
+    claim = fn.append_basic_block("steal_claim")
+    run = fn.append_basic_block("steal_run")
+    next_victim = fn.append_basic_block("steal_next")
+    done = fn.append_basic_block("steal_done")
+    b.branch(victims)
+
+    # for r in [0, nthr): victim v = (tid + r) % nthr
+    b.position_at_end(victims)
+    r = b.phi(I64, name="steal_r")
+    r.add_incoming(ir.Constant(I64, 0), pre)
+    b.cbranch(b.icmp_signed("<", r, nthr64), claim, done)
+
+    # c = counters[v]++ (atomic); the chunk exists while c < K
+    b.position_at_end(claim)
+    v = b.srem(b.add(tid64, r), nthr64)
+    counter = b.gep(counters, [b.trunc(v, I32)])
+    c = b.atomic_rmw("add", counter, ir.Constant(I32, 1), "monotonic")
+    b.cbranch(b.icmp_signed("<", c, ir.Constant(I32, chunks)), run, next_victim)
+
+    # chunk q = v*K + c covers [q*extent/total, (q+1)*extent/total): balanced, and thread
+    # t's own K chunks together are its share of a static split
+    b.position_at_end(run)
+    q = b.add(b.mul(v, k), b.sext(c, I64))
+    lo = b.sdiv(b.mul(q, extent64), total)
+    hi = b.sdiv(b.mul(b.add(q, ir.Constant(I64, 1)), extent64), total)
+    if ity.width != 64:
+        lo, hi = b.trunc(lo, ity), b.trunc(hi, ity)
+    emit_serial_loop(ctx, loop_var, lo, hi, body)
+    b.branch(claim)
+
+    b.position_at_end(next_victim)
+    r.add_incoming(b.add(r, ir.Constant(I64, 1)), next_victim)
+    b.branch(victims)
+
+    b.position_at_end(done)

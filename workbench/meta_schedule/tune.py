@@ -102,7 +102,9 @@ def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
                            max_trials_per_task, num_trials_per_iter, builder, runner,
                            callbacks, database, cost_model, **kwargs)
             if post_optimization:
+                _begin_phase(callbacks, "post-optimization")
                 _post_optimize(scheduler, callbacks)
+            _begin_phase(callbacks, "confirmation")
             _confirm_best(scheduler, callbacks)
     except BaseException:
         _stop_workers([builder, runner], replay_pool=True)
@@ -110,6 +112,15 @@ def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
     finally:
         _stop_workers(owned)
     return database
+
+
+def _begin_phase(callbacks: list[MeasureCallback], phase: str) -> None:
+    """Tell the callbacks that count measurements (a dashboard's ``begin_phase``) that those
+    from now on are ``phase``'s, not the search's: they do not spend the trial budget."""
+    for cb in callbacks:
+        begin = getattr(cb, "begin_phase", None)
+        if callable(begin):
+            begin(phase)
 
 
 def _post_optimize(scheduler: TaskScheduler, callbacks: list[MeasureCallback]) -> None:

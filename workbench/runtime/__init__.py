@@ -11,6 +11,10 @@ from .module import Module, load_module
 from .ndarray import NDArray, Tensor, empty, tensor
 from .packed_func import PackedFunc, ParamInfo
 from .registry import get_global_func, list_global_func_names, register_func, remove_global_func
+from .loader import preload_gomp
+
+# Before any library that brings its own libgomp (PyTorch) is imported: see loader's docstring.
+preload_gomp()
 
 __all__ = [
     "Device", "cpu", "device",

@@ -15,6 +15,17 @@ only seen after the next option change (or in new threads). Idle libgomp threads
 ``GOMP_SPINCOUNT`` times before sleeping; the runtime sets it from the option
 ``omp_spin_count`` while it loads libgomp (:func:`gomp_environment`), so our pool leaves the
 cores to other libraries soon after our last parallel region.
+
+libgomp reads its environment once, when loaded, and a process has one libgomp (PyTorch's
+wheel brings its own ``libgomp.so.1``; the dynamic linker shares whichever copy came first).
+When PyTorch is imported first, our parallel loops run on its libgomp with libgomp's default
+spinning (``GOMP_SPINCOUNT`` 300000, milliseconds): on a machine busier than its cores
+(issue 26: JupyterLab and Chromium on the same 2 cores as the kernel) a thread spinning at a
+barrier burns the time slice the thread it waits for needs, and every parallel region then
+costs a scheduling round -- notebook 07's untuned ResNet-18 took 259 ms instead of 35. So
+``import workbench`` loads libgomp at once (:func:`preload_gomp`): a library imported after it
+shares the bounded spinning (PyTorch's own pool degrades less too), and when another library
+was first, a warning says so and what to do.
 """
 from __future__ import annotations
 
@@ -36,7 +47,8 @@ from .. import options
 from .heap import keep_kernel_scratch
 
 __all__ = ["LoadedCode", "load_object", "load_shared", "link_shared", "sources_object",
-           "ensure_gomp", "uses_gomp", "apply_num_threads", "gomp_environment", "read_metadata",
+           "ensure_gomp", "uses_gomp", "apply_num_threads", "gomp_environment", "preload_gomp",
+           "read_metadata",
            "METADATA_SYMBOL", "SOURCES_SYMBOL"]
 
 METADATA_SYMBOL = "__workbench_metadata"
@@ -118,6 +130,21 @@ def gomp_environment(already_loaded: bool = False) -> dict[str, str]:
     return {"GOMP_SPINCOUNT": str(spin)}
 
 
+def env_wanted() -> bool:
+    """Would the runtime set ``GOMP_SPINCOUNT`` for a libgomp it loads itself?"""
+    return bool(gomp_environment())
+
+
+def preload_gomp() -> None:
+    """Load libgomp now (``import workbench`` calls this), so that it gets the runtime's
+    spin count even if a library loading its own libgomp (PyTorch) is imported next; see the
+    module docstring. Nothing happens when the spin count is left to libgomp (the option
+    ``omp_spin_count`` is -1, or ``GOMP_SPINCOUNT`` / ``OMP_WAIT_POLICY`` are set) or libgomp
+    is not installed."""
+    if env_wanted():
+        ensure_gomp(required=False)
+
+
 @contextlib.contextmanager
 def _gomp_environment(name: str) -> Iterator[None]:
     """Set :func:`gomp_environment` while libgomp loads, then restore ``os.environ`` so child
@@ -128,8 +155,13 @@ def _gomp_environment(name: str) -> Iterator[None]:
     except OSError:
         loaded = False
     env = gomp_environment(already_loaded=loaded)
-    if loaded and int(options.get("omp_spin_count")) >= 0:
-        logger.debug("libgomp was loaded by another library first; omp_spin_count not applied")
+    if loaded and env_wanted():
+        logger.warning(
+            "libgomp (OpenMP) was loaded by another library (PyTorch?) before workbench, so its "
+            "idle threads spin for milliseconds: on a busy machine parallel kernels can run "
+            "several times slower. Import workbench before torch, or set GOMP_SPINCOUNT=%s "
+            "(or OMP_WAIT_POLICY=passive) before Python starts.",
+            options.get("omp_spin_count"))
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:

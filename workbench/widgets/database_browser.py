@@ -27,6 +27,7 @@ from workbench.meta_schedule.database.database import (
     FAILED_RUN_SECS, Database, TuningRecord, Workload, workload_key,
 )
 from workbench.tir.schedule import Schedule
+from workbench.widgets.table_html import frame_table_html
 
 __all__ = ["DatabaseBrowser", "records_frame", "records_in_commit_order", "workload_name",
            "workload_arguments"]
@@ -193,9 +194,8 @@ class DatabaseBrowser(widgets.VBox):
         with self.table_html.hold_sync(), self.summary_html.hold_sync(), \
                 self.record_select.hold_sync():
             self.summary_html.value = self._summary(more)
-            self.table_html.value = shown.to_html(
-                index=False, na_rep="N/A", border=0, classes="wb-database-browser",
-                float_format="{:.3f}".format)
+            self.table_html.value = frame_table_html(
+                shown, classes="wb-database-browser", float_format="{:.3f}", na_rep="N/A")
             self.record_select.options = options
             self.record_select.value = keep
         self._show_selected()

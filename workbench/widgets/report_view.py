@@ -9,6 +9,13 @@ table and the diff follow. Every control change recomputes the current rows once
 each view in one message (``hold_sync`` / ``batch_update``), so it also works from code,
 without a browser: set ``view.filter_text.value`` and read ``view.frame`` or the figures'
 trace data.
+
+Real models have hundreds of calls with long argument lists, so the tables are one line per
+row (argument shapes condensed, long cells cut with the full text on hover, sideways scroll;
+:mod:`.table_html`), a "Columns" chooser hides columns, and the call table is shown a page
+at a time. The VM's own helper calls (``vm.builtin.*``: shape checks, tuple building) are
+left out of the tables, charts and diff until "VM builtins" is ticked; the Report itself keeps
+them (``Report.group_by(..., builtins=False)`` is the same choice in code).
 """
 from __future__ import annotations
 
@@ -20,9 +27,10 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from workbench.runtime.profiling import Report
-from workbench.runtime.profiling.frames import FIXED_COLUMNS
-from workbench.runtime.profiling.metrics import DURATION, LAYER, NAME, OP_TYPE
+from workbench.runtime.profiling.frames import FIXED_COLUMNS, is_vm_builtin
+from workbench.runtime.profiling.metrics import DURATION, LAYER, MODULE, NAME, OP_TYPE, START
 from workbench.runtime.profiling.timeline import call_spans, has_timestamps
+from workbench.widgets.table_html import frame_table_html
 
 ORIGINAL_ORDER = "(original order)"
 #: "Group by" choices: label -> Report.group_by's ``by``.
@@ -30,14 +38,22 @@ GROUPINGS = {"Layer": "layer", "Op Type": "op_type", "Name": "name"}
 FULL_DEPTH = "full"
 _CHART_TITLES = {"Layer": "Time by layer", "Op Type": "Time by op type",
                  "Name": "Time by operator"}
-_FLOAT_FORMAT = "{:.2f}".format
+#: Columns the table starts without (the timeline shows start times, ``Layer`` the module).
+HIDDEN_COLUMNS = (START, MODULE)
 _PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2",
             "#ff9da6", "#9d755d", "#bab0ac")
 
 
 def _frame_html(frame: pd.DataFrame) -> str:
-    return frame.to_html(index=False, na_rep="", float_format=_FLOAT_FORMAT, border=0,
-                         classes="wb-report-view")
+    return frame_table_html(frame, classes="wb-report-view")
+
+
+def _without_builtins(frame: pd.DataFrame, column: str | None = None) -> pd.DataFrame:
+    """``frame`` without the rows whose ``column`` (default: ``Name``, else the first
+    column) names a VM builtin."""
+    column = column or (NAME if NAME in frame.columns else frame.columns[0])
+    keep = ~frame[column].map(is_vm_builtin).astype(bool)
+    return frame[keep].reset_index(drop=True)
 
 
 def _name_mask(frame: pd.DataFrame, text: str) -> pd.Series:
@@ -61,19 +77,26 @@ class ReportView(widgets.VBox):
     ``name`` / ``baseline_name`` label the two runs in titles and table headers. (The former
     ``other=`` argument read both ways and is refused with a message saying what to write.)
     ``top_k`` bounds the bar and share charts (the rest is summed as "other").
+    ``page_size`` is how many rows the call table shows at a time (``prev_button`` /
+    ``next_button`` page through them; ``page_frame`` holds the rows on the page).
     A report whose calls know their model layers (``Layer`` metrics, see
     ``Report.group_by``) gets ``group_dropdown`` ("Layer", "Op Type", "Name"; "Layer" first)
     and ``depth_dropdown`` ("full" or a module depth): the bar and share charts, the
     "Groups" tab (``groups_frame``, ``groups_html``) and the diff (matched by group) follow
     them; other reports chart kernel names, as before.
-    State for code and tests: ``frame`` (rows shown), ``diff_frame``, and the widgets
-    ``aggregate_toggle``, ``sort_dropdown``, ``ascending_check``, ``filter_text``,
-    ``table_html``, ``bar_figure``, ``share_figure``, ``timeline_figure``, ``diff_figure``,
-    ``diff_summary_html``, ``diff_html``.
+    ``builtins_check`` ("VM builtins", off) adds the VM's helper calls to every view;
+    ``columns_select`` chooses the table's columns (all but ``Start (us)`` and ``Module`` at
+    first).
+    State for code and tests: ``frame`` (rows after filter and sort, every page),
+    ``page_frame``, ``diff_frame``, and the widgets ``aggregate_toggle``, ``sort_dropdown``,
+    ``ascending_check``, ``filter_text``, ``builtins_check``, ``columns_select``,
+    ``table_html``, ``page_label``, ``bar_figure``, ``share_figure``, ``timeline_figure``,
+    ``diff_figure``, ``diff_summary_html``, ``diff_html``.
     """
 
     def __init__(self, report: Report, *, baseline: Report | None = None, name: str = "new",
-                 baseline_name: str = "baseline", top_k: int = 20, **kwargs: Any) -> None:
+                 baseline_name: str = "baseline", top_k: int = 20, page_size: int = 50,
+                 **kwargs: Any) -> None:
         if "other" in kwargs:
             raise TypeError(
                 "ReportView: 'other' is no longer accepted because it read both ways (it was "
@@ -93,10 +116,14 @@ class ReportView(widgets.VBox):
                              f"{name!r}")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise ValueError(f"ReportView: top_k must be an int >= 1, got {top_k!r}")
+        if isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1:
+            raise ValueError(f"ReportView: page_size must be an int >= 1, got {page_size!r}")
         self.report, self.baseline, self.top_k = report, baseline, top_k
+        self.page_size, self.page = page_size, 0
         self.name, self.baseline_name = name.strip(), baseline_name.strip()
         self._frames = {flag: report.to_dataframe(aggregate=flag) for flag in (True, False)}
         self.frame: pd.DataFrame = self._frames[True]
+        self.page_frame: pd.DataFrame = self.frame
         self.diff_frame: pd.DataFrame | None = None
         self.has_layers = LAYER in self._frames[False].columns
         self.groups_frame: pd.DataFrame | None = None
@@ -108,6 +135,20 @@ class ReportView(widgets.VBox):
         self.ascending_check = widgets.Checkbox(value=False, description="Ascending")
         self.filter_text = widgets.Text(value="", placeholder="part of a name",
                                         description="Filter")
+        self.builtins_check = widgets.Checkbox(
+            value=False, description="VM builtins", indent=False,
+            tooltip="show the VM's helper calls (vm.builtin.match_shape, make_tuple, ...)")
+        columns = self._sort_options()[1:]
+        self.columns_select = widgets.SelectMultiple(
+            options=columns, value=[c for c in columns if c not in HIDDEN_COLUMNS],
+            rows=min(8, len(columns)), description="Columns")
+        self.prev_button = widgets.Button(description="Previous", icon="chevron-left",
+                                          layout=widgets.Layout(width="auto"))
+        self.next_button = widgets.Button(description="Next", icon="chevron-right",
+                                          layout=widgets.Layout(width="auto"))
+        self.page_label = widgets.HTML()
+        self.prev_button.on_click(lambda _b: self.show_page(self.page - 1))
+        self.next_button.on_click(lambda _b: self.show_page(self.page + 1))
         self.group_dropdown = widgets.Dropdown(
             options=list(GROUPINGS), value="Layer" if self.has_layers else "Name",
             description="Group by")
@@ -141,7 +182,12 @@ class ReportView(widgets.VBox):
                                      yref="paper", line=dict(color="#555", dash="dot"))],
                         yaxis=dict(autorange="reversed"), height=360, margin=dict(l=160)))
 
-        pages = {"Table": widgets.VBox([self.summary_html, self.table_html]),
+        pager = widgets.HBox([self.prev_button, self.page_label, self.next_button],
+                             layout=widgets.Layout(align_items="center"))
+        columns_box = widgets.Accordion(children=[self.columns_select], titles=("Columns",),
+                                        selected_index=None)
+        pages = {"Table": widgets.VBox([self.summary_html, columns_box, self.table_html,
+                                        pager]),
                  "Time by operator": self.bar_figure, "Share": self.share_figure,
                  "Timeline": self.timeline_figure}
         if self.has_layers:
@@ -150,14 +196,20 @@ class ReportView(widgets.VBox):
             pages[f"Diff: {b} -> {n}"] = widgets.VBox(
                 [self.diff_summary_html, self.diff_figure, self.diff_html])
         self.tabs = widgets.Tab(children=list(pages.values()), titles=list(pages))
+        # Rows of controls wrap in a narrow notebook instead of running off its edge.
+        wrap = widgets.Layout(flex_flow="row wrap", align_items="center")
         controls = [widgets.HBox([self.aggregate_toggle, self.sort_dropdown,
-                                  self.ascending_check, self.filter_text])]
+                                  self.ascending_check, self.filter_text,
+                                  self.builtins_check], layout=wrap)]
         if self.has_layers:
-            controls.append(widgets.HBox([self.group_dropdown, self.depth_dropdown]))
+            controls.append(widgets.HBox([self.group_dropdown, self.depth_dropdown],
+                                         layout=wrap))
         super().__init__([*controls, self.tabs], **kwargs)
         for control in (self.aggregate_toggle, self.sort_dropdown, self.ascending_check,
-                        self.filter_text, self.group_dropdown, self.depth_dropdown):
+                        self.filter_text, self.group_dropdown, self.depth_dropdown,
+                        self.builtins_check):
             control.observe(self._on_change, names="value")
+        self.columns_select.observe(lambda _change: self.show_page(self.page), names="value")
         self.refresh()
 
     # ---- state ----------------------------------------------------------------------------------
@@ -174,6 +226,8 @@ class ReportView(widgets.VBox):
 
     def _current_frame(self) -> pd.DataFrame:
         frame = self._frames[self.aggregate_toggle.value]
+        if not self.builtins_check.value:
+            frame = _without_builtins(frame)
         if self.filter_text.value.strip():
             frame = frame[_name_mask(frame, self.filter_text.value)]
         column = self.sort_dropdown.value
@@ -186,15 +240,37 @@ class ReportView(widgets.VBox):
         self.refresh()
 
     def refresh(self) -> None:
-        """Recompute the rows from the controls and update every view."""
+        """Recompute the rows from the controls and update every view (the table back on
+        its first page)."""
         self.frame = self._current_frame()
-        with self.table_html.hold_sync(), self.summary_html.hold_sync():
-            self.table_html.value = _frame_html(self.frame)
-            self.summary_html.value = self._summary()
+        self.summary_html.value = self._summary()
+        self.show_page(0)
         self._update_bar_and_share()
         self._update_timeline()
         if self.baseline is not None:
             self._update_diff()
+
+    @property
+    def pages(self) -> int:
+        """How many pages the call table has (at least 1)."""
+        return max(1, -(-len(self.frame) // self.page_size))
+
+    def show_page(self, page: int) -> None:
+        """Show page ``page`` (0-based, clamped to the pages there are) of the call table,
+        with the chosen columns."""
+        self.page = min(max(0, page), self.pages - 1)
+        start = self.page * self.page_size
+        rows = self.frame.iloc[start:start + self.page_size]
+        chosen = set(self.columns_select.value)
+        self.page_frame = rows[[c for c in rows.columns if c in chosen]]
+        with self.table_html.hold_sync(), self.page_label.hold_sync(), \
+                self.prev_button.hold_sync(), self.next_button.hold_sync():
+            self.table_html.value = _frame_html(self.page_frame)
+            shown = f"{start + 1}-{start + len(rows)}" if len(rows) else "0"
+            self.page_label.value = (f"rows {shown} of {len(self.frame)} "
+                                     f"(page {self.page + 1}/{self.pages})")
+            self.prev_button.disabled = self.page == 0
+            self.next_button.disabled = self.page >= self.pages - 1
 
     def _summary(self) -> str:
         total = self.frame[DURATION].sum(skipna=True)
@@ -202,8 +278,15 @@ class ReportView(widgets.VBox):
             f"{html.escape(dev)} total {m[DURATION].value:.2f} us"
             for dev, m in self.report.device_metrics.items() if DURATION in m)
         run = f"{html.escape(self.name)}: " if self.baseline is not None else ""
+        hidden = ""
+        if not self.builtins_check.value:
+            calls = self._frames[False]
+            builtin = calls[calls[NAME].map(is_vm_builtin).astype(bool)]
+            if len(builtin):
+                hidden = (f"; {len(builtin)} VM builtin calls hidden "
+                          f"({builtin[DURATION].sum(skipna=True):.2f} us)")
         return (f"{run}<b>{len(self.frame)}</b> rows, {total:.2f} us in calls"
-                + (f"; {devices}" if devices else ""))
+                + (f"; {devices}" if devices else "") + hidden)
 
     # ---- charts ---------------------------------------------------------------------------------
 
@@ -215,7 +298,7 @@ class ReportView(widgets.VBox):
 
     def _current_groups(self) -> pd.DataFrame:
         by, depth = self._grouping()
-        groups = self.report.group_by(by, depth=depth)
+        groups = self.report.group_by(by, depth=depth, builtins=self.builtins_check.value)
         text = self.filter_text.value.strip()
         if text:
             # A group is shown when its own label or one of its kernels matches.
@@ -253,8 +336,10 @@ class ReportView(widgets.VBox):
 
     def _update_timeline(self) -> None:
         text = self.filter_text.value.strip().lower()
+        builtins = self.builtins_check.value
         spans = [s for s in call_spans(self.report)
-                 if text in s.name.lower() or text in str(s.metrics.get(LAYER, "")).lower()]
+                 if (builtins or not is_vm_builtin(s.name))
+                 and (text in s.name.lower() or text in str(s.metrics.get(LAYER, "")).lower())]
         colours = {}
         for s in spans:
             colours.setdefault(s.name, _PALETTE[len(colours) % len(_PALETTE)])
@@ -283,6 +368,8 @@ class ReportView(widgets.VBox):
             diff = self.baseline.diff(self.report, aggregate=self.aggregate_toggle.value,
                                       baseline_name=b, name=n)
         headline = diff.attrs["title"]
+        if not self.builtins_check.value:
+            diff = _without_builtins(diff)
         if self.filter_text.value.strip():
             diff = diff[_name_mask(diff, self.filter_text.value)].reset_index(drop=True)
         self.diff_frame = diff

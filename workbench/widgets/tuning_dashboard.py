@@ -10,13 +10,19 @@ In a notebook (an IPython kernel) it is a widget tree built once, in the thread 
 the dashboard, and then only mutated:
 
 - a header: a progress bar over the trial budget, totals (trials, errors, elapsed, ETA, total
-  weighted latency, status) and a **Stop** button;
+  weighted latency, status) and a **Stop** button; measurements after the search (the
+  post-optimization's, the confirmation's re-measurements; :meth:`TuningDashboard.begin_phase`)
+  are counted apart from the budget: "16/16 trials + 9 re-measurements";
 - the task table with TVM's statistics columns plus ``Errors``;
 - on a cluster ("rpc" runner), which worker measured what: one row per worker with its
   measurements, errors and per-task counts, and each candidate's worker in its hover text;
 - "Best so far": the running best GFLOPS of each task against the trial index;
 - "Candidates": every measured candidate (trial index vs GFLOPS or latency), errors marked
   with red crosses at y = 0.
+
+The tables are one line per row with padded columns (:mod:`.table_html`); the two plots sit
+side by side where there is room for both (about 800 px) and stack below that, their legends
+to the right of the plotting area.
 
 ``apply`` only records the batch (a lock-protected model, :mod:`.tuning_progress`) and asks a
 :class:`~.throttle.Throttle` for a render, so renders happen at most every ``interval``
@@ -60,6 +66,7 @@ import plotly.graph_objects as go
 
 from workbench.meta_schedule.dashboard_hook import AS_DASHBOARD, ATTACH_DASHBOARD
 from workbench.runtime.registry import register_func
+from workbench.widgets.table_html import frame_table_html
 from workbench.widgets.throttle import Throttle
 from workbench.widgets.tuning_progress import (
     ProgressSnapshot, TuningProgress, format_seconds,
@@ -85,6 +92,11 @@ _PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#
 _ERROR_COLOUR = "#d62728"
 GFLOPS = "GFLOPS"
 LATENCY = "Latency (us)"
+#: Narrowest a plot gets beside the other one; below twice that they stack.
+PLOT_MIN_WIDTH = "400px"
+# Legends right of the plotting area, never over the data or the axis titles.
+_PLOT_LAYOUT = dict(height=320, margin=dict(l=50, r=10, t=40, b=40), autosize=True,
+                    legend=dict(x=1.02, xanchor="left", y=1, yanchor="top"))
 
 
 def in_notebook() -> bool:
@@ -119,6 +131,17 @@ def _frontend_subshell(data: Any, default: str | None) -> str | None:
 
 def _colour(task_id: int) -> str:
     return _PALETTE[task_id % len(_PALETTE)]
+
+
+def _legend_label(task_id: int, name: str, limit: int = 24) -> str:
+    """``#3 fused_conv...add4_relu2``: a legend beside a plot takes its width from the plot,
+    and the task table above names every task in full. The middle goes: kernels of a model
+    share their beginnings (``fused_conv2d_winograd``) and differ at the end."""
+    label = f"#{task_id} {name}"
+    if len(label) <= limit:
+        return label
+    keep = limit - 3
+    return label[:keep - keep // 2] + "..." + label[len(label) - keep // 2:]
 
 
 def _fmt(value: float, digits: int = 4) -> str:
@@ -221,6 +244,13 @@ class TuningDashboard(PyMeasureCallback):
         if self.mode == "widget":
             self.throttle.request()
 
+    def begin_phase(self, phase: str) -> None:
+        """The run enters ``phase``: "post-optimization" or "confirmation" (``tune_tasks``
+        calls this); their measurements are counted apart from the trial budget."""
+        self.progress.begin_phase(phase)
+        if self.mode == "widget":
+            self.throttle.request()
+
     def set_task_layers(self, layers: Any) -> None:
         """``{task name: [layer label per call site]}``: the task table gets a ``Layers``
         column (``tune_relax`` passes its tasks' ``ExtractedTask.layers``)."""
@@ -262,7 +292,7 @@ class TuningDashboard(PyMeasureCallback):
         else:
             snap = self.progress.snapshot()
             self._print(f"Tuning {'stopped' if snap.stop_requested else 'finished'}: "
-                        f"{snap.trials} trials, {snap.errors} errors in "
+                        f"{snap.trials} trials{snap.extra_text()}, {snap.errors} errors in "
                         f"{format_seconds(snap.elapsed_s)}; total weighted latency "
                         f"{_fmt(snap.total_latency_us, 3)} us")
             for note in snap.notes:
@@ -279,13 +309,13 @@ class TuningDashboard(PyMeasureCallback):
         task = next((t for t in snap.tasks if t.task_id == task_id), None)
         if task is None:
             return f"[Task #{task_id}] +{batch_size} trials"
-        budget = f"/{snap.budget}" if snap.budget is not None else ""
         stop = " | stopping" if snap.stop_requested else ""
         workers = snap.workers_table()
         on = f" | on {len(workers)} worker{'s' if len(workers) != 1 else ''}" \
             if len(workers) else ""
-        return (f"[Task #{task_id}: {task.name}] +{batch_size} -> {task.trials} trials "
-                f"(total {snap.trials}{budget}) | best {_fmt(task.best_gflops)} GFLOPS "
+        again = f" + {task.remeasured} re-measured" if task.remeasured else ""
+        return (f"[Task #{task_id}: {task.name}] +{batch_size} -> {task.trials} trials{again} "
+                f"(total {snap.budget_text()}{snap.extra_text()}) | best {_fmt(task.best_gflops)} GFLOPS "
                 f"({_fmt(task.best_latency_ms * 1e3, 2)} us) | errors {task.errors} | "
                 f"elapsed {format_seconds(snap.elapsed_s)} | ETA {format_seconds(snap.eta_s)}"
                 f"{on}{stop}")
@@ -311,20 +341,31 @@ class TuningDashboard(PyMeasureCallback):
         self.metric_toggle.observe(lambda _change: self.throttle.request(), names="value")
         self.best_figure = go.FigureWidget(layout=dict(
             title=dict(text="Best so far"), xaxis_title="trial", yaxis_title=GFLOPS,
-            height=320, margin=dict(l=50, r=10, t=40, b=40), legend=dict(orientation="h")))
+            **_PLOT_LAYOUT))
         self.scatter_figure = go.FigureWidget(
             data=[go.Scatter(x=[], y=[], mode="markers", name="errors",
                              marker=dict(symbol="x", color=_ERROR_COLOUR, size=8),
                              hovertext=[], hoverinfo="x+text")],
             layout=dict(title=dict(text="Candidates"), xaxis_title="trial", yaxis_title=GFLOPS,
-                        height=320, margin=dict(l=50, r=10, t=40, b=40),
-                        legend=dict(orientation="h")))
+                        **_PLOT_LAYOUT))
+        for fig in (self.best_figure, self.scatter_figure):
+            # plotly's own window-resize handler: the figure follows its box when the window
+            # (and with it the notebook) changes width; FigureWidget has no public setter
+            fig._config = {**fig._config, "responsive": True}
         self._task_traces: dict[int, tuple[int, int]] = {}  # task -> (best idx, scatter idx)
-        half = widgets.Layout(width="50%")
-        charts = widgets.HBox([widgets.Box([self.best_figure], layout=half),
-                               widgets.VBox([self.metric_toggle, self.scatter_figure],
-                                            layout=half)])
-        header = widgets.HBox([self.progress_bar, self.summary_html, self.stop_button])
+        # Each plot takes half the row but never less than PLOT_MIN_WIDTH (or the whole
+        # output, when narrower): below that the row wraps and they stack. In a VBox a figure
+        # stretches to the box's width and sizes itself to it (plotly's autosize, redone on
+        # resize) instead of keeping its 700 px default and running over its neighbour.
+        cell = dict(flex="1 1 0", min_width=f"min({PLOT_MIN_WIDTH}, 100%)", overflow="hidden")
+        charts = widgets.HBox(
+            [widgets.VBox([self.best_figure], layout=widgets.Layout(**cell)),
+             widgets.VBox([self.metric_toggle, self.scatter_figure],
+                          layout=widgets.Layout(**cell))],
+            layout=widgets.Layout(flex_flow="row wrap", width="100%"))
+        header = widgets.HBox([self.progress_bar, self.summary_html, self.stop_button],
+                              layout=widgets.Layout(flex_flow="row wrap",
+                                                    align_items="center"))
         self.widget = widgets.VBox([header, self.table_html, self.workers_html, charts])
         for control in (self.stop_button, self.metric_toggle):
             handle_on_frontend_subshell(control)
@@ -335,7 +376,7 @@ class TuningDashboard(PyMeasureCallback):
             if task.task_id in self._task_traces:
                 continue
             colour = _colour(task.task_id)
-            label = f"#{task.task_id} {task.name}"
+            label = _legend_label(task.task_id, task.name)
             self.best_figure.add_trace(go.Scatter(
                 x=[], y=[], mode="lines+markers", line_shape="hv", name=label,
                 line=dict(color=colour), marker=dict(size=4)))
@@ -438,12 +479,16 @@ class TuningDashboard(PyMeasureCallback):
 # ---- HTML pieces (pure functions of the state) ---------------------------------------------
 
 def table_html(frame: Any) -> str:
-    """The task table as HTML: TVM's formatting (4 decimals, N/A, Done as Y)."""
-    formatters = {c: (lambda v: _fmt(v)) for c in
-                  ("Speed (GFLOPS)", "Latency (us)", "Weighted Latency (us)")}
-    formatters["Weight"] = lambda v: f"{v:g}"
-    return frame.to_html(index=False, na_rep="N/A", formatters=formatters, border=0,
-                         classes="wb-tuning-table")
+    """The task table as HTML: TVM's formatting (4 decimals, N/A, Done as Y), one line per
+    row with padded columns."""
+    shown = frame.copy()
+    for column in ("Speed (GFLOPS)", "Latency (us)", "Weighted Latency (us)"):
+        shown[column] = [_fmt(v) for v in frame[column]]
+    shown["Weight"] = [f"{v:g}" for v in frame["Weight"]]
+    numbers = {"ID", "FLOP", "Weight", "Speed (GFLOPS)", "Latency (us)",
+               "Weighted Latency (us)", "Trials", "Re-measured", "Errors"}
+    return frame_table_html(shown, classes="wb-tuning-table",
+                            right=[c for c in shown.columns if c in numbers])
 
 
 def workers_html(frame: Any) -> str:
@@ -451,19 +496,18 @@ def workers_html(frame: Any) -> str:
     if not len(frame):
         return ""
     return ("<div class='wb-tuning-workers'><b>Measured on</b>"
-            + frame.to_html(index=False, border=0, classes="wb-tuning-table") + "</div>")
+            + frame_table_html(frame, classes="wb-tuning-table") + "</div>")
 
 
 def summary_html(snap: ProgressSnapshot) -> str:
     """One line of totals: trials/budget, errors, elapsed, ETA, total latency, status."""
     status = "finished" if snap.finished else "stopping" if snap.stop_requested else "running"
-    budget = f"/{snap.budget}" if snap.budget is not None else ""
     errors = f"<span style='color:{_ERROR_COLOUR}'>{snap.errors}</span>" if snap.errors \
         else "0"
     notes = "".join(
         f"<div class='wb-tuning-note' style='color:{_ERROR_COLOUR};white-space:pre-wrap'>"
         f"&#9888; {html.escape(note)}</div>" for note in snap.notes)
-    return (f"<b>{snap.trials}{budget}</b> trials &middot; errors {errors} &middot; elapsed "
+    return (f"<b>{snap.budget_text()}</b> trials{html.escape(snap.extra_text())} &middot; errors {errors} &middot; elapsed "
             f"{format_seconds(snap.elapsed_s)} &middot; ETA {format_seconds(snap.eta_s)} "
             f"&middot; total latency {_fmt(snap.total_latency_us, 3)} us &middot; "
             f"<i>{html.escape(status)}</i>{notes}")

@@ -31,7 +31,7 @@ import pandas as pd
 from workbench.runtime.profiling.rows import first_and_more
 
 __all__ = ["TaskStats", "Measurement", "ProgressSnapshot", "TuningProgress", "TABLE_COLUMNS",
-           "WORKER_COLUMNS",
+           "WORKER_COLUMNS", "SEARCH", "PHASES", "REMEASURED",
            "candidate_latency_ms", "candidate_error"]
 
 #: The "which worker measured what" table (cluster runs).
@@ -42,6 +42,15 @@ TABLE_COLUMNS = ("ID", "Name", "FLOP", "Weight", "Speed (GFLOPS)", "Latency (us)
                  "Weighted Latency (us)", "Trials", "Done", "Errors")
 #: Inserted after "Name" when the tasks come from an imported model: the layers they run for.
 LAYERS = "Layers"
+#: Inserted after "Trials" once measurements outside the search were made.
+REMEASURED = "Re-measured"
+
+#: The phases of a run (``tune_tasks`` announces them): the search spends the trial budget;
+#: the Droplet post-optimization and the confirmation of each task's leaders measure beyond
+#: it, so their measurements are counted apart ("16/16 trials + 9 re-measurements").
+SEARCH = "search"
+PHASES = {SEARCH: "trials", "post-optimization": "post-optimization trials",
+          "confirmation": "re-measurements"}
 
 
 @dataclass
@@ -56,6 +65,8 @@ class TaskStats:
     errors: int = 0
     best_latency_ms: float = math.inf
     best_trial: int | None = None
+    #: Measurements after the search (post-optimization, confirmation), not in ``trials``.
+    remeasured: int = 0
     done: bool = False
     layers: str = ""
     #: Why the task found no valid candidate, once tuning ended (the scheduler's note).
@@ -79,6 +90,7 @@ class Measurement:
     gflops: float
     error: str | None = None
     worker: str | None = None  # the cluster worker that measured it ("rpc" runner)
+    phase: str = SEARCH
 
 
 @dataclass(frozen=True)
@@ -94,7 +106,34 @@ class ProgressSnapshot:
 
     @property
     def trials(self) -> int:
+        """Measurements of the search: what the trial budget counts."""
+        return sum(m.phase == SEARCH for m in self.measurements)
+
+    @property
+    def measured(self) -> int:
+        """Every measurement, the search's and those after it."""
         return len(self.measurements)
+
+    def extra_counts(self) -> dict[str, int]:
+        """Measurements after the search, per phase (only phases that measured anything)."""
+        counts: dict[str, int] = {}
+        for m in self.measurements:
+            if m.phase != SEARCH:
+                counts[m.phase] = counts.get(m.phase, 0) + 1
+        return counts
+
+    def budget_text(self) -> str:
+        """``"16/16"``: the search's trials over the budget (when known)."""
+        return f"{self.trials}/{self.budget}" if self.budget is not None else str(self.trials)
+
+    def extra_text(self) -> str:
+        """``" + 9 re-measurements"``: the measurements after the search ("" when none)."""
+        return "".join(f" + {n} {PHASES.get(phase, phase)}"
+                       for phase, n in self.extra_counts().items())
+
+    def counts_text(self) -> str:
+        """``"16/16 trials + 9 re-measurements"``."""
+        return f"{self.budget_text()} trials{self.extra_text()}"
 
     @property
     def errors(self) -> int:
@@ -130,6 +169,9 @@ class ProgressSnapshot:
             rows.append((t.task_id, t.name, int(t.flop), t.weight, t.best_gflops, lat_us,
                          lat_us * t.weight, t.trials, "Y" if t.done else "", t.errors))
         frame = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+        if any(t.remeasured for t in self.tasks):
+            frame.insert(frame.columns.get_loc("Trials") + 1, REMEASURED,
+                         [t.remeasured for t in self.tasks])
         if any(t.layers for t in self.tasks):
             frame.insert(2, LAYERS, [t.layers for t in self.tasks])
         return frame
@@ -241,6 +283,7 @@ class TuningProgress:
         self._measurements: list[Measurement] = []
         self._start = time.monotonic()
         self._end: float | None = None
+        self._phase = SEARCH
         self.stop_requested = False
         self.finished = False
 
@@ -277,6 +320,15 @@ class TuningProgress:
             self._layers.update(texts)
             for stats in self._tasks.values():
                 stats.layers = self._layers.get(stats.name, stats.layers)
+
+    def begin_phase(self, phase: str) -> None:
+        """Measurements from now on belong to ``phase`` (one of :data:`PHASES`): only the
+        search's count against the trial budget."""
+        if phase not in PHASES:
+            raise ValueError(f"begin_phase: phase must be one of {sorted(PHASES)}, got "
+                             f"{phase!r}")
+        with self._lock:
+            self._phase = phase
 
     def _budget(self) -> int | None:
         caps = []
@@ -320,14 +372,19 @@ class TuningProgress:
                 error = candidate_error(built, ran)
                 trial = len(self._measurements) + 1
                 worker = getattr(ran, "worker", None)
-                stats.trials += 1
+                if self._phase == SEARCH:
+                    stats.trials += 1
+                else:
+                    stats.remeasured += 1
                 if error is not None:
                     stats.errors += 1
-                    m = Measurement(trial, task_id, math.nan, math.nan, error, worker)
+                    m = Measurement(trial, task_id, math.nan, math.nan, error, worker,
+                                    self._phase)
                 else:
                     latency = candidate_latency_ms(ran.run_secs)
                     gflops = stats.flop / latency / 1e6 if latency > 0 else math.inf
-                    m = Measurement(trial, task_id, latency, gflops, worker=worker)
+                    m = Measurement(trial, task_id, latency, gflops, worker=worker,
+                                    phase=self._phase)
                     if latency < stats.best_latency_ms:
                         stats.best_latency_ms, stats.best_trial = latency, trial
                 self._measurements.append(m)

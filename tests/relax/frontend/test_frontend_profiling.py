@@ -95,7 +95,7 @@ def test_report_view_groups_by_layer(built):
     assert set(BLOCK_LAYERS) <= set(view.bar_figure.data[0].y)
     view.depth_dropdown.value = 1
     assert "layer1" in view.bar_figure.data[0].y
-    assert "<td>layer1</td>" in view.groups_html.value
+    assert "<td class='wb-text'>layer1</td>" in view.groups_html.value
     view.group_dropdown.value = "Op Type"
     assert view.bar_figure.layout.title.text == "Time by op type"
     assert "convolution + batch_norm + relu" in view.share_figure.data[0].labels

@@ -41,6 +41,20 @@ def model_report(scale: float = 1.0, rename: str = "") -> Report:
         {"Executor": "VM"})
 
 
+
+def test_group_by_can_leave_out_vm_builtins():
+    r = model_report()
+    # by default every call counts (the groups add up to the calls' total) ...
+    assert "vm.builtin.check_tensor_info" in r.group_by("layer", depth=1)["Layer"].tolist()
+    # ... and builtins=False keeps only the model's layers, for a plot of them
+    for by, depth in (("layer", 1), ("layer", None), ("op_type", None), ("name", None)):
+        groups = r.group_by(by, depth=depth, builtins=False)
+        labels = groups.iloc[:, 0].tolist()
+        assert not any(str(x).startswith("vm.") for x in labels), (by, labels)
+        assert groups["Duration (us)"].sum() == pytest.approx(88.0)
+    with pytest.raises(TypeError, match="builtins must be a bool"):
+        r.group_by("layer", builtins="no")
+
 def test_group_by_layer_op_type_and_name():
     r = model_report()
     by_layer = r.group_by("layer")

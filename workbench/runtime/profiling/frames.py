@@ -74,6 +74,16 @@ GROUP_COLUMNS = (DURATION, PERCENT, COUNT, "Kernels")
 _COUNTER = re.compile(r"(?<=[a-z])\d+(?=_|$)")
 
 
+#: Names of the VM's own helper calls (shape checks, tuple building, allocation): runtime
+#: bookkeeping, not layers of the model.
+VM_BUILTIN_PREFIX = "vm.builtin."
+
+
+def is_vm_builtin(name: object) -> bool:
+    """Is ``name`` a VM builtin (``vm.builtin.match_shape``, ``vm.builtin.make_tuple``, ...)?"""
+    return str(name).startswith(VM_BUILTIN_PREFIX)
+
+
 def kernel_op_type(name: str) -> str:
     """What a kernel without a recorded source computes, from its name:
     ``fused_conv2d3_add1_relu2`` -> ``conv2d_add_relu``; runtime builtins stay as they are."""
@@ -98,7 +108,8 @@ def _group_key(call: Mapping[str, MetricValue], by: str, depth: int | None) -> s
     return ".".join(parts[:depth]) if len(parts) >= depth else layer
 
 
-def group_by(report: "Report", by: str = "layer", depth: int | None = None) -> "pd.DataFrame":
+def group_by(report: "Report", by: str = "layer", depth: int | None = None,
+             builtins: bool = True) -> "pd.DataFrame":
     import pandas as pd
 
     if by not in GROUPINGS:
@@ -109,10 +120,14 @@ def group_by(report: "Report", by: str = "layer", depth: int | None = None) -> "
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
             raise ValueError(f"Report.group_by: depth must be an int >= 1 or None, "
                              f"got {depth!r}")
+    if not isinstance(builtins, bool):
+        raise TypeError(f"Report.group_by: builtins must be a bool, got {builtins!r}")
     groups: dict[str, dict[str, Any]] = {}
     for call in report.calls:
         duration = call.get(DURATION)
         if not isinstance(duration, Duration):
+            continue
+        if not builtins and is_vm_builtin(call.get(NAME, "")):
             continue
         g = groups.setdefault(_group_key(call, by, depth),
                               {"us": 0.0, "pct": 0.0, "count": 0, "kernels": {}})

@@ -147,7 +147,7 @@ class Report:
         from .frames import to_dataframe
         return to_dataframe(self, aggregate=aggregate)
 
-    def group_by(self, by: str = "layer", depth: int | None = None):
+    def group_by(self, by: str = "layer", depth: int | None = None, *, builtins: bool = True):
         """Time per model layer (``by="layer"``), per operation type (``"op_type"``) or per
         kernel (``"name"``), as a DataFrame sorted by descending time: the group, ``Duration
         (us)``, ``Percent`` and ``Count`` summed over its calls, and its ``Kernels``.
@@ -158,9 +158,14 @@ class Report:
         ``depth`` (layers only) groups by module path cut to that many parts
         (``depth=1``: ``layer1``, ``layer2``, ...); a call spanning several modules at that
         depth keeps its own layer label.
+
+        ``builtins=False`` leaves out the VM's own helper calls (``vm.builtin.match_shape``,
+        ``vm.builtin.check_tensor_info``, ``vm.builtin.make_tuple``, ...), which are not
+        layers of the model: what a plot of the model's layers wants. By default every call
+        is counted, so the groups add up to the report's total.
         """
         from .frames import group_by
-        return group_by(self, by=by, depth=depth)
+        return group_by(self, by=by, depth=depth, builtins=builtins)
 
     def diff(self, other: "Report", aggregate: bool = False, threshold: float = 0.05, *,
              baseline_name: str = "Baseline", name: str = "New", by: str | None = None,
