@@ -17,70 +17,14 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-F32, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
-
-
-class _Graph:
-    """Builds a graph node by node; every node's output is a graph output too."""
-
-    def __init__(self):
-        self.nodes, self.inits, self.outputs = [], [], []
-        self.k = 0
-
-    def const(self, value, dtype=None) -> str:
-        name = f"c{len(self.inits)}"
-        self.inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
-        return name
-
-    def __call__(self, op: str, *inputs: str, outputs: int = 1, out: bool = True,
-                 **attrs) -> str | list[str]:
-        self.k += 1
-        names = [f"{op.lower()}{self.k}_{i}" for i in range(outputs)]
-        self.nodes.append(helper.make_node(op, list(inputs), names, name=f"{op}_{self.k}",
-                                           **attrs))
-        if out:
-            self.outputs += [n for n in names if n]
-        return names[0] if outputs == 1 else names
-
-    def model(self, inputs, opset: int = 20):
-        graph = helper.make_graph(self.nodes, "g", inputs, [], self.inits)
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-        m.ir_version = 9
-        # The outputs' types, from ONNX's shape inference (onnxruntime wants them).
-        inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(m).graph.value_info}
-        m.graph.output.extend(inferred[o] for o in self.outputs)
-        return m
-
-
-def _ort(model, feeds):
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
-
-
-def _check(model, feeds, exe=None):
-    exe = exe or relax.build(from_onnx(model), "llvm")
-    vm = relax.VirtualMachine(exe, wb.cpu())
-    out = vm["main"](*[wb.nd.array(v) for v in feeds.values()])
-    got = [o.numpy() for o in (out if isinstance(out, (tuple, list)) else (out,))]
-    want = _ort(model, feeds)
-    assert len(got) == len(want)
-    names = [o.name for o in model.graph.output]
-    for name, g, w in zip(names, got, want):
-        assert g.shape == w.shape and str(g.dtype) == str(w.dtype), (name, g.shape, w.shape,
-                                                                      g.dtype, w.dtype)
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=name)
-    return exe
-
-
-def _rand(*shape, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype("float32")
-
+from onnx_graph import BOOL, F32, I64, Graph, check as _check, ort_run as _ort  # noqa: E402
+from onnx_graph import rand as _rand  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 
 def test_elementwise_family():
-    g = _Graph()
+    g = Graph()
     x, y, i, b = "x", "y", "i", "b"
     a = g("Add", g("Abs", x), g.const(0.5, "float32"))
     for op in ("Add", "Sub", "Mul", "Div", "Equal", "Less", "Greater", "LessOrEqual",
@@ -110,6 +54,18 @@ def test_elementwise_family():
     g("Gelu", x)
     g("Gelu", x, approximate="tanh")
     g("Elu", x, alpha=0.7)
+    g("PRelu", x, g.const(_rand(3, 1, seed=5)))
+    g("PRelu", x, g.const([0.25], "float32"))
+    g("Selu", x)
+    g("Selu", x, alpha=1.2, gamma=0.9)
+    g("Celu", x, alpha=0.6)
+    g("ThresholdedRelu", x, alpha=0.4)
+    g("Shrink", x, bias=0.2, lambd=0.6)
+    g("Shrink", x)
+    g("Sign", x)
+    g("Sign", i)
+    g("Softsign", x)
+    g("Mish", x)
     g("Softmax", x, axis=1)
     g("LogSoftmax", x)
     model = g.model([helper.make_tensor_value_info(n, t, [2, 3, 4])
@@ -121,7 +77,7 @@ def test_elementwise_family():
 
 
 def test_nn_family():
-    g = _Graph()
+    g = Graph()
     x = "x"
     w = g.const(_rand(6, 4, 3, 3, seed=3))
     g("Conv", x, w, g.const(_rand(6, seed=4)), pads=[1, 1, 1, 1])
@@ -139,6 +95,8 @@ def test_nn_family():
     c = [g.const(v) for v in (_rand(4, seed=7) + 1, _rand(4, seed=8),
                               _rand(4, seed=9) * 0.1, np.abs(_rand(4, seed=10)) + 0.5)]
     g("BatchNormalization", x, *c, epsilon=1e-3)
+    g("InstanceNormalization", x, g.const(_rand(4, seed=18)), g.const(_rand(4, seed=19)),
+      epsilon=1e-3)
     g("LayerNormalization", x, g.const(_rand(8, seed=11)), g.const(_rand(8, seed=12)))
     g("LayerNormalization", x, g.const(_rand(4, 8, 8, seed=13)), axis=1, epsilon=1e-3)
     m2 = g("Reshape", x, g.const([8, 32], "int64"))
@@ -164,7 +122,7 @@ def test_nn_family():
 def test_shape_family_with_a_dynamic_batch():
     """Shape arithmetic on a symbolic batch (computed at import time, the target shapes
     become ShapeExprs), slicing, gathering, joining and splitting; one compile, two sizes."""
-    g = _Graph()
+    g = Graph()
     x = "x"
     shape = g("Shape", x, out=False)
     n = g("Gather", shape, g.const(0, "int64"), axis=0, out=False)
@@ -212,7 +170,7 @@ def test_shape_family_with_a_dynamic_batch():
 # ---- from_onnx's contract --------------------------------------------------------------------
 
 def _two_unsupported():
-    g = _Graph()
+    g = Graph()
     r = g("Relu", "x", out=False)
     s = g("CumSum", r, g.const(1, "int64"), out=False)
     values, _ = g("TopK", s, g.const([2], "int64"), outputs=2, out=False)
@@ -230,9 +188,9 @@ def test_unsupported_ops_are_listed_with_their_nodes():
     assert {u.op for u in info.value.unsupported} == {"CumSum", "TopK"}
 
 
-def test_opset_below_13_is_refused():
+def test_opset_override_and_model_type():
     model = _two_unsupported()
-    with pytest.raises(NotImplementedError, match="opset 12"), \
+    with pytest.raises(NotImplementedError, match="opset 12, converted to 13"), \
             pytest.warns(UserWarning, match="lower than the model's opset 20"):
         from_onnx(model, opset=12)
     with pytest.raises(TypeError, match="onnx.ModelProto"):
@@ -240,7 +198,7 @@ def test_opset_below_13_is_refused():
 
 
 def _linear_model():
-    g = _Graph()
+    g = Graph()
     g("Gemm", "in.put", g.const(_rand(3, 4, seed=1)), g.const(_rand(3, seed=2)), transB=1)
     g("Relu", "in.put")
     return g.model([helper.make_tensor_value_info("in.put", F32, ["batch", 4])])
@@ -275,3 +233,43 @@ def test_onnx_spans_are_node_names_and_op_types():
     assert labels == ["Gemm_1", "Relu_2"]
     ops = sorted(t for s in exe.call_sources.values() for t in s.op_types)
     assert ops == ["Gemm", "Relu"]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # the checker on sequence outputs
+def test_sequence_family_with_run_time_positions():
+    """Sequences are import-time lists of tensors; positions given at run time pick among
+    same-shaped items with take / where (one compile, run at several positions)."""
+    g = Graph()
+    x, y, z, w, pos = "x", "y", "z", "w", "pos"
+    s = g("SequenceConstruct", x, y, z, out=False)
+    g("SequenceAt", s, pos)
+    g("SequenceAt", s, g.const(-1, "int64"))
+    g("SequenceLength", s)
+    g("ConcatFromSequence", g("SequenceErase", s, pos, out=False), axis=1)
+    g("ConcatFromSequence", g("SequenceInsert", s, w, pos, out=False), axis=0, new_axis=1)
+    g("ConcatFromSequence", g("SequenceErase", s, out=False), axis=-1)
+    empty = g("SequenceEmpty", out=False, dtype=TensorProto.FLOAT)
+    one = g("SequenceInsert", empty, x, out=False)
+    g("SequenceAt", g("SequenceInsert", one, w, g.const(0, "int64"), out=False),
+      g.const(1, "int64"))
+    g("ConcatFromSequence", g("SplitToSequence", x, axis=2, keepdims=0, out=False), axis=-1,
+      new_axis=1)
+    g("SequenceAt", g("SplitToSequence", x, g.const([1, 2], "int64"), axis=1, out=False),
+      g.const(1, "int64"))
+    g("SequenceLength", g("SplitToSequence", x, g.const(3, "int64"), axis=2, out=False))
+    model = g.model([helper.make_tensor_value_info(n, F32, [2, 3, 4]) for n in "xyzw"] +
+                    [helper.make_tensor_value_info(pos, I64, [])], opset=17)
+    exe = relax.build(from_onnx(model), "llvm")
+    data = {n: _rand(2, 3, 4, seed=k) for k, n in enumerate("xyzw")}
+    for p in (0, 2, -1, -3):
+        _check(model, {**data, "pos": np.asarray(p, "int64")}, exe)
+
+
+def test_sequence_at_a_run_time_position_over_different_shapes_is_refused():
+    g = Graph()
+    g("SequenceAt", g("SequenceConstruct", "x", "y", out=False), "pos")
+    model = g.model([helper.make_tensor_value_info("x", F32, [2, 3]),
+                     helper.make_tensor_value_info("y", F32, [1, 3]),
+                     helper.make_tensor_value_info("pos", I64, [])], opset=17)
+    with pytest.raises(NotImplementedError, match="different shapes"):
+        from_onnx(model)

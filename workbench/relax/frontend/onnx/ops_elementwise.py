@@ -236,6 +236,72 @@ def _elu(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     return R.where(R.greater(x, _const_like(imp, x, 0.0)), x, neg)
 
 
+@converter("PRelu")
+def _prelu(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x, slope = operands(imp, *inputs)
+    # The slope broadcasts to x (unidirectionally; numpy's rule from opset 7; the older
+    # per-channel form is rewritten before conversion, see .opset).
+    return R.where(R.less(x, _const_like(imp, x, 0.0)), R.multiply(x, slope), x)
+
+
+@converter("Selu")
+def _selu(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    alpha = attrs.get("alpha", 1.67326319217681884765625)
+    gamma = attrs.get("gamma", 1.05070102214813232421875)
+    neg = imp.emit(R.multiply(_const_like(imp, x, alpha),
+                              R.subtract(imp.emit(R.exp(x)), _const_like(imp, x, 1.0))))
+    inner = R.where(R.greater(x, _const_like(imp, x, 0.0)), x, neg)
+    return R.multiply(imp.emit(inner), _const_like(imp, x, gamma))
+
+
+@converter("Celu")
+def _celu(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    alpha = attrs.get("alpha", 1.0)
+    scaled = imp.emit(R.divide(x, _const_like(imp, x, alpha)))
+    neg = imp.emit(R.multiply(_const_like(imp, x, alpha),
+                              R.subtract(imp.emit(R.exp(scaled)), _const_like(imp, x, 1.0))))
+    return R.add(R.nn.relu(x), imp.emit(R.minimum(neg, _const_like(imp, x, 0.0))))
+
+
+@converter("ThresholdedRelu")
+def _thresholded_relu(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    alpha = attrs.get("alpha", 1.0)
+    return R.where(R.greater(x, _const_like(imp, x, alpha)), x, _const_like(imp, x, 0.0))
+
+
+@converter("Shrink")
+def _shrink(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    bias, lambd = attrs.get("bias", 0.0), attrs.get("lambd", 0.5)
+    low = imp.emit(R.where(R.less(x, _const_like(imp, x, -lambd)),
+                           R.add(x, _const_like(imp, x, bias)), _const_like(imp, x, 0.0)))
+    return R.where(R.greater(x, _const_like(imp, x, lambd)),
+                   R.subtract(x, _const_like(imp, x, bias)), low)
+
+
+@converter("Sign")
+def _sign(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    zero = _const_like(imp, x, 0)
+    neg = imp.emit(R.where(R.less(x, zero), _const_like(imp, x, -1), zero))
+    return R.where(R.greater(x, zero), _const_like(imp, x, 1), neg)
+
+
+@converter("Softsign")
+def _softsign(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    return R.divide(x, imp.emit(R.add(imp.emit(R.abs(x)), _const_like(imp, x, 1.0))))
+
+
+@converter("Mish")
+def _mish(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    return R.multiply(x, imp.emit(R.tanh(imp.emit(_softplus(imp, node, [x], {})))))
+
+
 def _softmax(fn: Callable[[Expr, int], Expr]) -> Callable:
     def convert(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
         return fn(imp.expr(inputs[0]), attrs.get("axis", -1))

@@ -30,7 +30,8 @@ import numpy as np
 from workbench.relax import op as R
 from workbench.relax.expr import Expr
 from workbench.relax.frontend.onnx._registry import converter
-from workbench.relax.frontend.onnx.ops_nn import _static, _window
+from workbench.relax.frontend.onnx.ops_conv import _static
+from workbench.relax.frontend.onnx.ops_conv import window_args as _window
 from workbench.relax.struct_info import TensorStructInfo
 
 def _sinfo(e: Expr) -> TensorStructInfo:

@@ -286,6 +286,53 @@ def _split(imp: Any, node: Any, inputs: list, attrs: dict) -> list:
     return [imp.emit(TupleGetItem(parts, i)) for i in range(len(sizes))]
 
 
+# ---- padding ---------------------------------------------------------------------------------
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+
+
+def _pad_widths(imp: Any, inputs: list, rank: int) -> list[tuple[int, int]]:
+    """``(before, after)`` per dimension from ``pads`` (and opset 18's ``axes``)."""
+    pads = _int_list(imp, inputs[1], "Pad pads")
+    axes = list(range(rank))
+    if len(inputs) > 3 and inputs[3] is not None:
+        axes = [a % rank for a in _int_list(imp, inputs[3], "Pad axes")]
+    if len(pads) != 2 * len(axes):
+        raise ValueError(f"Pad: {len(pads)} pads for {len(axes)} axes")
+    width = [(0, 0)] * rank
+    for k, a in enumerate(axes):
+        width[a] = (pads[k], pads[k + len(axes)])
+    return width
+
+
+def _pad_value(imp: Any, inputs: list) -> float:
+    if len(inputs) > 2 and inputs[2] is not None:
+        k = imp.known(inputs[2])
+        if k is None:
+            raise NotImplementedError("Pad with a constant_value computed at run time")
+        if k.size:
+            return k.reshape(-1)[0].item()
+    return 0
+
+
+@converter("Pad")
+def _pad(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    dims = _values(x)
+    width = _pad_widths(imp, inputs, len(dims))
+    mode = attrs.get("mode", "constant")
+    if mode not in _PAD_MODES:
+        raise NotImplementedError(f"Pad mode {mode!r} (supported: {', '.join(_PAD_MODES)})")
+    if any(b < 0 or a < 0 for b, a in width):  # negative pads crop first
+        axes = [d for d, (b, a) in enumerate(width) if b < 0 or a < 0]
+        ends = [(width[d][1] if width[d][1] < 0 else _INT64_MAX) for d in axes]
+        x = imp.emit(R.strided_slice(x, axes, [max(-width[d][0], 0) for d in axes], ends))
+        width = [(max(b, 0), max(a, 0)) for b, a in width]
+    if not any(b or a for b, a in width):
+        return x
+    return R.nn.pad(x, width, _PAD_MODES[mode], _pad_value(imp, inputs))
+
+
 # ---- slicing and gathering -------------------------------------------------------------------
 
 def _slice_args(imp: Any, inputs: list, rank: int) -> tuple[list, list, list, list]:
