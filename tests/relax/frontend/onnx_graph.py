@@ -42,7 +42,9 @@ class Graph:
         m.ir_version = 9
         # The outputs' types, from ONNX's shape inference (onnxruntime wants them).
         inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(m).graph.value_info}
-        m.graph.output.extend(inferred[o] for o in self.outputs)
+        # (Ops defined as ONNX functions get none: float32 of unknown shape.)
+        m.graph.output.extend(inferred.get(o) or helper.make_tensor_value_info(
+            o, TensorProto.FLOAT, None) for o in self.outputs)
         return m
 
 

@@ -144,6 +144,78 @@ for _op, _fn in (("Relu", R.nn.relu), ("Sigmoid", R.sigmoid), ("Tanh", R.tanh),
     converter(_op)(_unary(_fn))
 
 
+@converter("Xor", fold=lambda imp, node, inputs, attrs: np.logical_xor(*inputs))
+def _xor(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    a, b = operands(imp, *inputs)
+    return R.not_equal(a, b)
+
+
+@converter("IsNaN")
+def _isnan(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    return R.not_equal(x, x)
+
+
+@converter("IsInf")
+def _isinf(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    inf = _const_like(imp, x, _INF)
+    pos = imp.emit(R.equal(x, inf)) if attrs.get("detect_positive", 1) else None
+    neg = imp.emit(R.equal(x, imp.emit(R.negative(inf)))) \
+        if attrs.get("detect_negative", 1) else None
+    if pos is not None and neg is not None:
+        return R.logical_or(pos, neg)
+    if pos is None and neg is None:
+        return R.less(x, x)  # nothing detected: all false, in x's shape
+    return pos if pos is not None else neg
+
+
+# Hyperbolic and tangent functions from exp / log / sqrt / sin / cos (no libm kernels).
+def _half(imp: Any, x: Expr) -> Expr:
+    return _const_like(imp, x, 0.5)
+
+
+def _sinh_cosh(sign: float) -> Callable:
+    def convert(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+        x = imp.expr(inputs[0])
+        ex, emx = imp.emit(R.exp(x)), imp.emit(R.exp(imp.emit(R.negative(x))))
+        both = imp.emit(R.add(ex, emx) if sign > 0 else R.subtract(ex, emx))
+        return R.multiply(both, _half(imp, x))
+    return convert
+
+
+converter("Sinh")(_sinh_cosh(-1.0))
+converter("Cosh")(_sinh_cosh(1.0))
+
+
+@converter("Tan")
+def _tan(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    return R.divide(imp.emit(R.sin(x)), imp.emit(R.cos(x)))
+
+
+def _ahyp(sign: float) -> Callable:
+    """asinh(x) = log(x + sqrt(x^2 + 1)), acosh(x) = log(x + sqrt(x^2 - 1))."""
+    def convert(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+        x = imp.expr(inputs[0])
+        root = imp.emit(R.sqrt(imp.emit(R.add(imp.emit(R.multiply(x, x)),
+                                              _const_like(imp, x, sign)))))
+        return R.log(imp.emit(R.add(x, root)))
+    return convert
+
+
+converter("Asinh")(_ahyp(1.0))
+converter("Acosh")(_ahyp(-1.0))
+
+
+@converter("Atanh")
+def _atanh(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    one = _const_like(imp, x, 1.0)
+    ratio = imp.emit(R.divide(imp.emit(R.add(one, x)), imp.emit(R.subtract(one, x))))
+    return R.multiply(imp.emit(R.log(ratio)), _half(imp, x))
+
+
 @converter("Identity", fold=lambda imp, node, inputs, attrs: inputs[0])
 def _identity(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
     return inputs[0]

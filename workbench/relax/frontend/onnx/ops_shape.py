@@ -15,6 +15,7 @@ import numpy as np
 from workbench.relax import op as R
 from workbench.relax.expr import Expr, ShapeExpr, TupleGetItem
 from workbench.relax.frontend.onnx._registry import converter
+from workbench.relax.frontend.onnx.importer import onnx_dtype
 from workbench.relax.frontend.onnx.ops_elementwise import operands
 from workbench.relax.struct_info import TensorStructInfo
 from workbench.tir.expr import IntImm, PrimExpr
@@ -284,6 +285,72 @@ def _split(imp: Any, node: Any, inputs: list, attrs: dict) -> list:
         return [x]
     parts = imp.emit(R.split(x, cuts, axis))
     return [imp.emit(TupleGetItem(parts, i)) for i in range(len(sizes))]
+
+
+@converter("DepthToSpace")
+def _depth_to_space(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    n, c, h, w = _values(x)
+    b = attrs["blocksize"]
+    if attrs.get("mode", "DCR") == "DCR":
+        y = imp.emit(R.reshape(x, [n, b, b, c // (b * b), h, w]))
+        y = imp.emit(R.permute_dims(y, [0, 3, 4, 1, 5, 2]))
+    else:
+        y = imp.emit(R.reshape(x, [n, c // (b * b), b, b, h, w]))
+        y = imp.emit(R.permute_dims(y, [0, 1, 4, 2, 5, 3]))
+    return R.reshape(y, [n, c // (b * b), h * b, w * b])
+
+
+@converter("SpaceToDepth")
+def _space_to_depth(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    n, c, h, w = _values(x)
+    b = attrs["blocksize"]
+    y = imp.emit(R.reshape(x, [n, c, h // b, b, w // b, b]))
+    y = imp.emit(R.permute_dims(y, [0, 3, 5, 1, 2, 4]))
+    return R.reshape(y, [n, c * b * b, h // b, w // b])
+
+
+def _eye_like_fold(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
+    x = inputs[0]
+    dtype = onnx_dtype(attrs["dtype"]) if "dtype" in attrs else x.dtype
+    return np.eye(x.shape[0], x.shape[1], attrs.get("k", 0), dtype=dtype)
+
+
+@converter("EyeLike", fold=_eye_like_fold)
+def _eye_like(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    rows, cols = (_py(d) for d in _values(x))
+    if not (isinstance(rows, int) and isinstance(cols, int)):
+        raise NotImplementedError("EyeLike of a dynamic shape")
+    dtype = onnx_dtype(attrs["dtype"]) if "dtype" in attrs else x.struct_info.dtype
+    return imp.expr(np.eye(rows, cols, attrs.get("k", 0), dtype=dtype))
+
+
+@converter("OneHot")
+def _one_hot(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    indices = imp.expr(inputs[0])
+    depth = imp.known(inputs[1])
+    if depth is None:
+        raise NotImplementedError("OneHot with a depth computed at run time")
+    depth = int(depth.reshape(-1)[0])
+    values = imp.known(inputs[2])
+    if values is None:
+        raise NotImplementedError("OneHot with values computed at run time")
+    rank = len(_values(indices))
+    axis = attrs.get("axis", -1) % (rank + 1)
+    idx = imp.emit(R.astype(indices, "int64")) if indices.struct_info.dtype != "int64" \
+        else indices
+    # Negative indices count from the end (-1 is depth - 1); others out of range hit nothing.
+    size = imp.expr(np.asarray(depth, "int64"))
+    idx = imp.emit(R.where(R.less(idx, imp.expr(np.asarray(0, "int64"))), R.add(idx, size),
+                           idx))
+    idx = imp.emit(R.expand_dims(idx, axis))
+    shape = [1] * (rank + 1)
+    shape[axis] = depth
+    hit = imp.emit(R.equal(idx, imp.expr(np.arange(depth, dtype="int64").reshape(shape))))
+    off, on = values.reshape(-1)[:2]
+    return R.where(hit, imp.expr(np.asarray(on)), imp.expr(np.asarray(off)))
 
 
 # ---- padding ---------------------------------------------------------------------------------
