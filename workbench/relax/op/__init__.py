@@ -9,6 +9,7 @@ from workbench.relax.op.binary import (
     logical_and, logical_or, maximum, minimum, mod, multiply, not_equal, power, subtract,
 )
 from workbench.relax.op.datatype import astype
+from workbench.relax.op.einsum import einsum
 from workbench.relax.op.index import strided_slice, take
 from workbench.relax.op.layout import layout_transform
 from workbench.relax.op.linear_algebra import linear, matmul
@@ -16,7 +17,9 @@ from workbench.relax.op.manipulate import (
     broadcast_to, concat, expand_dims, flatten, permute_dims, reshape, split, squeeze,
 )
 from workbench.relax.op.quantize import dequantize, quantize, requantize
+from workbench.relax.op.scatter import gather_elements, gather_nd, scatter_elements, scatter_nd
 from workbench.relax.op.search import argmax, argmin, where
+from workbench.relax.op.sorting import cumprod, cumsum, topk
 from workbench.relax.op.statistical import max, mean, min, prod, sum  # noqa: A004
 from workbench.relax.op.unary import (
     abs, ceil, clip, cos, erf, exp, floor, log, logical_not, negative, round, rsqrt, sigmoid,
@@ -33,5 +36,6 @@ __all__ = [
     "split", "squeeze", "argmax", "argmin", "where", "sum", "mean", "max", "min", "prod",
     "abs", "ceil", "clip", "cos", "erf", "exp", "floor", "log", "logical_not", "negative",
     "round", "rsqrt", "sigmoid", "sin", "sqrt", "square", "tanh", "nn", "get_op", "list_ops",
-    "OpError", "requantize", "quantize", "dequantize", "layout_transform",
+    "OpError", "requantize", "quantize", "dequantize", "layout_transform", "einsum",
+    "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "cumsum", "cumprod", "topk",
 ]
