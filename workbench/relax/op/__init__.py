@@ -25,7 +25,7 @@ from workbench.relax.op.unary import (
     abs, ceil, clip, cos, erf, exp, floor, log, logical_not, negative, round, rsqrt, sigmoid,
     sin, sqrt, square, tanh,
 )
-from workbench.relax.op import nn
+from workbench.relax.op import image, nn
 from workbench.relax.op.registry import get_op, list_ops, OpError
 
 __all__ = [
@@ -38,4 +38,5 @@ __all__ = [
     "round", "rsqrt", "sigmoid", "sin", "sqrt", "square", "tanh", "nn", "get_op", "list_ops",
     "OpError", "requantize", "quantize", "dequantize", "layout_transform", "einsum",
     "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "cumsum", "cumprod", "topk",
+    "image",
 ]
