@@ -2,12 +2,18 @@
 
 The converters handle every form an op has had since :data:`MIN_OPSET`. A model of an older
 ``ai.onnx`` opset (7 on; older ones too where ONNX's converter takes them) is first rewritten
-by ``onnx.version_converter`` to :data:`MIN_OPSET`: its adapters are exact for the ops of
-those opsets (attributes that became inputs, ``Upsample`` -> ``Resize`` with the asymmetric
-coordinate mode, ``Softmax``'s 2-d coercion spelled as ``Flatten``/``Reshape``). Old forms it refuses or
-misreads are rewritten first (``_OLD_FORMS``: PRelu's per-channel 1-d slope and the binary
-ops' ``broadcast``/``axis`` before opset 7). A form without an exact equivalent
-(``BatchNormalization`` with ``spatial=0``) makes the converter fail, and the model is refused with both opsets and the converter's reason named rather than imported wrongly.
+by ``onnx.version_converter`` to :data:`MIN_OPSET`; its adapters are exact for most ops of
+those opsets (attributes that became inputs, ``Softmax``'s 2-d coercion spelled as
+``Flatten`` / ``Reshape``). Where they are not, this module converts the old form itself:
+
+- before the converter runs (``_OLD_FORMS``, opsets below 7): PRelu's per-channel 1-d slope
+  gets trailing unit dims, and the binary ops' ``broadcast=1, axis=k`` an ``Unsqueeze`` of B;
+- after it: ``Upsample`` and ``Resize``-10, which became ``Resize``, get the coordinate and
+  rounding modes of their old meaning (``asymmetric``, ``floor``).
+
+A form without an exact equivalent (``BatchNormalization`` with ``spatial=0``) makes the
+converter fail, and the model is refused with both opsets and the converter's reason named
+rather than imported wrongly.
 """
 from __future__ import annotations
 
@@ -40,6 +46,7 @@ def upgrade(model: Any, opset: int) -> Any:
             o for o in model.opset_import if o.domain not in ("", "ai.onnx")])
     if opset < 7:
         _rewrite_old_forms(model)
+    resized = _old_resizes(model, opset)
     # The converter reads initializers only when they are graph inputs too (as IR version 3
     # required); list the others for it and take them off again afterwards.
     listed = {i.name for i in model.graph.input}
@@ -56,6 +63,7 @@ def upgrade(model: Any, opset: int) -> Any:
             f"from_onnx: converting the model from opset {opset} to opset {MIN_OPSET} with "
             f"onnx.version_converter failed: {first}{hint}; re-export it with opset "
             f"{MIN_OPSET} or later") from err
+    _fix_old_resizes(out, resized)
     if added:
         names = {t.name for t in added}
         keep = [i for i in out.graph.input if i.name not in names]
@@ -133,6 +141,29 @@ def _rewrite_old_forms(model: Any) -> None:
         nodes.append(node)
     del model.graph.node[:]
     model.graph.node.extend(nodes)
+
+
+def _old_resizes(model: Any, opset: int) -> set[str]:
+    """The outputs of ``Upsample`` (before opset 10) and ``Resize`` (opset 10) nodes."""
+    if opset >= 11:
+        return set()
+    return {n.output[0] for n in model.graph.node
+            if n.op_type in ("Upsample", "Resize") and n.domain in ("", "ai.onnx")}
+
+
+def _fix_old_resizes(model: Any, outputs: set[str]) -> None:
+    """Upsample and Resize-10 map coordinates as ``x / scale`` and take the nearest element
+    below (``np.repeat`` for integer scales); the converter's Resize-11 leaves the defaults
+    (``half_pixel``, ``round_prefer_floor``), so the old meaning is spelled out."""
+    from onnx import helper
+    for node in model.graph.node:
+        if node.op_type != "Resize" or node.output[0] not in outputs:
+            continue
+        have = {a.name for a in node.attribute}
+        for name, value in (("coordinate_transformation_mode", "asymmetric"),
+                            ("nearest_mode", "floor")):
+            if name not in have:
+                node.attribute.append(helper.make_attribute(name, value))
 
 
 def _copy(model: Any) -> Any:
