@@ -22,10 +22,6 @@ import onnx_backend_cases as backend  # noqa: E402
 
 #: case id -> (regex of the error, why): the cases that cannot pass.
 EXPECTED_FAILURES = {
-    **{f"simple/test_expand_shape_model{k}": (
-        "Expand to a shape computed at run time",
-        "the target shape is a graph input: the output's shape depends on the data (the VM "
-        "has no tensor-to-shape step)") for k in (1, 2, 3, 4)},
     **{f"simple/{name}": (
         r"Gradient \(domain ai.onnx.preview.training\)",
         "Gradient is a training op (ai.onnx.preview.training); the importer is for "

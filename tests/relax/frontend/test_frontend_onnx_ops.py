@@ -201,6 +201,26 @@ def test_shape_family_with_a_dynamic_batch():
         _check(model, {"x": _rand(batch, 3, 4, seed=batch)}, exe)
 
 
+def test_shapes_read_from_tensors_at_run_time():
+    """Expand / ConstantOfShape / Reshape (0 and -1) / Tile to shapes held in input tensors:
+    tensor_to_shape + match_cast name the dims; one compile runs several shapes."""
+    g = Graph()
+    g("Expand", "x", "s")
+    g("ConstantOfShape", "s", value=numpy_helper.from_array(np.asarray([1.5], "float32")))
+    g("Reshape", "x", "r")
+    g("Tile", "x", "t")
+    g("Add", g("Expand", "x", g("Shape", g("ConstantOfShape", "s", out=False), out=False),
+               out=False), g.const(1.0, "float32"))
+    model = g.model([helper.make_tensor_value_info("x", F32, [1, 3, 1]),
+                     helper.make_tensor_value_info("s", I64, [3]),
+                     helper.make_tensor_value_info("r", I64, [2]),
+                     helper.make_tensor_value_info("t", I64, [3])])
+    exe = relax.build(from_onnx(model), "llvm")
+    for s, r, t in (([2, 3, 4], [0, -1], [1, 2, 3]), ([1, 1, 5], [-1, 1], [2, 1, 1])):
+        _check(model, {"x": _rand(1, 3, 1), "s": np.asarray(s, "int64"),
+                       "r": np.asarray(r, "int64"), "t": np.asarray(t, "int64")}, exe)
+
+
 # ---- from_onnx's contract --------------------------------------------------------------------
 
 def _two_unsupported():

@@ -9,6 +9,7 @@ from workbench.relax.op.binary import (
     logical_and, logical_or, maximum, minimum, mod, multiply, not_equal, power, subtract,
 )
 from workbench.relax.op.datatype import astype
+from workbench.relax.op.dynamic import tensor_to_shape
 from workbench.relax.op.einsum import einsum
 from workbench.relax.op.index import strided_slice, take
 from workbench.relax.op.layout import layout_transform
@@ -38,5 +39,5 @@ __all__ = [
     "round", "rsqrt", "sigmoid", "sin", "sqrt", "square", "tanh", "nn", "get_op", "list_ops",
     "OpError", "requantize", "quantize", "dequantize", "layout_transform", "einsum",
     "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "cumsum", "cumprod", "topk",
-    "image",
+    "image", "tensor_to_shape",
 ]

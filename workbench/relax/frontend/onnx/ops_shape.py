@@ -8,6 +8,7 @@ Slice, arithmetic, ...) compute such values at import time, so ``Reshape`` / ``E
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -17,8 +18,8 @@ from workbench.relax.expr import Expr, ShapeExpr, TupleGetItem
 from workbench.relax.frontend.onnx._registry import converter
 from workbench.relax.frontend.onnx.importer import onnx_dtype
 from workbench.relax.frontend.onnx.ops_elementwise import operands
-from workbench.relax.struct_info import TensorStructInfo
-from workbench.tir.expr import IntImm, PrimExpr
+from workbench.relax.struct_info import ShapeStructInfo, TensorStructInfo
+from workbench.tir.expr import IntImm, PrimExpr, SizeVar
 
 _INT64_MAX = 2 ** 63 - 1
 
@@ -47,6 +48,34 @@ def shape_array(dims: Any) -> np.ndarray:
 
 def _shape_expr(imp: Any, values: np.ndarray) -> list[PrimExpr]:
     return [imp.dim(v) for v in values.reshape(-1)]
+
+
+def run_time_shape(imp: Any, node: Any, v: Any, what: str) -> np.ndarray:
+    """A shape held in a tensor known only at run time, as a known shape value of symbolic
+    dims: ``tensor_to_shape`` then a ``match_cast`` naming each dim (the values of a 1-d
+    integer tensor of static length)."""
+    t = imp.expr(v)
+    si = t.struct_info
+    n = _py(si.values[0]) if isinstance(si, TensorStructInfo) and si.shape is not None and \
+        len(si.values) == 1 else None
+    if not isinstance(n, int):
+        raise NotImplementedError(f"{what} computed at run time from a tensor of unknown "
+                                  "length")
+    if si.dtype != "int64":
+        t = imp.emit(R.astype(t, "int64"))
+    shape = imp.emit(R.tensor_to_shape(t))
+    base = re.sub(r"[^0-9A-Za-z_]", "_", node.output[0])
+    dims = [SizeVar(f"{base}_{k}", "int64") for k in range(n)]
+    imp.bb.match_cast(shape, ShapeStructInfo(tuple(dims)))
+    out = np.empty(n, dtype=object)
+    out[:] = dims
+    return out
+
+
+def _shape_value(imp: Any, node: Any, v: Any, what: str) -> np.ndarray:
+    """A shape input: known at import time, or read at run time (:func:`run_time_shape`)."""
+    known = imp.known(v)
+    return known if known is not None else run_time_shape(imp, node, v, what)
 
 
 def _int_list(imp: Any, v: Any, what: str) -> list[int]:
@@ -103,9 +132,7 @@ def _fill_fold(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
 @converter("ConstantOfShape", fold=_fill_fold)
 def _constant_of_shape(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     value = attrs.get("value", np.zeros(1, dtype="float32"))
-    shape = imp.known(inputs[0])
-    if shape is None:
-        raise NotImplementedError("ConstantOfShape with a shape computed at run time")
+    shape = _shape_value(imp, node, inputs[0], "ConstantOfShape's shape")
     scalar = imp.expr(np.asarray(value.reshape(-1)[0], dtype=value.dtype))
     return R.broadcast_to(scalar, _shape_expr(imp, shape))
 
@@ -146,12 +173,33 @@ def _reshape_fold(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
 @converter("Reshape", fold=_reshape_fold)
 def _reshape(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     x = imp.expr(inputs[0])
+    allowzero = bool(attrs.get("allowzero", 0))
     shape = imp.known(inputs[1])
     if shape is None:
-        raise NotImplementedError("Reshape to a shape computed at run time")
-    target = _reshape_target(imp, _values(x), shape, bool(attrs.get("allowzero", 0)))
+        shape = run_time_shape(imp, node, _resolved_target(imp, x, inputs[1], allowzero),
+                               "Reshape's shape")
+    target = _reshape_target(imp, _values(x), shape, allowzero)
     return R.reshape(x, ShapeExpr(tuple(imp.dim(d) if not isinstance(d, int) else
                                         IntImm("int64", d) for d in target)))
+
+
+def _resolved_target(imp: Any, x: Expr, shape: Any, allowzero: bool) -> Expr:
+    """A run-time Reshape target with its 0s (copy the input's dim) and -1 (the rest)
+    resolved by tensor arithmetic (the input's shape must be static)."""
+    dims = [_py(d) for d in _values(x)]
+    if not all(isinstance(d, int) for d in dims):
+        raise NotImplementedError("Reshape to a run-time shape of a tensor of dynamic shape")
+    s = imp.expr(shape)
+    if s.struct_info.dtype != "int64":
+        s = imp.emit(R.astype(s, "int64"))
+    k = _py(s.struct_info.values[0])
+    c = lambda v: imp.expr(np.asarray(v, dtype="int64"))  # noqa: E731
+    if not allowzero:
+        own = (dims + [0] * k)[:k]
+        s = imp.emit(R.where(R.equal(s, c(0)), c(own), s))
+    rest = imp.emit(R.prod(imp.emit(R.where(R.equal(s, c(-1)), c(1), s)), [0]))
+    total = int(np.prod(dims))
+    return imp.emit(R.where(R.equal(s, c(-1)), imp.emit(R.floor_divide(c(total), rest)), s))
 
 
 @converter("Flatten")
@@ -211,6 +259,8 @@ def _expand_target(x_dims: tuple, shape: list) -> list:
     for a, b in zip(xs, ss):
         if isinstance(b, (int, np.integer)) and int(b) == 1:
             out.append(a)
+        elif not isinstance(b, (int, np.integer)) and _py(a) != 1 and isinstance(_py(a), int):
+            out.append(a)  # a symbolic b is 1 or a (a valid model broadcasts): a either way
         else:
             out.append(b)
     return out
@@ -222,9 +272,7 @@ def _expand_target(x_dims: tuple, shape: list) -> list:
                                                           tuple(inputs[1]))).copy())
 def _expand(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     x = imp.expr(inputs[0])
-    shape = imp.known(inputs[1])
-    if shape is None:
-        raise NotImplementedError("Expand to a shape computed at run time")
+    shape = _shape_value(imp, node, inputs[1], "Expand's shape")
     target = [imp.dim(d) for d in _expand_target(_values(x), list(shape.reshape(-1)))]
     return R.broadcast_to(x, target)
 
@@ -233,12 +281,12 @@ def _expand(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
            None if inputs[0].dtype == object else np.tile(inputs[0], inputs[1]))
 def _tile(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     x = imp.expr(inputs[0])
-    reps = _int_list(imp, inputs[1], "Tile repeats")
+    reps = [imp.dim(r) for r in _shape_value(imp, node, inputs[1], "Tile's repeats")]
     dims = _values(x)
     inter, wide, final = [], [], []
     for r, d in zip(reps, dims):
         inter += [IntImm("int64", 1), d]
-        wide += [IntImm("int64", r), d]
+        wide += [r, d]
         final.append(d * r)
     x = imp.emit(R.reshape(x, inter))
     x = imp.emit(R.broadcast_to(x, wide))
