@@ -5,8 +5,9 @@ rules (see :mod:`workbench.relax.op.registry`). ``relax.op.nn`` holds the neural
 """
 from workbench.relax.op.base import call_tir
 from workbench.relax.op.binary import (
-    add, divide, equal, floor_divide, floor_mod, greater, greater_equal, less, less_equal,
-    logical_and, logical_or, maximum, minimum, mod, multiply, not_equal, power, subtract,
+    add, bitwise_and, bitwise_or, bitwise_xor, divide, equal, floor_divide, floor_mod, greater,
+    greater_equal, left_shift, less, less_equal, logical_and, logical_or, maximum, minimum, mod,
+    multiply, not_equal, power, right_shift, subtract,
 )
 from workbench.relax.op.datatype import astype
 from workbench.relax.op.dynamic import tensor_to_shape
@@ -23,8 +24,8 @@ from workbench.relax.op.search import argmax, argmin, where
 from workbench.relax.op.sorting import cumprod, cumsum, topk
 from workbench.relax.op.statistical import max, mean, min, prod, sum  # noqa: A004
 from workbench.relax.op.unary import (
-    abs, ceil, clip, cos, erf, exp, floor, log, logical_not, negative, round, rsqrt, sigmoid,
-    sin, sqrt, square, tanh,
+    abs, atan, bitwise_not, ceil, clip, cos, erf, exp, floor, log, logical_not, negative, round,
+    rsqrt, sigmoid, sin, sqrt, square, tan, tanh,
 )
 from workbench.relax.op import image, nn
 from workbench.relax.op.registry import get_op, list_ops, OpError
@@ -39,5 +40,6 @@ __all__ = [
     "round", "rsqrt", "sigmoid", "sin", "sqrt", "square", "tanh", "nn", "get_op", "list_ops",
     "OpError", "requantize", "quantize", "dequantize", "layout_transform", "einsum",
     "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "cumsum", "cumprod", "topk",
-    "image", "tensor_to_shape",
+    "image", "tensor_to_shape", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+    "left_shift", "right_shift", "tan", "atan",
 ]

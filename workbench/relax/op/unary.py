@@ -1,4 +1,5 @@
-"""Elementwise unary ops: math functions, rounding, sign, ``clip``, ``logical_not``.
+"""Elementwise unary ops: math functions, rounding, sign, ``clip``, ``logical_not``,
+``bitwise_not``.
 
 The result has the input's struct info. Float-only functions (exp, log, ...) reject integer
 tensors, as TVM does.
@@ -37,6 +38,8 @@ _UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], bool]] = {
     "erf": (_erf, True),
     "sin": (np.sin, True),
     "cos": (np.cos, True),
+    "tan": (np.tan, True),
+    "atan": (np.arctan, True),
     "floor": (np.floor, False),
     "ceil": (np.ceil, False),
     "round": (np.round, False),
@@ -44,6 +47,7 @@ _UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], bool]] = {
     "abs": (np.abs, False),
     "square": (np.square, False),
     "logical_not": (np.logical_not, False),
+    "bitwise_not": (np.invert, False),
 }
 
 
@@ -95,6 +99,8 @@ sigmoid = _define("sigmoid", *_UNARY["sigmoid"])
 erf = _define("erf", *_UNARY["erf"])
 sin = _define("sin", *_UNARY["sin"])
 cos = _define("cos", *_UNARY["cos"])
+tan = _define("tan", *_UNARY["tan"])
+atan = _define("atan", *_UNARY["atan"])
 floor = _define("floor", *_UNARY["floor"])
 ceil = _define("ceil", *_UNARY["ceil"])
 round = _define("round", *_UNARY["round"])  # noqa: A001 - TVM's name
@@ -102,6 +108,7 @@ negative = _define("negative", *_UNARY["negative"])
 abs = _define("abs", *_UNARY["abs"])  # noqa: A001 - TVM's name
 square = _define("square", *_UNARY["square"])
 logical_not = _define("logical_not", *_UNARY["logical_not"])
+bitwise_not = _define("bitwise_not", *_UNARY["bitwise_not"])
 
 
 # ---- clip -------------------------------------------------------------------------------------
