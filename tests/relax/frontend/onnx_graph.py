@@ -19,6 +19,7 @@ class Graph:
 
     def __init__(self):
         self.nodes, self.inits, self.outputs = [], [], []
+        self.types: dict[str, int] = {}
         self.k = 0
 
     def const(self, value, dtype=None) -> str:
@@ -27,9 +28,13 @@ class Graph:
         return name
 
     def __call__(self, op: str, *inputs: str, outputs: int = 1, out: bool = True,
-                 **attrs) -> str | list[str]:
+                 out_type: int | None = None, **attrs) -> str | list[str]:
+        """Add a node; ``out_type`` is its outputs' element type where ONNX's shape
+        inference cannot tell (contrib ops; float32 otherwise)."""
         self.k += 1
         names = [f"{op.lower()}{self.k}_{i}" for i in range(outputs)]
+        if out_type is not None:
+            self.types.update((n, out_type) for n in names)
         self.nodes.append(helper.make_node(op, list(inputs), names, name=f"{op}_{self.k}",
                                            **attrs))
         if out:
@@ -38,13 +43,17 @@ class Graph:
 
     def model(self, inputs, opset: int = 20):
         graph = helper.make_graph(self.nodes, "g", inputs, [], self.inits)
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        # Other domains' ops (com.microsoft contrib ops) import version 1 of their domain.
+        domains = sorted({n.domain for n in self.nodes if n.domain not in ("", "ai.onnx")})
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)] +
+                              [helper.make_opsetid(d, 1) for d in domains])
         m.ir_version = 9
         # The outputs' types, from ONNX's shape inference (onnxruntime wants them).
         inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(m).graph.value_info}
-        # (Ops defined as ONNX functions get none: float32 of unknown shape.)
+        # (Ops defined as ONNX functions and contrib ops get none: the node's out_type or
+        # float32, of unknown shape.)
         m.graph.output.extend(inferred.get(o) or helper.make_tensor_value_info(
-            o, TensorProto.FLOAT, None) for o in self.outputs)
+            o, self.types.get(o, TensorProto.FLOAT), None) for o in self.outputs)
         return m
 
 

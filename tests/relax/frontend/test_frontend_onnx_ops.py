@@ -72,8 +72,21 @@ def test_elementwise_family():
     g("IsInf", inf)
     g("IsInf", inf, detect_negative=0)
     g("IsInf", inf, detect_positive=0)
-    for op in ("Sinh", "Cosh", "Tan", "Asinh"):
+    for op in ("Sinh", "Cosh", "Tan", "Asinh", "Atan"):
         g(op, x)
+    unit = g("Tanh", x, out=False)
+    g("Asin", unit)
+    g("Acos", unit)
+    for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor"):
+        g(op, i, g.const(6, "int64"))
+    g("BitwiseNot", i)
+    u = g("Cast", g("Abs", i, out=False), to=TensorProto.UINT32, out=False)
+    g("BitShift", u, g.const(np.asarray(2, "uint32")), direction="LEFT")
+    g("BitShift", u, g.const(np.asarray([[[1, 0, 2, 3]]], "uint32")), direction="RIGHT")
+    ms = "com.microsoft"
+    g("BiasGelu", x, g.const(_rand(4, seed=6)), domain=ms)
+    g("FastGelu", x, g.const(_rand(4, seed=7)), domain=ms)
+    g("FastGelu", x, domain=ms)
     g("Acosh", g("Add", a, g.const(1.0, "float32"), out=False))
     g("Atanh", g("Mul", g("Tanh", x, out=False), g.const(0.9, "float32"), out=False))
     g("Softmax", x, axis=1)
@@ -105,6 +118,22 @@ def test_nn_family():
     c = [g.const(v) for v in (_rand(4, seed=7) + 1, _rand(4, seed=8),
                               _rand(4, seed=9) * 0.1, np.abs(_rand(4, seed=10)) + 0.5)]
     g("BatchNormalization", x, *c, epsilon=1e-3)
+    x3 = g("Reshape", x, g.const([4, 8, 8], "int64"), out=False)
+    sk = g("SkipLayerNormalization", x3, g("Sin", x3, out=False), g.const(_rand(8, seed=23)),
+           g.const(_rand(8, seed=24)), g.const(_rand(8, seed=25)), epsilon=1e-5,
+           domain="com.microsoft", outputs=4, out=False)
+    g("Identity", sk[0])
+    g("Identity", sk[3])
+    g("MatMulInteger16", g("Cast", x, to=TensorProto.INT16, out=False),
+      g.const(np.arange(-12, 12).reshape(8, 3).astype("int16")), domain="com.microsoft",
+      out_type=TensorProto.INT32)
+    dq = g("DynamicQuantizeLinear", x, outputs=3, out=False)
+    for k in range(3):
+        g("Identity", dq[k])
+    g("Compress", x, g.const([True, False, True, True]), axis=1)
+    g("Compress", x, g.const([False, True, True]))
+    g("Add", g("Cast", g("NonZero", g.const([[1, 0], [0, 3]], "float32"), out=False),
+               to=TensorProto.FLOAT, out=False), g.const(0.5, "float32"))
     g("InstanceNormalization", x, g.const(_rand(4, seed=18)), g.const(_rand(4, seed=19)),
       epsilon=1e-3)
     g("LayerNormalization", x, g.const(_rand(8, seed=11)), g.const(_rand(8, seed=12)))
@@ -226,10 +255,12 @@ def test_shapes_read_from_tensors_at_run_time():
 def _two_unsupported():
     g = Graph()
     r = g("Relu", "x", out=False)
-    s = g("NonZero", r, out=False)
-    values, _ = g("Unique", s, outputs=2, out=False)
+    s = g("Det", r, out=False)
+    values, _ = g("TfIdfVectorizer", s, outputs=2, out=False, mode="TF", min_gram_length=1,
+                  max_gram_length=1, max_skip_count=0, ngram_counts=[0], ngram_indexes=[0],
+                  pool_int64s=[1])
     g("Relu", values)
-    g("NonZero", values)
+    g("Det", values)
     return g.model([helper.make_tensor_value_info("x", F32, [2, 4])])
 
 
@@ -237,9 +268,9 @@ def test_unsupported_ops_are_listed_with_their_nodes():
     with pytest.raises(OpNotImplemented) as info:
         from_onnx(_two_unsupported())
     text = str(info.value)
-    assert "NonZero: used at NonZero_2, NonZero_5" in text
-    assert "Unique: used at Unique_3" in text
-    assert {u.op for u in info.value.unsupported} == {"NonZero", "Unique"}
+    assert "Det: used at Det_2, Det_5" in text
+    assert "TfIdfVectorizer: used at TfIdfVectorizer_3" in text
+    assert {u.op for u in info.value.unsupported} == {"Det", "TfIdfVectorizer"}
 
 
 def test_opset_override_and_model_type():
@@ -317,6 +348,20 @@ def test_sequence_family_with_run_time_positions():
     data = {n: _rand(2, 3, 4, seed=k) for k, n in enumerate("xyzw")}
     for p in (0, 2, -1, -3):
         _check(model, {**data, "pos": np.asarray(p, "int64")}, exe)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # the checker on optional types
+def test_optionals_are_known_at_import_time():
+    g = Graph()
+    full = g("Optional", "x", out=False)
+    empty = g("Optional", out=False, type=helper.make_tensor_type_proto(F32, [2, 3]))
+    g("OptionalHasElement", full)
+    g("OptionalHasElement", empty)
+    g("Relu", g("OptionalGetElement", full, out=False))
+    g("OptionalGetElement", g("Optional", g("SequenceConstruct", "x", "x", out=False),
+                              out=False), out=False)
+    model = g.model([helper.make_tensor_value_info("x", F32, [2, 3])], opset=18)
+    _check(model, {"x": _rand(2, 3)})
 
 
 def test_sequence_at_a_run_time_position_over_different_shapes_is_refused():

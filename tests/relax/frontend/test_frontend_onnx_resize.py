@@ -12,7 +12,7 @@ import frontend_zoo as zoo  # noqa: F401  (skips the module without the models e
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from onnx import helper  # noqa: E402
-from onnx_graph import F32, Graph, check, rand  # noqa: E402
+from onnx_graph import F32, Graph, check, ort_run, rand  # noqa: E402
 
 import workbench as wb  # noqa: E402
 from workbench import relax  # noqa: E402
@@ -84,3 +84,15 @@ def test_tf_crop_and_resize_matches_onnx_reference(mode):
     want = ReferenceEvaluator(model).run(None, {"x": x})[0]
     assert (want == -3.0).any()  # the region reaches past the input
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_upsample_read_directly(mode):
+    """An Upsample node read without conversion (the model's opset overridden to 13)."""
+    g = Graph()
+    g("Upsample", "x", g.const(np.asarray([1, 1, 2, 3], "float32")), mode=mode)
+    model = g.model([helper.make_tensor_value_info("x", F32, [1, 2, 3, 4])], opset=9)
+    x = rand(1, 2, 3, 4, seed=5)
+    exe = relax.build(from_onnx(model, opset=13), "llvm")
+    got = relax.VirtualMachine(exe, wb.cpu())["main"](wb.nd.array(x)).numpy()
+    np.testing.assert_allclose(got, ort_run(model, {"x": x})[0], rtol=1e-5, atol=1e-5)

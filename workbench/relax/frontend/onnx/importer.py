@@ -305,6 +305,14 @@ def _attr_value(a: Any) -> Any:
         return [int(x) for x in a.ints]
     if t == AttributeProto.STRINGS:
         return [s.decode("utf-8") for s in a.strings]
+    if t == AttributeProto.GRAPH:
+        return a.g
+    if t == AttributeProto.GRAPHS:
+        return list(a.graphs)
+    if t == AttributeProto.TYPE_PROTO:
+        return a.tp
+    if t == AttributeProto.TYPE_PROTOS:
+        return list(a.type_protos)
     raise NotImplementedError(f"ONNX importer: attribute {a.name!r} of type {t} is not "
                               "supported")
 

@@ -188,10 +188,38 @@ converter("Sinh")(_sinh_cosh(-1.0))
 converter("Cosh")(_sinh_cosh(1.0))
 
 
-@converter("Tan")
-def _tan(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+converter("Tan")(_unary(R.tan))
+converter("Atan")(_unary(R.atan))
+
+
+def _asin(imp: Any, x: Expr) -> Expr:
+    """asin(x) = atan(x / sqrt(1 - x^2)) (+-inf at |x| = 1 gives +-pi/2)."""
+    one = _const_like(imp, x, 1.0)
+    root = imp.emit(R.sqrt(imp.emit(R.subtract(one, imp.emit(R.multiply(x, x))))))
+    return imp.emit(R.atan(imp.emit(R.divide(x, root))))
+
+
+@converter("Asin")
+def _asin_conv(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    return _asin(imp, imp.expr(inputs[0]))
+
+
+@converter("Acos")
+def _acos(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     x = imp.expr(inputs[0])
-    return R.divide(imp.emit(R.sin(x)), imp.emit(R.cos(x)))
+    return R.subtract(_const_like(imp, x, np.pi / 2), _asin(imp, x))
+
+
+for _op, _fn in (("BitwiseAnd", R.bitwise_and), ("BitwiseOr", R.bitwise_or),
+                 ("BitwiseXor", R.bitwise_xor)):
+    converter(_op)(_binary(_fn))
+converter("BitwiseNot")(_unary(R.bitwise_not))
+
+
+@converter("BitShift")
+def _bit_shift(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    a, b = operands(imp, *inputs)
+    return R.left_shift(a, b) if attrs["direction"] == "LEFT" else R.right_shift(a, b)
 
 
 def _ahyp(sign: float) -> Callable:
@@ -285,6 +313,25 @@ def _hard_swish(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     x = imp.expr(inputs[0])
     gate = imp.emit(_hard_sigmoid(imp, node, [x], {"alpha": 1 / 6, "beta": 0.5}))
     return R.multiply(x, gate)
+
+
+def _biased(imp: Any, inputs: list) -> Expr:
+    x = imp.expr(inputs[0])
+    if len(inputs) > 1 and inputs[1] is not None:
+        x = imp.emit(R.add(*operands(imp, x, inputs[1])))
+    return x
+
+
+@converter("BiasGelu")
+def _bias_gelu(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    """com.microsoft BiasGelu: gelu(x + bias), the exact (erf) form."""
+    return R.nn.gelu(_biased(imp, inputs))
+
+
+@converter("FastGelu")
+def _fast_gelu(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    """com.microsoft FastGelu: the tanh approximation of gelu(x [+ bias])."""
+    return R.nn.gelu_tanh(_biased(imp, inputs))
 
 
 @converter("Gelu")

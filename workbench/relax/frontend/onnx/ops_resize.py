@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from workbench.relax import op as R
 from workbench.relax.expr import Expr
 from workbench.relax.frontend.onnx._registry import converter
@@ -98,6 +100,17 @@ def _resize(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     y = imp.emit(R.reshape(y, [n, c, d, out[3] * out[4]]))
     y = resize2d(y, (out[2], out[3] * out[4]), (scales[2], 1.0), (roi[2], 0.0, roi[7], 1.0))
     return R.reshape(y, [n, c, out[2], out[3], out[4]])
+
+
+@converter("Upsample")
+def _upsample(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    """Upsample (deprecated since opset 10): Resize with ``x / scale`` coordinates and the
+    nearest element below."""
+    scales = inputs[1] if len(inputs) > 1 else np.asarray(attrs["scales"], "float32")
+    mode = attrs.get("mode", "nearest")
+    return _resize(imp, node, [inputs[0], None, scales],
+                   {"mode": "linear" if mode in ("linear", "bilinear") else mode,
+                    "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"})
 
 
 __all__: list[str] = []

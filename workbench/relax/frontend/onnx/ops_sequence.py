@@ -1,5 +1,9 @@
 """ONNX converters: tensor sequences (SequenceConstruct, SequenceEmpty, SequenceInsert,
-SequenceErase, SequenceAt, SequenceLength, SplitToSequence, ConcatFromSequence).
+SequenceErase, SequenceAt, SequenceLength, SplitToSequence, ConcatFromSequence) and optionals
+(Optional, OptionalHasElement, OptionalGetElement).
+
+An optional is an import-time :class:`Opt`: whether it holds a value is known when the model
+is imported.
 
 A sequence is an import-time :class:`Seq` of its items (Relax tensors): its length is always
 known when the model is imported. Positions are known values (constants, initializers) or
@@ -189,4 +193,35 @@ def _split_to(imp: Any, node: Any, inputs: list, attrs: dict) -> list:
     return [Seq(tuple(items))]
 
 
-__all__ = ["Seq"]
+# ---- optionals --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Opt:
+    """An ONNX optional value: ``value`` (a tensor or a :class:`Seq`), or None when empty."""
+
+    value: Any
+
+
+@converter("Optional")
+def _optional(imp: Any, node: Any, inputs: list, attrs: dict) -> list:
+    return [Opt(inputs[0] if inputs and inputs[0] is not None else None)]
+
+
+@converter("OptionalHasElement")
+def _optional_has(imp: Any, node: Any, inputs: list, attrs: dict) -> np.ndarray:
+    v = inputs[0] if inputs else None
+    held = v.value is not None if isinstance(v, Opt) else v is not None
+    return np.asarray(held)
+
+
+@converter("OptionalGetElement")
+def _optional_get(imp: Any, node: Any, inputs: list, attrs: dict) -> list:
+    v = inputs[0]
+    if isinstance(v, Opt):
+        if v.value is None:
+            raise ValueError("OptionalGetElement of an empty optional")
+        v = v.value
+    return [v]
+
+
+__all__ = ["Seq", "Opt"]

@@ -401,6 +401,57 @@ def _one_hot(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     return R.where(hit, imp.expr(np.asarray(on)), imp.expr(np.asarray(off)))
 
 
+def _data_dependent(what: str):
+    def convert(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
+        raise NotImplementedError(f"{node.op_type} of {what} computed at run time: the "
+                                  "output's size depends on the data (only known inputs are "
+                                  "computed, at import time)")
+    return convert
+
+
+def _nonzero_fold(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
+    x = inputs[0]
+    return None if x.dtype == object else np.asarray(np.nonzero(x), dtype="int64")
+
+
+def _unique_fold(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
+    x = inputs[0]
+    if x.dtype == object:
+        return None
+    axis = attrs.get("axis")
+    values, first, inverse, counts = np.unique(x, return_index=True, return_inverse=True,
+                                               return_counts=True, axis=axis)
+    if not attrs.get("sorted", 1):  # in order of first occurrence
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        values = np.take(values, order, axis=0 if axis is None else axis)
+        first, counts, inverse = first[order], counts[order], rank[inverse.reshape(-1)]
+    return [values, first.astype("int64"), inverse.reshape(-1).astype("int64"),
+            counts.astype("int64")][:len(node.output)]
+
+
+converter("NonZero", fold=_nonzero_fold)(_data_dependent("a tensor"))
+converter("Unique", fold=_unique_fold)(_data_dependent("a tensor"))
+
+
+@converter("Compress")
+def _compress(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    cond = imp.known(inputs[1])
+    if cond is None:
+        return _data_dependent("a condition")(imp, node, inputs, attrs)
+    x = imp.expr(inputs[0])
+    picked = np.nonzero(cond.reshape(-1).astype(bool))[0].astype("int64")
+    axis = attrs.get("axis")
+    if axis is None:
+        x = imp.emit(R.reshape(x, [-1]))
+        axis = 0
+    n = _py(_values(x)[axis % len(_values(x))])
+    if isinstance(n, int):
+        picked = picked[picked < n]
+    return R.take(x, imp.expr(picked), axis=axis % len(_values(x)))
+
+
 # ---- padding ---------------------------------------------------------------------------------
 
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
