@@ -1,5 +1,5 @@
 """ONNX converters: convolutions (Conv, ConvTranspose) and window pools (MaxPool,
-AveragePool, global pools) over 1, 2 and 3 spatial dimensions.
+AveragePool, LpPool, global pools, MaxUnpool) over 1, 2 and 3 spatial dimensions.
 
 Everything runs on the 2-d kernels (``relax.nn.conv2d`` / ``max_pool2d`` / ``avg_pool2d``):
 
@@ -18,6 +18,8 @@ Pads are ONNX's ``[x1_begin, x2_begin, ..., x1_end, x2_end, ...]`` throughout.
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from workbench.relax import op as R
 from workbench.relax.expr import Expr
@@ -280,6 +282,81 @@ def _pool(kind: str):
 
 converter("MaxPool", check=_rank_check)(_pool("max"))
 converter("AveragePool", check=_rank_check)(_pool("avg"))
+
+
+def _abs_pow(imp: Any, x: Expr, p: int) -> Expr:
+    """``|x| ** p`` (p = 1 and 2 without a power)."""
+    if p == 1:
+        return imp.emit(R.abs(x))
+    if p == 2:
+        return imp.emit(R.multiply(x, x))
+    return imp.emit(R.power(imp.emit(R.abs(x)), imp.expr(np.asarray(p, x.struct_info.dtype))))
+
+
+def _root(imp: Any, x: Expr, p: int) -> Expr:
+    if p == 1:
+        return x
+    if p == 2:
+        return R.sqrt(x)
+    return R.power(x, imp.expr(np.asarray(1.0 / p, x.struct_info.dtype)))
+
+
+@converter("LpPool", check=_rank_check)
+def _lp_pool(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    """``(sum of |x|^p over each window) ** (1/p)``: the window sums are a depthwise
+    convolution with a kernel of ones (zero padding adds nothing)."""
+    x = imp.expr(inputs[0])
+    kernel = list(attrs["kernel_shape"])
+    strides, dilations, pads = window_args(node, x, attrs, kernel)
+    r = len(kernel)
+    if attrs.get("ceil_mode", 0):  # pad the end so the last partial window is kept
+        sizes = _static_spatial(node, x)
+        for i in range(r):
+            span = sizes[i] + pads[i] + pads[r + i] - (kernel[i] - 1) * dilations[i] - 1
+            pads[r + i] += (-span) % strides[i]
+    c = _static(_dims(x)[1])
+    if c is None:
+        raise NotImplementedError("LpPool over a dynamic number of channels")
+    p = int(attrs.get("p", 2))
+    ones = imp.expr(np.ones([c, 1] + kernel, dtype=x.struct_info.dtype))
+    sums = conv_nd(imp, _abs_pow(imp, x, p), ones, strides, pads, dilations, c)
+    return _root(imp, sums, p)
+
+
+@converter("GlobalLpPool")
+def _global_lp_pool(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    p = int(attrs.get("p", 2))
+    sums = imp.emit(R.sum(_abs_pow(imp, x, p), list(range(2, len(_dims(x)))), keepdims=True))
+    return _root(imp, sums, p)
+
+
+@converter("MaxUnpool")
+def _max_unpool(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    """Each value written at its index (MaxPool's flat index into the whole output) of a
+    zero tensor: a 1-d scatter."""
+    x, idx = imp.expr(inputs[0]), imp.expr(inputs[1])
+    dims = _dims(x)
+    kernel = list(attrs["kernel_shape"])
+    r = len(kernel)
+    if len(inputs) > 2 and inputs[2] is not None:
+        k = imp.known(inputs[2])
+        if k is None or k.dtype == object:
+            raise NotImplementedError("MaxUnpool with an output_shape computed at run time")
+        out_shape = [int(v) for v in k.reshape(-1)]
+    else:
+        strides = list(attrs.get("strides") or [1] * r)
+        pads = list(attrs.get("pads") or [0] * (2 * r))
+        sizes = _static_spatial(node, x)
+        out_shape = [_static(dims[0]), _static(dims[1])] + [
+            (sizes[i] - 1) * strides[i] + kernel[i] - pads[i] - pads[r + i] for i in range(r)]
+    if None in out_shape:
+        raise NotImplementedError("MaxUnpool with a dynamic batch or channel count")
+    total = int(np.prod(out_shape))
+    zeros = imp.expr(np.zeros([total], dtype=x.struct_info.dtype))
+    flat = imp.emit(R.scatter_elements(zeros, imp.emit(R.reshape(idx, [-1])),
+                                       imp.emit(R.reshape(x, [-1])), 0))
+    return R.reshape(flat, out_shape)
 
 
 @converter("GlobalAveragePool")
