@@ -148,11 +148,39 @@ class ONNXImporter(Importer):
     # ---- the graph -------------------------------------------------------------------------------
 
     def _support_uses(self) -> Iterator[tuple[Any, str, str, str] | Unsupported]:
-        for i, node in enumerate(self.graph.node):
+        yield from self._graph_uses(self.graph, "")
+
+    def _graph_uses(self, graph: Any, where: str) -> Iterator[Any]:
+        """The nodes of ``graph`` and of its nodes' subgraphs (If / Loop bodies)."""
+        from onnx import AttributeProto
+        for i, node in enumerate(graph.node):
+            label = where + node_label(node, i)
             if node.op_type not in self.convert_map and node.domain not in ("", "ai.onnx"):
-                yield Unsupported(f"{node.op_type} (domain {node.domain})", node_label(node, i))
+                yield Unsupported(f"{node.op_type} (domain {node.domain})", label)
             else:
-                yield node, node.op_type, node.op_type, node_label(node, i)
+                yield node, node.op_type, node.op_type, label
+            for a in node.attribute:
+                subs = [a.g] if a.type == AttributeProto.GRAPH else \
+                    list(a.graphs) if a.type == AttributeProto.GRAPHS else []
+                for sub in subs:
+                    yield from self._graph_uses(sub, f"{label}/{a.name}/")
+
+    def convert_subgraph(self, graph: Any, bound: Mapping[str, Any]) -> list:
+        """The outputs of ``graph`` (an If branch, a Loop body) converted in place: its inputs
+        are ``bound`` by name, it reads the enclosing graphs' values, and the names it defines
+        are forgotten afterwards."""
+        from onnx import numpy_helper
+        saved = dict(self.env)
+        try:
+            self.env.update(bound)
+            for t in graph.initializer:
+                self.env[t.name] = numpy_helper.to_array(t)
+            for i, node in enumerate(graph.node):
+                self._convert(node, i)
+            return [self._lookup(o.name, f"subgraph {graph.name!r}'s output")
+                    for o in graph.output]
+        finally:
+            self.env = saved
 
     def input_sinfo(self, value_info: Any, shape_dict: Mapping[str, Any] | None,
                     dtype_dict: Any) -> TensorStructInfo:
