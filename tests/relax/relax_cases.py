@@ -139,6 +139,12 @@ OP_CASES: dict[str, tuple[list, Callable, dict | None]] = {
                                     coordinate_transformation_mode="asymmetric",
                                     rounding_method="round_prefer_ceil", scales=(1.5, 1.5)),
                                 None),
+    **{f"grid_sample_{m}_{p}": ([("x", tensor((1, 2, 4, 5))), ("g", tensor((1, 3, 6, 2)))],
+                                lambda x, g, m=m, p=p: R.image.grid_sample(
+                                    x, g, m, padding_mode=p, align_corners=p == "border"),
+                                {1: np.random.default_rng(7).uniform(-1.4, 1.4, (1, 3, 6, 2))
+                                 .astype("float32")})
+       for m in ("nearest", "bilinear", "bicubic") for p in ("zeros", "border", "reflection")},
     "reshape": ([("x", tensor((2, 3, 4)))], lambda x: R.reshape(x, (6, -1)), None),
     "reshape_sym": ([("x", tensor((N, 6)))], lambda x: R.reshape(x, (N, 2, 3)), None),
     "permute_dims": ([("x", tensor((2, 3, 4)))], lambda x: R.permute_dims(x, [2, 0, 1]), None),

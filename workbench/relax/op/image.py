@@ -1,5 +1,6 @@
 """Image ops (``relax.op.image``): ``resize2d`` on NCHW tensors with ONNX ``Resize``'s
-methods and coordinate modes (see :mod:`workbench.topi.resize`)."""
+methods and coordinate modes (see :mod:`workbench.topi.resize`), and ``grid_sample``
+(:mod:`workbench.topi.grid_sample`)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -134,4 +135,123 @@ def _numpy_resize2d(x: np.ndarray, **a: Any) -> np.ndarray:
     return out.astype(x.dtype)
 
 
-__all__ = ["resize2d"]
+# ---- grid_sample ---------------------------------------------------------------------------------
+
+_GRID_METHODS = {"nearest": "nearest", "bilinear": "bilinear", "linear": "bilinear",
+                 "bicubic": "bicubic", "cubic": "bicubic"}
+
+
+def grid_sample(data: Expr, grid: Expr, method: str = "bilinear", layout: str = "NCHW",
+                padding_mode: str = "zeros", align_corners: bool = False) -> Call:
+    """NCHW ``data`` sampled at an ``(N, OH, OW, 2)`` grid of normalised ``(x, y)``:
+    "nearest", "bilinear" or "bicubic"; outside the image "zeros", "border" or
+    "reflection"."""
+    from workbench.topi.grid_sample import PADDING_MODES
+    if layout != "NCHW":
+        raise ValueError(f"grid_sample: only the NCHW layout is supported, got {layout!r}")
+    if method not in _GRID_METHODS:
+        raise ValueError(f"grid_sample: method must be one of {sorted(_GRID_METHODS)}, got "
+                         f"{method!r}")
+    if padding_mode not in PADDING_MODES:
+        raise ValueError(f"grid_sample: padding_mode must be one of {PADDING_MODES}, got "
+                         f"{padding_mode!r}")
+    return make_call("relax.image.grid_sample", (data, grid),
+                     {"method": _GRID_METHODS[method], "layout": layout,
+                      "padding_mode": padding_mode, "align_corners": bool(align_corners)})
+
+
+@def_infer("relax.image.grid_sample")
+def _infer_grid_sample(call: Call, ctx: Any) -> StructInfo:
+    x, g = I.tensor_arg(call, 0, "data"), I.tensor_arg(call, 1, "grid")
+    if x.ndim not in (-1, 4) or g.ndim not in (-1, 4):
+        raise I.error(call, f"data must be 4-d (NCHW) and grid (N, OH, OW, 2), got "
+                            f"{I.dims_text(x.values)} and {I.dims_text(g.values)}")
+    if x.shape is None or g.shape is None:
+        return TensorStructInfo(None, x.dtype, 4)
+    if I.const_int(g.values[3]) not in (None, 2):
+        raise I.error(call, f"grid's last dimension must be 2, got {I.dims_text(g.values)}")
+    return TensorStructInfo((x.values[0], x.values[1], g.values[1], g.values[2]), x.dtype)
+
+
+@def_legalize("relax.image.grid_sample")
+def _legalize_grid_sample(bb: Any, call: Call) -> Expr:
+    from workbench.topi.grid_sample import grid_sample as te_grid_sample
+    a = call.attrs
+    return bb.call_te(te_grid_sample, call.args[0], call.args[1], a["method"],
+                      a["padding_mode"], a["align_corners"], primfunc_name_hint="grid_sample")
+
+
+def _np_reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    span = hi - lo
+    if span <= 0:
+        return np.full_like(x, lo)
+    out = x.copy()
+    for mask, dx, near, far, sign in ((x < lo, lo - x, lo, hi, 1), (x > hi, x - hi, hi, lo, -1)):
+        n = np.floor(dx / span)
+        r = dx - n * span
+        out = np.where(mask, np.where(n % 2 == 0, near + sign * r, far - sign * r), out)
+    return out
+
+
+@def_numpy("relax.image.grid_sample")
+def _numpy_grid_sample(x: np.ndarray, grid: np.ndarray, method: str, padding_mode: str,
+                       align_corners: bool, **_: Any) -> np.ndarray:
+    n_, c_, h, w = x.shape
+    sizes = (h, w)
+    borders = [(0.0, s - 1.0) if align_corners else (-0.5, s - 0.5) for s in sizes]
+
+    def coordinate(g: np.ndarray, axis: int) -> np.ndarray:
+        s = sizes[axis]
+        c = (g + 1) / 2 * (s - 1) if align_corners else ((g + 1) * s - 1) / 2
+        if method == "nearest":
+            c = np.rint(c)
+        if method == "bicubic":
+            return c
+        lo, hi = borders[axis]
+        outside = (c < lo) | (c > hi)
+        if padding_mode == "border":
+            c = np.where(outside, np.clip(c, 0, s - 1), c)
+        elif padding_mode == "reflection":
+            c = np.where(outside, _np_reflect(c, lo, hi), c)
+        return c
+
+    gx = coordinate(grid[..., 0].astype(np.float64), 1)   # (N, OH, OW)
+    gy = coordinate(grid[..., 1].astype(np.float64), 0)
+    batch = np.arange(n_)[:, None, None]
+
+    def pixel(ky: np.ndarray, kx: np.ndarray) -> np.ndarray:
+        keep = np.ones(ky.shape, bool)
+        idx = []
+        for k, axis in ((ky, 0), (kx, 1)):
+            s = sizes[axis]
+            if padding_mode == "zeros":
+                keep &= (k >= 0) & (k < s)
+            elif padding_mode == "reflection":
+                k = np.trunc(_np_reflect(k.astype(np.float64), *borders[axis])).astype(np.int64)
+            idx.append(np.clip(k, 0, s - 1))
+        v = x[batch, :, idx[0], idx[1]]                     # (N, OH, OW, C)
+        return np.where(keep[..., None], v, 0.0)
+
+    if method == "nearest":
+        out = pixel(gy.astype(np.int64), gx.astype(np.int64))
+    else:
+        y0, x0 = np.floor(gy), np.floor(gx)
+        ty, tx = gy - y0, gx - x0
+        if method == "bilinear":
+            wy, wx, offs = [1 - ty, ty], [1 - tx, tx], [0, 1]
+        else:
+            A = -0.75  # noqa: N806
+            far = lambda d: ((A * d - 5 * A) * d + 8 * A) * d - 4 * A  # noqa: E731
+            near = lambda d: ((A + 2) * d - (A + 3)) * d * d + 1  # noqa: E731
+            wy = [far(ty + 1), near(ty), near(1 - ty), far(2 - ty)]
+            wx = [far(tx + 1), near(tx), near(1 - tx), far(2 - tx)]
+            offs = [-1, 0, 1, 2]
+        out = 0.0
+        for a, oa in zip(wy, offs):
+            for b, ob in zip(wx, offs):
+                out = out + (a * b)[..., None] * pixel(y0.astype(np.int64) + oa,
+                                                       x0.astype(np.int64) + ob)
+    return np.moveaxis(np.asarray(out), -1, 1).astype(x.dtype)
+
+
+__all__ = ["resize2d", "grid_sample"]
