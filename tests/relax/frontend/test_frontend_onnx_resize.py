@@ -96,3 +96,19 @@ def test_upsample_read_directly(mode):
     exe = relax.build(from_onnx(model, opset=13), "llvm")
     got = relax.VirtualMachine(exe, wb.cpu())["main"](wb.nd.array(x)).numpy()
     np.testing.assert_allclose(got, ort_run(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+def test_grid_sample_and_affine_grid():
+    g = Graph()
+    grid = g.const(rand(1, 3, 4, 2, seed=6) * 0.8)
+    for mode in ("linear", "nearest", "cubic"):
+        for pad in ("zeros", "border", "reflection"):
+            g("GridSample", "x", grid, mode=mode, padding_mode=pad,
+              align_corners=int(pad == "border"))
+    theta = g.const(np.asarray([[[0.9, -0.2, 0.1], [0.3, 1.1, -0.2]]], "float32"))
+    for align in (0, 1):
+        g("GridSample", "x", g("AffineGrid", theta, g.const([1, 2, 4, 7], "int64"),
+                               align_corners=align), align_corners=align)
+    g("AffineGrid", g.const(rand(2, 3, 4, seed=7)), g.const([2, 1, 2, 3, 4], "int64"))
+    model = g.model([helper.make_tensor_value_info("x", F32, [1, 2, 5, 6])], opset=20)
+    check(model, {"x": rand(1, 2, 5, 6, seed=1)})

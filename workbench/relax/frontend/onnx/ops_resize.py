@@ -114,3 +114,49 @@ def _upsample(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
 
 
 __all__: list[str] = []
+
+
+# ---- sampling grids ---------------------------------------------------------------------------------
+
+_GRID_MODES = {"bilinear": "bilinear", "linear": "bilinear", "nearest": "nearest",
+               "bicubic": "bicubic", "cubic": "bicubic"}
+
+
+@converter("GridSample")
+def _grid_sample(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x, grid = imp.expr(inputs[0]), imp.expr(inputs[1])
+    if len(x.struct_info.values) != 4:
+        raise NotImplementedError("GridSample of other than 4-d (NCHW) data")
+    mode = attrs.get("mode", "linear" if imp.opset >= 20 else "bilinear")
+    if mode not in _GRID_MODES:
+        raise NotImplementedError(f"GridSample mode {mode!r}")
+    return R.image.grid_sample(x, grid, _GRID_MODES[mode],
+                               padding_mode=attrs.get("padding_mode", "zeros"),
+                               align_corners=bool(attrs.get("align_corners", 0)))
+
+
+def _base_coords(n: int, align_corners: bool) -> np.ndarray:
+    if align_corners:
+        return np.linspace(-1.0, 1.0, n) if n > 1 else np.zeros(1)
+    return (np.arange(n) * 2.0 + 1.0) / n - 1.0
+
+
+@converter("AffineGrid")
+def _affine_grid(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    """The grid of ``theta @ (x, y[, z], 1)`` over the normalised output pixel centres."""
+    theta = imp.expr(inputs[0])
+    size = imp.known(inputs[1])
+    if size is None or size.dtype == object:
+        raise NotImplementedError("AffineGrid with a size computed at run time")
+    size = [int(s) for s in size.reshape(-1)]
+    spatial = size[2:]
+    r = len(spatial)
+    align = bool(attrs.get("align_corners", 0))
+    axes = [_base_coords(s, align) for s in spatial]          # D, H, W (outermost first)
+    mesh = np.meshgrid(*axes, indexing="ij")
+    # (x, y[, z]) is innermost-first: W's coordinate, then H's, then D's.
+    base = np.stack([m.reshape(-1) for m in reversed(mesh)] + [np.ones(mesh[0].size)], -1)
+    dtype = theta.struct_info.dtype
+    base = imp.expr(base.astype(dtype)[None])                  # (1, P, r + 1)
+    grid = imp.emit(R.matmul(base, imp.emit(R.permute_dims(theta, [0, 2, 1]))))
+    return R.reshape(grid, [size[0]] + spatial + [r])
