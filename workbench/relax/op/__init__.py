@@ -27,7 +27,7 @@ from workbench.relax.op.unary import (
     abs, atan, bitwise_not, ceil, clip, cos, erf, exp, floor, log, logical_not, negative, round,
     rsqrt, sigmoid, sin, sqrt, square, tan, tanh,
 )
-from workbench.relax.op import image, nn
+from workbench.relax.op import image, nn, vision
 from workbench.relax.op.registry import get_op, list_ops, OpError
 
 __all__ = [
@@ -41,5 +41,5 @@ __all__ = [
     "OpError", "requantize", "quantize", "dequantize", "layout_transform", "einsum",
     "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "cumsum", "cumprod", "topk",
     "image", "tensor_to_shape", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
-    "left_shift", "right_shift", "tan", "atan",
+    "left_shift", "right_shift", "tan", "atan", "vision",
 ]
