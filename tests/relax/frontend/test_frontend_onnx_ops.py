@@ -213,6 +213,9 @@ def test_shape_family_with_a_dynamic_batch():
     g("Concat", x, g("Neg", x, out=False), axis=-1)
     g("Add", g("Range", g.const(0, "int64"), g.const(5, "int64"), g.const(2, "int64"),
                out=False), g.const(1, "int64"))
+    g("Range", g.const(1, "int64"), n, g.const(1, "int64"))
+    g("Range", g("Mul", n, g.const(3, "int64"), out=False), g.const(0, "int64"),
+      g.const(-2, "int64"))
     three_n = g("Div", g("Mul", n, g.const(6, "int64"), out=False), g.const(2, "int64"),
                 out=False)
     g("Reshape", x, g("Concat", g("Unsqueeze", three_n, g.const([0], "int64"), out=False),
@@ -231,23 +234,30 @@ def test_shape_family_with_a_dynamic_batch():
 
 
 def test_shapes_read_from_tensors_at_run_time():
-    """Expand / ConstantOfShape / Reshape (0 and -1) / Tile to shapes held in input tensors:
-    tensor_to_shape + match_cast name the dims; one compile runs several shapes."""
+    """Expand / ConstantOfShape / Reshape (0 and -1) / Tile to shapes held in input tensors,
+    Range over bounds in tensors: tensor_to_shape + match_cast name the dims; one compile runs
+    several shapes."""
     g = Graph()
     g("Expand", "x", "s")
     g("ConstantOfShape", "s", value=numpy_helper.from_array(np.asarray([1.5], "float32")))
     g("Reshape", "x", "r")
     g("Tile", "x", "t")
+    g("Range", "a", "b", "d")
+    g("Range", g("Cast", "a", to=TensorProto.FLOAT, out=False),
+      g("Cast", "b", to=TensorProto.FLOAT, out=False), g.const(0.75, "float32"))
     g("Add", g("Expand", "x", g("Shape", g("ConstantOfShape", "s", out=False), out=False),
                out=False), g.const(1.0, "float32"))
     model = g.model([helper.make_tensor_value_info("x", F32, [1, 3, 1]),
                      helper.make_tensor_value_info("s", I64, [3]),
                      helper.make_tensor_value_info("r", I64, [2]),
-                     helper.make_tensor_value_info("t", I64, [3])])
+                     helper.make_tensor_value_info("t", I64, [3])] +
+                    [helper.make_tensor_value_info(k, I64, []) for k in "abd"])
     exe = relax.build(from_onnx(model), "llvm")
-    for s, r, t in (([2, 3, 4], [0, -1], [1, 2, 3]), ([1, 1, 5], [-1, 1], [2, 1, 1])):
+    for s, r, t, abd in (([2, 3, 4], [0, -1], [1, 2, 3], (1, 8, 3)),
+                         ([1, 1, 5], [-1, 1], [2, 1, 1], (5, -4, -2))):
         _check(model, {"x": _rand(1, 3, 1), "s": np.asarray(s, "int64"),
-                       "r": np.asarray(r, "int64"), "t": np.asarray(t, "int64")}, exe)
+                       "r": np.asarray(r, "int64"), "t": np.asarray(t, "int64"),
+                       **{k: np.asarray(v, "int64") for k, v in zip("abd", abd)}}, exe)
 
 
 # ---- from_onnx's contract --------------------------------------------------------------------

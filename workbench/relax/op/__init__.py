@@ -10,7 +10,7 @@ from workbench.relax.op.binary import (
     multiply, not_equal, power, right_shift, subtract,
 )
 from workbench.relax.op.datatype import astype
-from workbench.relax.op.dynamic import tensor_to_shape
+from workbench.relax.op.dynamic import arange, tensor_to_shape
 from workbench.relax.op.einsum import einsum
 from workbench.relax.op.index import strided_slice, take
 from workbench.relax.op.layout import layout_transform
@@ -41,5 +41,5 @@ __all__ = [
     "OpError", "requantize", "quantize", "dequantize", "layout_transform", "einsum",
     "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "cumsum", "cumprod", "topk",
     "image", "tensor_to_shape", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
-    "left_shift", "right_shift", "tan", "atan", "vision",
+    "left_shift", "right_shift", "tan", "atan", "vision", "arange",
 ]

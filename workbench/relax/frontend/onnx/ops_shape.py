@@ -146,7 +146,24 @@ def _range_fold(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
 
 @converter("Range", fold=_range_fold)
 def _range(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
-    raise NotImplementedError("Range with bounds computed at run time or symbolic")
+    """Symbolic bounds (shape arithmetic): ``arange`` of a symbolic length; bounds in tensors
+    at run time: the length ``max(ceil((limit - start) / delta), 0)`` read as a shape, then
+    ``start + delta * arange(n)``."""
+    known = [imp.known(v) for v in inputs]
+    if all(k is not None for k in known):
+        start, limit, delta = (k.reshape(-1)[0] for k in known)
+        dtype = next((str(k.dtype) for k in known if k.dtype != object), "int64")
+        return R.arange(start, limit, delta, dtype)
+    start, limit, delta = operands(imp, *inputs)
+    start, limit, delta = (imp.emit(R.reshape(v, [])) for v in (start, limit, delta))
+    dtype = start.struct_info.dtype
+    span = imp.emit(R.divide(R.astype(R.subtract(limit, start), "float64"),
+                             R.astype(delta, "float64")))
+    length = imp.emit(R.maximum(R.ceil(span), imp.expr(np.asarray(0.0))))
+    count = imp.emit(R.reshape(R.astype(length, "int64"), [1]))
+    n = run_time_shape(imp, node, count, "Range's length")[0]
+    steps = imp.emit(R.arange(0, n, 1, dtype))
+    return R.add(imp.emit(R.multiply(steps, delta)), start)
 
 
 # ---- reshapes ----------------------------------------------------------------------------------
