@@ -31,8 +31,8 @@ converter = converter_registrar(CONVERTERS, "onnx")
 
 def load_all() -> dict[str, Converter]:
     from workbench.relax.frontend.onnx import (  # noqa: F401
-        ops_control, ops_conv, ops_elementwise, ops_index, ops_nn, ops_quant, ops_resize,
-        ops_sequence, ops_shape, ops_vision,
+        ops_contrib, ops_control, ops_conv, ops_elementwise, ops_index, ops_nn, ops_quant,
+        ops_resize, ops_sequence, ops_shape, ops_vision,
     )
     return CONVERTERS
 

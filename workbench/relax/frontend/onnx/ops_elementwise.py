@@ -315,25 +315,6 @@ def _hard_swish(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     return R.multiply(x, gate)
 
 
-def _biased(imp: Any, inputs: list) -> Expr:
-    x = imp.expr(inputs[0])
-    if len(inputs) > 1 and inputs[1] is not None:
-        x = imp.emit(R.add(*operands(imp, x, inputs[1])))
-    return x
-
-
-@converter("BiasGelu")
-def _bias_gelu(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
-    """com.microsoft BiasGelu: gelu(x + bias), the exact (erf) form."""
-    return R.nn.gelu(_biased(imp, inputs))
-
-
-@converter("FastGelu")
-def _fast_gelu(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
-    """com.microsoft FastGelu: the tanh approximation of gelu(x [+ bias])."""
-    return R.nn.gelu_tanh(_biased(imp, inputs))
-
-
 @converter("Gelu")
 def _gelu(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     x = imp.expr(inputs[0])

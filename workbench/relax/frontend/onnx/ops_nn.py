@@ -57,27 +57,6 @@ def _layer_norm(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
     return [out] + extra[:len(node.output) - 1]
 
 
-@converter("SkipLayerNormalization")
-def _skip_layer_norm(imp: Any, node: Any, inputs: list, attrs: dict) -> list:
-    """com.microsoft SkipLayerNormalization: layer_norm(input + skip [+ bias]) over the last
-    axis; outputs the result and, when asked, ``input + skip + bias`` (the 4th output)."""
-    x, skip = operands(imp, inputs[0], inputs[1])
-    total = imp.emit(R.add(x, skip))
-    if len(inputs) > 4 and inputs[4] is not None:
-        total = imp.emit(R.add(*operands(imp, total, inputs[4])))
-    hidden = _static(_sinfo(total).values[-1])
-    gamma = operands(imp, total, inputs[2])[1]
-    if len(inputs) > 3 and inputs[3] is not None:
-        beta = operands(imp, total, inputs[3])[1]
-    else:
-        beta = imp.expr(np.zeros([hidden], dtype=_sinfo(total).dtype))
-    out = imp.emit(R.nn.layer_norm(total, gamma, beta, [len(_sinfo(total).values) - 1],
-                                   attrs.get("epsilon", 1e-12)))
-    extra = [Unavailable("SkipLayerNormalization's mean"),
-             Unavailable("SkipLayerNormalization's inverse std"), total]
-    return [out] + extra[:len(node.output) - 1]
-
-
 @converter("InstanceNormalization")
 def _instance_norm(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     x, scale, bias = operands(imp, *inputs[:3])
