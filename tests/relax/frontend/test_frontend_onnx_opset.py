@@ -14,7 +14,7 @@ from workbench.relax.frontend.onnx import from_onnx
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
-from onnx import helper  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
 from onnx_graph import F32, Graph, check, rand  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -65,8 +65,9 @@ def test_opset_6_legacy_broadcast_and_per_channel_prelu():
 
 def test_errors_name_the_opset():
     g = Graph()
-    g("MaxUnpool", "x", g.const(np.zeros((1, 1, 2, 2), "int64")), kernel_shape=[2, 2])
-    model = g.model([helper.make_tensor_value_info("x", F32, [1, 1, 2, 2])], opset=9)
+    g("TfIdfVectorizer", "x", mode="TF", min_gram_length=1, max_gram_length=1,
+      max_skip_count=0, ngram_counts=[0], ngram_indexes=[0], pool_int64s=[1])
+    model = g.model([helper.make_tensor_value_info("x", TensorProto.INT64, [1, 4])], opset=9)
     with pytest.raises(OpNotImplemented, match=r"opset 9, converted to 13"):
         from_onnx(model)
     bn = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], spatial=0)
