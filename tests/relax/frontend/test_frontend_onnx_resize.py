@@ -29,13 +29,16 @@ def test_resize_family():
     f32 = lambda v: g.const(np.asarray(v, "float32"))  # noqa: E731
     i64 = lambda v: g.const(np.asarray(v, "int64"))  # noqa: E731
     up, down = f32([1, 1, 2, 1.5]), f32([1, 1, 0.6, 0.5])
-    for ctm in _MODES:
-        g("Resize", "x", "", up, mode="linear", coordinate_transformation_mode=ctm)
-        g("Resize", "x", "", down, mode="cubic", coordinate_transformation_mode=ctm)
-    for nearest in ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"):
-        g("Resize", "x", "", up, mode="nearest", nearest_mode=nearest,
-          coordinate_transformation_mode="asymmetric")
-        g("Resize", "x", "", down, mode="nearest", nearest_mode=nearest)
+    # Every coordinate mode with linear and cubic (up and down alternately), every nearest
+    # rounding.
+    for k, ctm in enumerate(_MODES):
+        g("Resize", "x", "", (up, down)[k % 2], mode="linear",
+          coordinate_transformation_mode=ctm)
+        g("Resize", "x", "", (down, up)[k % 2], mode="cubic",
+          coordinate_transformation_mode=ctm)
+    for k, nearest in enumerate(("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")):
+        g("Resize", "x", "", (up, down)[k % 2], mode="nearest", nearest_mode=nearest,
+          coordinate_transformation_mode=_MODES[k])
     g("Resize", "x", "", "", i64([1, 2, 7, 4]), mode="cubic", cubic_coeff_a=-0.5,
       exclude_outside=1)
     g("Resize", "x", "", "", i64([8, 8]), axes=[2, 3], mode="linear",
@@ -101,14 +104,13 @@ def test_upsample_read_directly(mode):
 def test_grid_sample_and_affine_grid():
     g = Graph()
     grid = g.const(rand(1, 3, 4, 2, seed=6) * 0.8)
-    for mode in ("linear", "nearest", "cubic"):
-        for pad in ("zeros", "border", "reflection"):
-            g("GridSample", "x", grid, mode=mode, padding_mode=pad,
-              align_corners=int(pad == "border"))
+    for mode, pad, align in (("linear", "zeros", 0), ("linear", "reflection", 1),
+                             ("nearest", "border", 0), ("nearest", "reflection", 0),
+                             ("cubic", "border", 1), ("cubic", "reflection", 0)):
+        g("GridSample", "x", grid, mode=mode, padding_mode=pad, align_corners=align)
     theta = g.const(np.asarray([[[0.9, -0.2, 0.1], [0.3, 1.1, -0.2]]], "float32"))
     for align in (0, 1):
-        g("GridSample", "x", g("AffineGrid", theta, g.const([1, 2, 4, 7], "int64"),
-                               align_corners=align), align_corners=align)
+        g("AffineGrid", theta, g.const([1, 2, 4, 7], "int64"), align_corners=align)
     g("AffineGrid", g.const(rand(2, 3, 4, seed=7)), g.const([2, 1, 2, 3, 4], "int64"))
     model = g.model([helper.make_tensor_value_info("x", F32, [1, 2, 5, 6])], opset=20)
     check(model, {"x": rand(1, 2, 5, 6, seed=1)})
