@@ -159,6 +159,10 @@ OP_CASES: dict[str, tuple[list, Callable, dict | None]] = {
     "roi_pool": ([("x", tensor((2, 2, 6, 7))), ("r", tensor((2, 5)))],
                  lambda x, r: R.vision.roi_pool(x, r, (2, 3), 0.5),
                  {1: np.array([[1, 1, 0, 9, 8], [0, 4, 6, 4.6, 6]], "float32")}),
+    "max_pool2d_with_indices": ([("x", tensor((2, 3, 7, 6)))],
+                                lambda x: R.nn.max_pool2d_with_indices(
+                                    x, (3, 2), (2, 2), (1, 0, 1, 1), (1, 2), ceil_mode=True),
+                                None),
     "reshape": ([("x", tensor((2, 3, 4)))], lambda x: R.reshape(x, (6, -1)), None),
     "reshape_sym": ([("x", tensor((N, 6)))], lambda x: R.reshape(x, (N, 2, 3)), None),
     "permute_dims": ([("x", tensor((2, 3, 4)))], lambda x: R.permute_dims(x, [2, 0, 1]), None),
