@@ -2,7 +2,6 @@
 against onnxruntime, over their attributes; one graph (one compile) per family."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import frontend_zoo as zoo  # noqa: F401  (skips the module without the models extra)
@@ -60,7 +59,7 @@ def test_conv_transpose_1d_2d_3d():
                   "x3": rand(1, 4, 3, 4, 3, seed=9)})
 
 
-def test_lp_pools_and_max_unpool():
+def test_lp_pools_max_pool_indices_and_max_unpool():
     g = Graph()
     g("LpPool", "x2", kernel_shape=[3, 2], strides=[2, 1], pads=[1, 0, 1, 1], p=2)
     g("LpPool", "x2", kernel_shape=[2, 2], strides=[2, 2], p=1, ceil_mode=1)
@@ -69,16 +68,18 @@ def test_lp_pools_and_max_unpool():
     g("LpPool", "x3", kernel_shape=[2, 2, 2], p=2)
     g("GlobalLpPool", "x2")
     g("GlobalLpPool", "x3", p=1)
-    # (MaxPool's indices are not computed: the positions of each 2x2 window's maximum.)
-    pooled = g("MaxPool", "x2", kernel_shape=[2, 2], strides=[2, 2], out=False)
-    rng = np.random.default_rng(3)
-    oy, ox = np.meshgrid(np.arange(3), np.arange(3), indexing="ij")
-    flat = [(n * 4 + c) * 36 + (2 * oy + rng.integers(0, 2, oy.shape)) * 6 + 2 * ox +
-            rng.integers(0, 2, ox.shape) for n in range(1) for c in range(4)]
-    where = g.const(np.stack(flat).reshape(1, 4, 3, 3), "int64")
-    g("MaxUnpool", pooled, where, kernel_shape=[2, 2], strides=[2, 2])
+    pooled, where = g("MaxPool", "x2", kernel_shape=[2, 2], strides=[2, 2], outputs=2)
     g("MaxUnpool", pooled, where, g.const([1, 4, 7, 6], "int64"), kernel_shape=[2, 2],
       strides=[2, 2])
+    square = g("Slice", "x2", g.const([0], "int64"), g.const([6], "int64"),
+               g.const([2], "int64"), out=False)                 # 6 x 6: no remainder
+    pooled, where = g("MaxPool", square, kernel_shape=[2, 2], strides=[2, 2], outputs=2,
+                      out=False)
+    g("MaxUnpool", pooled, where, kernel_shape=[2, 2], strides=[2, 2])
+    g("MaxPool", "x2", kernel_shape=[3, 2], strides=[2, 1], pads=[1, 0, 1, 1],
+      dilations=[1, 2], ceil_mode=1, outputs=2)
+    g("MaxPool", "x2", kernel_shape=[2, 3], storage_order=1, outputs=2)
+    g("MaxPool", "x1", kernel_shape=[3], strides=[2], pads=[1, 1], outputs=2)
     model = g.model(_inputs((1, 4, 7), (1, 4, 7, 6), (1, 4, 3, 4, 3)), opset=18)
     check(model, {"x1": rand(1, 4, 7, seed=7), "x2": rand(1, 4, 7, 6, seed=8),
                   "x3": rand(1, 4, 3, 4, 3, seed=9)})

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from workbench.relax import op as R
-from workbench.relax.expr import Expr
+from workbench.relax.expr import Expr, TupleGetItem
 from workbench.relax.frontend.onnx._registry import Unavailable, converter
 from workbench.relax.struct_info import TensorStructInfo
 from workbench.tir.expr import IntImm
@@ -267,15 +267,45 @@ def pool_nd(imp: Any, kind: str, x: Expr, kernel: list[int], strides: list[int],
     return imp.emit(R.reshape(out, [n, c, od, oh, ow]))
 
 
+def _max_pool_indices(imp: Any, x: Expr, kernel: list[int], strides: list[int],
+                      pads: list[int], dilations: list[int], ceil: bool,
+                      storage_order: int) -> list:
+    """MaxPool with its Indices output (1-d and 2-d): flat indices into the input, row-major
+    (``storage_order=0``) or with each plane column-major (1)."""
+    one_d = len(kernel) == 1
+    if one_d:
+        x = imp.emit(R.expand_dims(x, 2))
+        kernel, strides, dilations = [1] + kernel, [1] + strides, [1] + dilations
+        pads = [0, pads[0], 0, pads[1]]
+    both = imp.emit(R.nn.max_pool2d_with_indices(x, kernel, strides, pads, dilations, ceil))
+    values, idx = imp.emit(TupleGetItem(both, 0)), imp.emit(TupleGetItem(both, 1))
+    if storage_order:
+        h, w = (_static(d) for d in _dims(x)[2:])
+        c = lambda v: imp.expr(np.asarray(v, "int64"))  # noqa: E731
+        plane = imp.emit(R.floor_divide(idx, c(h * w)))
+        rest = imp.emit(R.floor_mod(idx, c(h * w)))
+        y, xx = imp.emit(R.floor_divide(rest, c(w))), imp.emit(R.floor_mod(rest, c(w)))
+        idx = imp.emit(R.add(imp.emit(R.multiply(plane, c(h * w))),
+                             imp.emit(R.add(imp.emit(R.multiply(xx, c(h))), y))))
+    if one_d:
+        values, idx = imp.emit(R.squeeze(values, [2])), imp.emit(R.squeeze(idx, [2]))
+    return [values, idx]
+
+
 def _pool(kind: str):
     def convert(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
         x = imp.expr(inputs[0])
         kernel = list(attrs["kernel_shape"])
         strides, dilations, pads = window_args(node, x, attrs, kernel)
-        out = pool_nd(imp, kind, x, kernel, strides, pads, dilations,
-                      bool(attrs.get("ceil_mode", 0)), bool(attrs.get("count_include_pad", 0)))
-        if kind == "max" and len(node.output) > 1:
-            return [out, Unavailable("MaxPool's indices")]
+        ceil = bool(attrs.get("ceil_mode", 0))
+        wants_indices = kind == "max" and len(node.output) > 1 and node.output[1]
+        if wants_indices and len(kernel) <= 2:
+            return _max_pool_indices(imp, x, kernel, strides, pads, dilations, ceil,
+                                     attrs.get("storage_order", 0))
+        out = pool_nd(imp, kind, x, kernel, strides, pads, dilations, ceil,
+                      bool(attrs.get("count_include_pad", 0)))
+        if wants_indices:
+            return [out, Unavailable("3-d MaxPool's indices")]
         return out
     return convert
 
