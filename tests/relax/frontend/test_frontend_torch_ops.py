@@ -57,6 +57,8 @@ class Shapes(nn.Module):
             torch.tril(x), torch.triu(x, 1), x.flip(3), torch.zeros_like(x) + x,
             torch.ones(2, 3) * 2, torch.full((2, 2), 7.0), torch.arange(5),
             torch.arange(1, 10, 2), x.new_zeros((2, 2)), self.emb(idx),
+            torch.as_strided(x + 0, (2, 3, 2, 2), (48, 16, 5, 1), 1),
+            (x * 2).as_strided((2, 3, 3, 4), (48, 16, 4, 1)),
         )
 
 
@@ -143,3 +145,14 @@ def test_custom_convert_map_overrides_a_converter():
     got, = zoo.run_vm(exe, (x,))
     zoo.assert_close(got, (torch.tanh(x) * 0.5).numpy(), "custom converter")
     assert math.isclose(float(got[0, 0]), math.tanh(float(x[0, 0])) * 0.5, rel_tol=1e-5)
+
+
+def test_as_strided_of_a_view_is_refused():
+    class View(nn.Module):
+        def forward(self, x):
+            return x.t().as_strided((2, 2), (1, 2))
+
+    with torch.no_grad():
+        ep = torch.export.export(View(), (torch.randn(3, 3),))
+    with pytest.raises(NotImplementedError, match="non-contiguous input"):
+        from_exported_program(ep)

@@ -209,6 +209,34 @@ def _narrow(imp: Any, node: Any, x: Expr, dim: int, start: int, length: int) -> 
     return R.strided_slice(x, [norm_dim(dim, ndim(x))], [start], [start + length])
 
 
+def _as_strided_check(imp: Any, node: Any) -> str | None:
+    """The view must read a contiguous tensor of static shape (its own storage)."""
+    val = node.args[0].meta.get("val") if hasattr(node.args[0], "meta") else None
+    if val is None:
+        return "an input of unknown layout"
+    if not val.is_contiguous() or val.storage_offset() != 0:
+        return "a non-contiguous input (a view of another tensor's storage)"
+    sizes = list(node.args[1]) + list(node.args[2] if len(node.args) > 2 else [])
+    if any(not isinstance(v, int) for v in sizes) or \
+            any(not isinstance(d, int) for d in val.shape):
+        return "symbolic sizes or strides"
+    return None
+
+
+@converter("as_strided.default", "as_strided_copy.default", check=_as_strided_check)
+def _as_strided(imp: Any, node: Any, x: Expr, size: Sequence[int], stride: Sequence[int],
+                storage_offset: int | None = None) -> Expr:
+    """A strided view of a contiguous tensor: the elements at ``offset + sum(i_k *
+    stride_k)`` of its flattening, gathered with a constant index tensor."""
+    index = np.full([int(s) for s in size], int(storage_offset or 0), dtype=np.int64)
+    for k, (n, st) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[k] = int(n)
+        index = index + np.arange(int(n), dtype=np.int64).reshape(shape) * int(st)
+    flat = imp.emit(R.reshape(x, [-1]))
+    return R.take(flat, const(index, "int64"), axis=0)
+
+
 @converter("index_select.default")
 def _index_select(imp: Any, node: Any, x: Expr, dim: int, index: Expr) -> Expr:
     return R.take(x, index, axis=norm_dim(dim, ndim(x)))
