@@ -9,7 +9,8 @@ Steps:
 2. The support check, before anything is converted: every node's ``op_type`` must have a
    converter that accepts this use (``_registry.CONVERTERS``); otherwise
    :class:`~workbench.relax.frontend.common.OpNotImplemented` lists every unsupported op type
-   with the node names where it is used. Other domains' ops are matched by ``op_type`` too.
+   with the node names where it is used (nodes of If / Loop subgraphs included, named
+   ``If_1/then_branch/...``). Other domains' ops are matched by ``op_type`` too.
 3. Graph inputs that are not initializers become the parameters of ``main``: shapes from
    ``shape_dict[name]`` or the model, a ``dim_param`` (or a missing dim) a ``tir.SizeVar``
    named after it and shared by every input using it; dtypes from ``dtype_dict`` when it is a
@@ -24,7 +25,12 @@ Steps:
    and class when the exporter recorded them in ``metadata_props``). A node whose inputs are
    all known is computed at import time when its converter can (shape arithmetic, including
    symbolic dims as ``PrimExpr`` s); other calls on constants only are folded too.
-6. One graph output is returned bare, several as a tuple (TVM's convention).
+6. One graph output is returned bare, several as a tuple (TVM's convention); a sequence
+   output is a tuple of its items.
+
+Values a converter may produce besides Relax expressions and known arrays: sequences and
+optionals (import-time containers, :mod:`.ops_sequence`) and shapes read from tensors at run
+time (``tensor_to_shape`` + ``match_cast`` to named symbolic dims, :mod:`.ops_shape`).
 """
 from __future__ import annotations
 

@@ -471,7 +471,7 @@ def _compress(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
 
 # ---- padding ---------------------------------------------------------------------------------
 
-_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+_PAD_MODES = ("constant", "reflect", "edge", "wrap")  # relax.nn.pad's modes of these names
 
 
 def _pad_widths(imp: Any, inputs: list, rank: int) -> list[tuple[int, int]]:
@@ -513,7 +513,7 @@ def _pad(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
         width = [(max(b, 0), max(a, 0)) for b, a in width]
     if not any(b or a for b, a in width):
         return x
-    return R.nn.pad(x, width, _PAD_MODES[mode], _pad_value(imp, inputs))
+    return R.nn.pad(x, width, mode, _pad_value(imp, inputs))
 
 
 # ---- slicing and gathering -------------------------------------------------------------------
