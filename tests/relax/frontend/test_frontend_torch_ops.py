@@ -94,6 +94,43 @@ class NN(nn.Module):
         )
 
 
+class Indexing(nn.Module):
+    """Gathers, scatters, ordering, resampling, padding, group norm, pooling indices."""
+
+    def __init__(self):
+        super().__init__()
+        self.gn = nn.GroupNorm(2, 4)
+
+    def forward(self, x, idx, grid):
+        flat = x.flatten(2)                                   # (2, 4, 64)
+        pos = idx.expand(2, 4, 3)
+        # (The functional forms: an in-place write to a view has no value semantics.)
+        y = torch.slice_scatter(x, x[:, :2] * 2, 1, 1, 3)
+        z = torch.slice_scatter(x, torch.full_like(x[:, :, ::2], 0.5), 2, 0, None, 2)
+        w = flat.index_put((idx[0, 0] % 2, idx[0, 0] % 4), torch.tensor(1.5))
+        values, where = F.max_pool2d(x, 2, return_indices=True)
+        return (
+            torch.gather(flat, 2, pos), flat.scatter(2, pos, -1.0),
+            flat.scatter(2, pos, flat[:, :, :3] * 3), flat.scatter_add(2, pos, flat[..., :3]),
+            flat.scatter_reduce(2, pos, flat[..., 5:8], "amax"), y, z, w,
+            torch.sort(flat, -1)[0], torch.sort(flat, 1, descending=True)[1],
+            torch.topk(flat, 3)[0], torch.topk(flat, 2, dim=1, largest=False)[1],
+            torch.cumsum(x, 2), torch.cumprod(x, -1),
+            F.interpolate(x, scale_factor=2, mode="nearest"),
+            F.interpolate(x, size=(5, 11), mode="nearest"),
+            F.interpolate(x, scale_factor=1.5, mode="bilinear"),
+            F.interpolate(x, size=(4, 12), mode="bilinear", align_corners=True),
+            F.interpolate(x, size=(6, 7), mode="bicubic"),
+            F.grid_sample(x, grid, align_corners=False),
+            F.grid_sample(x, grid, mode="nearest", padding_mode="border", align_corners=True),
+            F.grid_sample(x, grid, mode="bicubic", padding_mode="reflection",
+                          align_corners=False),
+            F.pad(x, (1, 2, 0, 1), value=0.5), F.pad(x, (2, 1, 1, 2), mode="reflect"),
+            F.pad(x, (3, 0, 2, 2), mode="replicate"), F.pad(x, (1, 2, 2, 1), mode="circular"),
+            self.gn(x), values, where,
+        )
+
+
 def _inputs(name: str):
     g = torch.Generator().manual_seed(3)
     r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
@@ -102,12 +139,15 @@ def _inputs(name: str):
                 torch.rand(2, 3, 8, generator=g) > 0.5)
     if name == "shapes":
         return (r(2, 3, 4, 4), torch.tensor([3, 0, 1]))
+    if name == "indexing":
+        return (r(2, 4, 8, 8), torch.tensor([[[5, 0, 63]]]),
+                torch.rand(2, 3, 5, 2, generator=g) * 2.4 - 1.2)
     mask = torch.rand(1, 2, 6, 6, generator=g) > 0.3
     mask[..., 0] = True
     return (r(2, 4, 8, 8), r(1, 2, 6, 4), r(1, 2, 6, 4), r(1, 2, 6, 4), mask)
 
 
-_MODULES = {"elementwise": Elementwise, "shapes": Shapes, "nn": NN}
+_MODULES = {"elementwise": Elementwise, "shapes": Shapes, "nn": NN, "indexing": Indexing}
 
 
 @pytest.mark.parametrize("decompose", [True, False], ids=["core_aten", "not_decomposed"])

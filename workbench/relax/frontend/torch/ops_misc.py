@@ -147,7 +147,8 @@ def _arange(imp: Any, node: Any, *args: Any, **kwargs: Any) -> Expr:
 @converter("copy.default")
 def _copy(imp: Any, node: Any, dst: Expr, src: Expr, non_blocking: bool = False) -> Expr:
     out = R.astype(src, sinfo(dst).dtype) if sinfo(src).dtype != sinfo(dst).dtype else src
-    if shape_of(dst) != shape_of(src):
+    # (dims are PrimExprs: compare their text, `==` on them builds an expression)
+    if [str(d) for d in shape_of(dst)] != [str(d) for d in shape_of(src)]:
         out = R.broadcast_to(out, list(shape_of(dst)))
     return out
 

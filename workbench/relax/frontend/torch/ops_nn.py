@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from workbench.relax import op as R
-from workbench.relax.expr import Expr
+from workbench.relax.expr import Expr, TupleGetItem
 from workbench.relax.frontend.torch._registry import Unavailable, converter
-from workbench.relax.frontend.torch._util import const, ndim, norm_dims, operand, sinfo
+from workbench.relax.frontend.torch._util import (
+    const, ndim, norm_dims, operand, shape_of, sinfo,
+)
 
 
 def _pair(v: Any, n: int = 2) -> list[int]:
@@ -128,6 +130,37 @@ def _layer_norm_default(imp: Any, node: Any, x: Expr, normalized_shape: Any,
     return _layer_norm(imp, x, normalized_shape, weight, bias, eps)
 
 
+def _group_norm(imp: Any, x: Expr, groups: int, weight: Any, bias: Any, eps: float) -> Expr:
+    dims = shape_of(x)
+    dtype = sinfo(x).dtype
+    grouped = imp.emit(R.reshape(x, [dims[0], int(groups), -1]))
+    mean = imp.emit(R.mean(grouped, [2], keepdims=True))
+    centred = imp.emit(R.subtract(grouped, mean))
+    var = imp.emit(R.mean(imp.emit(R.multiply(centred, centred)), [2], keepdims=True))
+    normed = imp.emit(R.multiply(centred, imp.emit(R.rsqrt(imp.emit(
+        R.add(var, const(float(eps), dtype)))))))
+    out = imp.emit(R.reshape(normed, list(dims)))
+    per_channel = [1, -1] + [1] * (len(dims) - 2)
+    if weight is not None:
+        out = imp.emit(R.multiply(out, imp.emit(R.reshape(weight, per_channel))))
+    if bias is not None:
+        out = imp.emit(R.add(out, imp.emit(R.reshape(bias, per_channel))))
+    return out
+
+
+@converter("native_group_norm.default")
+def _native_group_norm(imp: Any, node: Any, x: Expr, weight: Any, bias: Any, n: Any, c: Any,
+                       hw: Any, groups: int, eps: float) -> tuple:
+    return (_group_norm(imp, x, groups, weight, bias, eps),
+            Unavailable("group norm's mean"), Unavailable("group norm's rstd"))
+
+
+@converter("group_norm.default")
+def _group_norm_default(imp: Any, node: Any, x: Expr, groups: int, weight: Any = None,
+                        bias: Any = None, eps: float = 1e-5, cudnn_enabled: bool = True) -> Expr:
+    return _group_norm(imp, x, groups, weight, bias, eps)
+
+
 # ---- pooling ---------------------------------------------------------------------------------------
 
 def _max_pool(imp: Any, x: Expr, kernel: Any, stride: Any, padding: Any, dilation: Any,
@@ -141,8 +174,15 @@ def _max_pool(imp: Any, x: Expr, kernel: Any, stride: Any, padding: Any, dilatio
 def _max_pool2d_with_indices(imp: Any, node: Any, x: Expr, kernel: Any, stride: Any = (),
                              padding: Any = 0, dilation: Any = 1,
                              ceil_mode: bool = False) -> tuple:
-    out = imp.emit(_max_pool(imp, x, kernel, stride, padding, dilation, ceil_mode))
-    return (out, Unavailable("max pooling's indices"))
+    """The maxima and PyTorch's indices: the flat position within each (n, c) plane."""
+    kernel = _pair(kernel)
+    stride = _pair(stride) if stride else kernel
+    both = imp.emit(R.nn.max_pool2d_with_indices(x, kernel, stride, _pair(padding),
+                                                 _pair(dilation), bool(ceil_mode)))
+    values, flat = imp.emit(TupleGetItem(both, 0)), imp.emit(TupleGetItem(both, 1))
+    h, w = shape_of(x)[2:]
+    plane = const(int(h.value) * int(w.value), "int64")
+    return (values, imp.emit(R.floor_mod(flat, plane)))
 
 
 @converter("max_pool2d.default")
