@@ -35,6 +35,12 @@ class Elementwise(nn.Module):
             x < 0.1, x <= y, i > 2, i >= 2, torch.logical_and(x > 0, m),
             torch.logical_or(x > 0, m), torch.logical_not(m), F.softmax(x, -1),
             F.log_softmax(x, 1), x.to(torch.int32), i.to(torch.float32), x.type_as(y),
+            torch.tan(x), torch.atan(x), torch.trunc(x * 3), torch.sign(x), torch.sign(i),
+            torch.sinh(x), torch.cosh(x), torch.asinh(x), torch.acosh(a + 1),
+            torch.atanh(torch.tanh(x) * 0.9), torch.asin(torch.tanh(x)),
+            torch.acos(torch.tanh(x)), torch.log2(a), torch.log10(a), torch.atan2(x, y),
+            torch.isnan(x / (y * 0)), torch.isinf(x / (y * 0)), F.elu(x, 0.7),
+            torch.logical_xor(x > 0, m), i & 6, i | 5, i ^ 3, m ^ (x > 0), m & (x > y),
         )
 
 

@@ -24,8 +24,8 @@ from workbench.relax.op.search import argmax, argmin, where
 from workbench.relax.op.sorting import cumprod, cumsum, topk
 from workbench.relax.op.statistical import max, mean, min, prod, sum  # noqa: A004
 from workbench.relax.op.unary import (
-    abs, atan, bitwise_not, ceil, clip, cos, erf, exp, floor, log, logical_not, negative, round,
-    rsqrt, sigmoid, sin, sqrt, square, tan, tanh,
+    abs, atan, bitwise_not, ceil, clip, cos, erf, exp, floor, isinf, isnan, log, logical_not,
+    negative, round, rsqrt, sigmoid, sign, sin, sqrt, square, tan, tanh, trunc,
 )
 from workbench.relax.op import image, nn, vision
 from workbench.relax.op.registry import get_op, list_ops, OpError
@@ -42,4 +42,5 @@ __all__ = [
     "gather_elements", "gather_nd", "scatter_elements", "scatter_nd", "cumsum", "cumprod", "topk",
     "image", "tensor_to_shape", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
     "left_shift", "right_shift", "tan", "atan", "vision", "arange",
+    "trunc", "sign", "isnan", "isinf",
 ]

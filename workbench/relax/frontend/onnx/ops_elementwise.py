@@ -12,6 +12,7 @@ import numpy as np
 
 from workbench.relax import op as R
 from workbench.relax.expr import Expr
+from workbench.relax.frontend import composites as C
 from workbench.relax.frontend.onnx._registry import converter
 from workbench.relax.frontend.onnx.importer import onnx_dtype
 from workbench.relax.struct_info import TensorStructInfo
@@ -170,44 +171,19 @@ def _isinf(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     return pos if pos is not None else neg
 
 
-# Hyperbolic and tangent functions from exp / log / sqrt / sin / cos (no libm kernels).
-def _half(imp: Any, x: Expr) -> Expr:
-    return _const_like(imp, x, 0.5)
-
-
-def _sinh_cosh(sign: float) -> Callable:
+# Hyperbolic functions, their inverses, asin and acos from the core ops (relax.frontend.
+# composites); tan and atan have kernels.
+def _composite(fn: Callable) -> Callable:
     def convert(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
-        x = imp.expr(inputs[0])
-        ex, emx = imp.emit(R.exp(x)), imp.emit(R.exp(imp.emit(R.negative(x))))
-        both = imp.emit(R.add(ex, emx) if sign > 0 else R.subtract(ex, emx))
-        return R.multiply(both, _half(imp, x))
+        return fn(imp.emit, imp.expr(inputs[0]))
     return convert
 
 
-converter("Sinh")(_sinh_cosh(-1.0))
-converter("Cosh")(_sinh_cosh(1.0))
-
-
+for _op, _fn in (("Sinh", C.sinh), ("Cosh", C.cosh), ("Asinh", C.asinh), ("Acosh", C.acosh),
+                 ("Atanh", C.atanh), ("Asin", C.asin), ("Acos", C.acos)):
+    converter(_op)(_composite(_fn))
 converter("Tan")(_unary(R.tan))
 converter("Atan")(_unary(R.atan))
-
-
-def _asin(imp: Any, x: Expr) -> Expr:
-    """asin(x) = atan(x / sqrt(1 - x^2)) (+-inf at |x| = 1 gives +-pi/2)."""
-    one = _const_like(imp, x, 1.0)
-    root = imp.emit(R.sqrt(imp.emit(R.subtract(one, imp.emit(R.multiply(x, x))))))
-    return imp.emit(R.atan(imp.emit(R.divide(x, root))))
-
-
-@converter("Asin")
-def _asin_conv(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
-    return _asin(imp, imp.expr(inputs[0]))
-
-
-@converter("Acos")
-def _acos(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
-    x = imp.expr(inputs[0])
-    return R.subtract(_const_like(imp, x, np.pi / 2), _asin(imp, x))
 
 
 for _op, _fn in (("BitwiseAnd", R.bitwise_and), ("BitwiseOr", R.bitwise_or),
@@ -220,28 +196,6 @@ converter("BitwiseNot")(_unary(R.bitwise_not))
 def _bit_shift(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     a, b = operands(imp, *inputs)
     return R.left_shift(a, b) if attrs["direction"] == "LEFT" else R.right_shift(a, b)
-
-
-def _ahyp(sign: float) -> Callable:
-    """asinh(x) = log(x + sqrt(x^2 + 1)), acosh(x) = log(x + sqrt(x^2 - 1))."""
-    def convert(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
-        x = imp.expr(inputs[0])
-        root = imp.emit(R.sqrt(imp.emit(R.add(imp.emit(R.multiply(x, x)),
-                                              _const_like(imp, x, sign)))))
-        return R.log(imp.emit(R.add(x, root)))
-    return convert
-
-
-converter("Asinh")(_ahyp(1.0))
-converter("Acosh")(_ahyp(-1.0))
-
-
-@converter("Atanh")
-def _atanh(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
-    x = imp.expr(inputs[0])
-    one = _const_like(imp, x, 1.0)
-    ratio = imp.emit(R.divide(imp.emit(R.add(one, x)), imp.emit(R.subtract(one, x))))
-    return R.multiply(imp.emit(R.log(ratio)), _half(imp, x))
 
 
 @converter("Identity", fold=lambda imp, node, inputs, attrs: inputs[0])
@@ -382,12 +336,7 @@ def _shrink(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
                    R.subtract(x, _const_like(imp, x, bias)), low)
 
 
-@converter("Sign")
-def _sign(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
-    x = imp.expr(inputs[0])
-    zero = _const_like(imp, x, 0)
-    neg = imp.emit(R.where(R.less(x, zero), _const_like(imp, x, -1), zero))
-    return R.where(R.greater(x, zero), _const_like(imp, x, 1), neg)
+converter("Sign")(_unary(R.sign))
 
 
 @converter("Softsign")
