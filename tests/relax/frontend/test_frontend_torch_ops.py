@@ -134,6 +134,11 @@ class Indexing(nn.Module):
             F.pad(x, (1, 2, 0, 1), value=0.5), F.pad(x, (2, 1, 1, 2), mode="reflect"),
             F.pad(x, (3, 0, 2, 2), mode="replicate"), F.pad(x, (1, 2, 2, 1), mode="circular"),
             self.gn(x), values, where,
+            torch.var(x, (2, 3)), torch.var(x, 1, unbiased=False, keepdim=True),
+            torch.var(x, 3, correction=2), torch.clamp(x, x[:, :1] * 0.5, x[:, 1:2] + 1),
+            torch.select_scatter(x, x[:, 0] * 3, 1, 2), torch.diagonal(x, 1, 2, 3),
+            torch.diagonal(x, -2, 0, 3), torch.full_like(x, 0).fill_(2.5),
+            F.batch_norm(x, None, None, self.gn.weight, self.gn.bias, training=True),
         )
 
 

@@ -149,6 +149,18 @@ def _clamp(imp: Any, node: Any, x: Expr, min: Any = None, max: Any = None) -> Ex
     return _clip(x, min, max)
 
 
+@converter("clamp.Tensor")
+def _clamp_tensor(imp: Any, node: Any, x: Expr, lo: Any = None, hi: Any = None) -> Expr:
+    """Bounds as tensors: max(x, lo) then min(., hi)."""
+    dtype = imp.out_dtype(node)
+    out = operand(imp, x, dtype)
+    if lo is not None:
+        out = imp.emit(R.maximum(out, operand(imp, lo, dtype)))
+    if hi is not None:
+        out = imp.emit(R.minimum(out, operand(imp, hi, dtype)))
+    return out
+
+
 @converter("clamp_min.default")
 def _clamp_min(imp: Any, node: Any, x: Expr, lo: Any) -> Expr:
     return _clip(x, lo, None)

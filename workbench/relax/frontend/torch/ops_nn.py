@@ -78,6 +78,22 @@ def _batch_norm(imp: Any, x: Expr, weight: Any, bias: Any, mean: Expr, var: Expr
     return imp.emit(out[0])
 
 
+def _batch_stats_norm(imp: Any, x: Expr, weight: Any, bias: Any, eps: float) -> Expr:
+    """Training-mode batch norm's forward: normalised by the batch's own statistics (over N
+    and the spatial dims, biased variance); the running statistics' update is not computed."""
+    axes = [0] + list(range(2, ndim(x)))
+    mean = imp.emit(R.mean(x, axes))
+    centred = imp.emit(R.subtract(x, imp.emit(R.mean(x, axes, keepdims=True))))
+    var = imp.emit(R.mean(imp.emit(R.multiply(centred, centred)), axes))
+    return _batch_norm(imp, x, weight, bias, mean, var, eps)
+
+
+@converter("_native_batch_norm_legit.default", "_native_batch_norm_legit.no_stats")
+def _bn_batch_stats(imp: Any, node: Any, x: Expr, weight: Any, bias: Any, *rest: Any) -> tuple:
+    return (_batch_stats_norm(imp, x, weight, bias, float(rest[-1])),
+            Unavailable("batch norm's saved mean"), Unavailable("batch norm's saved rstd"))
+
+
 @converter("_native_batch_norm_legit_no_training.default")
 def _bn_no_training(imp: Any, node: Any, x: Expr, weight: Any, bias: Any, mean: Expr,
                     var: Expr, momentum: float, eps: float) -> tuple:
@@ -87,17 +103,17 @@ def _bn_no_training(imp: Any, node: Any, x: Expr, weight: Any, bias: Any, mean: 
 
 def _bn_check(imp: Any, node: Any) -> str | None:
     training = node.args[5] if len(node.args) > 5 else node.kwargs.get("training", False)
-    if training:
-        return "training-mode batch norm (export the model in eval mode)"
-    if node.args[3] is None:
+    if not training and node.args[3] is None:
         return "batch norm without running statistics"
     return None
 
 
 @converter("batch_norm.default", check=_bn_check)
-def _batch_norm_default(imp: Any, node: Any, x: Expr, weight: Any, bias: Any, mean: Expr,
-                        var: Expr, training: bool, momentum: float, eps: float,
+def _batch_norm_default(imp: Any, node: Any, x: Expr, weight: Any, bias: Any, mean: Any,
+                        var: Any, training: bool, momentum: float, eps: float,
                         cudnn_enabled: bool = True) -> Expr:
+    if training:
+        return _batch_stats_norm(imp, x, weight, bias, eps)
     return _batch_norm(imp, x, weight, bias, mean, var, eps)
 
 
@@ -327,6 +343,33 @@ converter("sum.dim_IntList", "sum.default")(_reduce(R.sum))
 converter("amax.default")(_reduce(R.max))
 converter("amin.default")(_reduce(R.min))
 converter("prod.dim_int", "prod.default")(_reduce(R.prod))
+
+
+def _var(imp: Any, x: Expr, dims: Any, correction: float, keepdim: bool) -> Expr:
+    """The variance over ``dims`` with ``correction`` (Bessel's: 1) subtracted from the
+    count."""
+    axes = list(range(ndim(x))) if dims is None or dims == [] else norm_dims(dims, ndim(x))
+    count = 1
+    for a in axes:
+        count *= int(shape_of(x)[a].value)
+    dtype = sinfo(x).dtype
+    centred = imp.emit(R.subtract(x, imp.emit(R.mean(x, axes, keepdims=True))))
+    total = imp.emit(R.sum(imp.emit(R.multiply(centred, centred)), axes, keepdim))
+    return R.divide(total, const(max(count - correction, 0), dtype))
+
+
+@converter("var.dim")
+def _var_dim(imp: Any, node: Any, x: Expr, dims: Any = None, unbiased: bool = True,
+             keepdim: bool = False) -> Expr:
+    return _var(imp, operand(imp, x, imp.out_dtype(node)), dims, 1.0 if unbiased else 0.0,
+                keepdim)
+
+
+@converter("var.correction")
+def _var_correction(imp: Any, node: Any, x: Expr, dims: Any = None, *,
+                    correction: Any = None, keepdim: bool = False) -> Expr:
+    return _var(imp, operand(imp, x, imp.out_dtype(node)), dims,
+                1.0 if correction is None else float(correction), keepdim)
 
 
 def _bool_reduce(fn: Any, want: int) -> Any:

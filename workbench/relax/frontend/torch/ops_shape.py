@@ -262,6 +262,36 @@ def _slice_scatter(imp: Any, node: Any, x: Expr, src: Expr, dim: int = 0, start:
     return R.scatter_elements(x, const(index, "int64"), src, d)
 
 
+@converter("select_scatter.default")
+def _select_scatter(imp: Any, node: Any, x: Expr, src: Expr, dim: int, index: int) -> Expr:
+    """``x`` with ``x.select(dim, index) = src``: the slice_scatter of one position."""
+    d = norm_dim(dim, ndim(x))
+    n = _static(shape_of(x)[d])
+    if n is None:
+        raise NotImplementedError("select_scatter along a dynamic dimension")
+    i = int(index) % n
+    return _slice_scatter(imp, node, x, imp.emit(R.expand_dims(src, d)), d, i, i + 1, 1)
+
+
+@converter("diagonal.default", "diagonal_copy.default")
+def _diagonal(imp: Any, node: Any, x: Expr, offset: int = 0, dim1: int = 0,
+              dim2: int = 1) -> Expr:
+    """The diagonal of dims ``dim1``, ``dim2`` as the last dim: a gather of the positions
+    ``(i, i + offset)`` after moving the two dims to the front."""
+    rank = ndim(x)
+    a, b = norm_dim(dim1, rank), norm_dim(dim2, rank)
+    rows, cols = _static(shape_of(x)[a]), _static(shape_of(x)[b])
+    if rows is None or cols is None:
+        raise NotImplementedError("diagonal of dynamic dims")
+    start_r, start_c = max(-offset, 0), max(offset, 0)
+    n = max(min(rows - start_r, cols - start_c), 0)
+    pos = np.stack([np.arange(n) + start_r, np.arange(n) + start_c], -1).astype(np.int64)
+    rest = [k for k in range(rank) if k not in (a, b)]
+    front = imp.emit(R.permute_dims(x, [a, b] + rest))
+    picked = imp.emit(R.gather_nd(front, const(pos, "int64")))        # (n, rest...)
+    return R.permute_dims(picked, list(range(1, len(rest) + 1)) + [0])
+
+
 @converter("index_select.default")
 def _index_select(imp: Any, node: Any, x: Expr, dim: int, index: Expr) -> Expr:
     return R.take(x, index, axis=norm_dim(dim, ndim(x)))
