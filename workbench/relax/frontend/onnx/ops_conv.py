@@ -1,19 +1,9 @@
 """ONNX converters: convolutions (Conv, ConvTranspose) and window pools (MaxPool,
 AveragePool, LpPool, global pools, MaxUnpool) over 1, 2 and 3 spatial dimensions.
 
-Everything runs on the 2-d kernels (``relax.nn.conv2d`` / ``max_pool2d`` / ``avg_pool2d``):
-
-- 1-d windows are 2-d ones over ``(N, C, 1, L)``;
-- a 3-d convolution stacks the depth taps of each output depth into the channels
-  (``(N * OD, KD * C, H, W)``, group-major) and runs one 2-d convolution with the weight's
-  depth taps folded the same way;
-- a 3-d pool is separable: a 2-d pool with a ``(KD, 1)`` window over ``(N, C, D, H * W)``, then
-  one over ``(N, C * OD, H, W)``; maxima and window counts factor per axis, so this is exact;
-- ``ConvTranspose`` is the convolution of the input with zeros inserted between elements
-  (``stride - 1``) and padded by ``dilation * (k - 1) - pad``, with the weight's in/out
-  channels swapped per group and its taps flipped.
-
-Pads are ONNX's ``[x1_begin, x2_begin, ..., x1_end, x2_end, ...]`` throughout.
+The N-d convolutions, transposed convolutions and pools are the shared ones of
+:mod:`workbench.relax.frontend.windows` (on the 2-d kernels); this module reads ONNX's
+attributes (``auto_pad``, ``output_shape``, ...) into their pads.
 """
 from __future__ import annotations
 
@@ -24,11 +14,9 @@ import numpy as np
 from workbench.relax import op as R
 from workbench.relax.expr import Expr, TupleGetItem
 from workbench.relax.frontend.onnx._registry import Unavailable, converter
+from workbench.relax.frontend.windows import conv_nd, conv_transpose_nd, pool_nd
 from workbench.relax.struct_info import TensorStructInfo
 from workbench.tir.expr import IntImm
-
-_INT64_MAX = 2 ** 63 - 1
-
 
 def _dims(e: Expr) -> tuple:
     si = e.struct_info
@@ -85,53 +73,6 @@ def _rank_check(imp: Any, node: Any) -> str | None:
 
 # ---- convolution ---------------------------------------------------------------------------------
 
-def conv_nd(imp: Any, x: Expr, w: Expr, strides: list[int], pads: list[int],
-            dilations: list[int], group: int) -> Expr:
-    """An N-d convolution (N = 1, 2, 3; NC... data, OI... weight) on ``relax.nn.conv2d``."""
-    r = len(_dims(x)) - 2
-    if r == 2:
-        return imp.emit(R.nn.conv2d(x, w, strides, [pads[0], pads[1], pads[2], pads[3]],
-                                    dilations, group))
-    if r == 1:
-        x2, w2 = imp.emit(R.expand_dims(x, 2)), imp.emit(R.expand_dims(w, 2))
-        out = imp.emit(R.nn.conv2d(x2, w2, [1, strides[0]], [0, pads[0], 0, pads[1]],
-                                   [1, dilations[0]], group))
-        return imp.emit(R.squeeze(out, [2]))
-    if r != 3:
-        raise NotImplementedError(f"{r}-d convolutions (supported: 1-, 2- and 3-d)")
-    return _conv3d(imp, x, w, strides, pads, dilations, group)
-
-
-def _conv3d(imp: Any, x: Expr, w: Expr, strides: list[int], pads: list[int],
-            dilations: list[int], group: int) -> Expr:
-    n, c, depth = _dims(x)[:3]
-    o, cg, kd = (_static(d) for d in _dims(w)[:3])
-    depth = _static(depth)
-    if depth is None or kd is None or o is None or cg is None:
-        raise NotImplementedError("3-d convolutions over a dynamic depth or weight shape")
-    sd, dd = strides[0], dilations[0]
-    if pads[0] or pads[3]:
-        width = [(0, 0)] * len(_dims(x))
-        width[2] = (pads[0], pads[3])
-        x = imp.emit(R.nn.pad(x, width))
-    od = (depth + pads[0] + pads[3] - (kd - 1) * dd - 1) // sd + 1
-    taps = [imp.emit(R.expand_dims(imp.emit(R.strided_slice(
-        x, [2], [k * dd], [k * dd + (od - 1) * sd + 1], [sd])), 2)) for k in range(kd)]
-    stacked = imp.emit(R.concat(taps, 2)) if kd > 1 else taps[0]   # (N, C, KD, OD, H, W)
-    h, wd = _dims(x)[3:]
-    g = group
-    parts = imp.emit(R.reshape(stacked, [n, g, cg, kd, od, h, wd]))
-    parts = imp.emit(R.permute_dims(parts, [0, 4, 1, 3, 2, 5, 6]))  # N, OD, g, KD, C/g, H, W
-    planes = imp.emit(R.reshape(parts, [n * od, c * kd, h, wd]))
-    w2 = imp.emit(R.permute_dims(w, [0, 2, 1, 3, 4]))                  # O, KD, C/g, KH, KW
-    w2 = imp.emit(R.reshape(w2, [o, kd * cg] + list(_dims(w)[3:])))
-    out = imp.emit(R.nn.conv2d(planes, w2, strides[1:], [pads[1], pads[2], pads[4], pads[5]],
-                               dilations[1:], group))
-    oh, ow = _dims(out)[2:]
-    out = imp.emit(R.reshape(out, [n, od, o, oh, ow]))
-    return imp.emit(R.permute_dims(out, [0, 2, 1, 3, 4]))
-
-
 def _add_bias(imp: Any, out: Expr, inputs: list) -> Expr:
     if len(inputs) > 2 and inputs[2] is not None:
         rank = len(_dims(out))
@@ -151,7 +92,7 @@ def _kernel(node: Any, w: Expr, attrs: dict) -> list[int]:
 def _conv(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     x, w = imp.expr(inputs[0]), imp.expr(inputs[1])
     strides, dilations, pads = window_args(node, x, attrs, _kernel(node, w, attrs))
-    out = conv_nd(imp, x, w, strides, pads, dilations, attrs.get("group", 1))
+    out = conv_nd(imp.emit, x, w, strides, pads, dilations, attrs.get("group", 1))
     return _add_bias(imp, out, inputs)
 
 
@@ -189,83 +130,12 @@ def _conv_transpose(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     dilations = list(attrs.get("dilations") or [1] * r)
     out_pad = list(attrs.get("output_padding") or [0] * r)
     pads = _transpose_pads(node, attrs, sizes, kernel, strides, dilations, out_pad)
-    g = attrs.get("group", 1)
-    dims = _dims(x)
-    # Zeros between elements: (N, C, S1, 1, S2, 1, ...) padded to stride on the unit axes
-    # leaves stride - 1 extra zeros after the last element, taken off the end padding below.
-    if any(s > 1 for s in strides):
-        spread = [dims[0], dims[1]]
-        for s in sizes:
-            spread += [s, 1]
-        y = imp.emit(R.reshape(x, spread))
-        width = [(0, 0), (0, 0)]
-        for s in strides:
-            width += [(0, 0), (0, s - 1)]
-        y = imp.emit(R.nn.pad(y, width))
-        x = imp.emit(R.reshape(y, [dims[0], dims[1]] + [n * s for n, s in zip(sizes, strides)]))
-    begin = [(kernel[i] - 1) * dilations[i] - pads[i] for i in range(r)]
-    end = [(kernel[i] - 1) * dilations[i] - pads[r + i] + out_pad[i] - (strides[i] - 1)
-           for i in range(r)]
-    x = _pad_or_crop(imp, x, begin, end)
-    wd = _dims(w)
-    cin, cout_g = _static(wd[0]), _static(wd[1])
-    if cin is None or cout_g is None:
-        raise NotImplementedError("ConvTranspose with a weight of dynamic shape")
-    # (C_in, C_out/g, K...) -> (C_out, C_in/g, K...), per group; taps flipped.
-    wt = imp.emit(R.reshape(w, [g, cin // g, cout_g] + kernel))
-    wt = imp.emit(R.permute_dims(wt, [0, 2, 1] + list(range(3, 3 + r))))
-    wt = imp.emit(R.reshape(wt, [g * cout_g, cin // g] + kernel))
-    spatial = list(range(2, 2 + r))
-    wt = imp.emit(R.strided_slice(wt, spatial, [-1] * r, [-_INT64_MAX] * r, [-1] * r))
-    out = conv_nd(imp, x, wt, [1] * r, [0] * (2 * r), dilations, g)
+    out = conv_transpose_nd(imp.emit, x, w, strides, pads, dilations,
+                            attrs.get("group", 1), out_pad)
     return _add_bias(imp, out, inputs)
 
 
-def _pad_or_crop(imp: Any, x: Expr, begin: list[int], end: list[int]) -> Expr:
-    """``x``'s spatial dims padded with zeros by positive amounts, cropped by negative ones."""
-    r = len(begin)
-    if any(b < 0 or e < 0 for b, e in zip(begin, end)):
-        dims = _dims(x)[2:]
-        ends = [_static(d) - max(-e, 0) for d, e in zip(dims, end)]
-        x = imp.emit(R.strided_slice(x, list(range(2, 2 + r)), [max(-b, 0) for b in begin],
-                                     ends))
-    if any(b > 0 or e > 0 for b, e in zip(begin, end)):
-        width = [(0, 0), (0, 0)] + [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
-        x = imp.emit(R.nn.pad(x, width))
-    return x
-
-
 # ---- pooling ---------------------------------------------------------------------------------------
-
-def _pool2d(kind: str, x: Expr, kernel: list[int], strides: list[int], pads: list[int],
-            dilations: list[int], ceil: bool, count_pad: bool) -> Expr:
-    if kind == "max":
-        return R.nn.max_pool2d(x, kernel, strides, pads, dilations, ceil)
-    return R.nn.avg_pool2d(x, kernel, strides, pads, dilations, ceil, count_pad)
-
-
-def pool_nd(imp: Any, kind: str, x: Expr, kernel: list[int], strides: list[int],
-            pads: list[int], dilations: list[int], ceil: bool, count_pad: bool) -> Expr:
-    """A max or average pool over 1, 2 or 3 spatial dims (see the module docstring)."""
-    r = len(kernel)
-    if r == 2:
-        return imp.emit(_pool2d(kind, x, kernel, strides, pads, dilations, ceil, count_pad))
-    if r == 1:
-        x2 = imp.emit(R.expand_dims(x, 2))
-        out = imp.emit(_pool2d(kind, x2, [1, kernel[0]], [1, strides[0]],
-                               [0, pads[0], 0, pads[1]], [1, dilations[0]], ceil, count_pad))
-        return imp.emit(R.squeeze(out, [2]))
-    n, c, d, h, w = _dims(x)
-    flat = imp.emit(R.reshape(x, [n, c, d, h * w]))
-    deep = imp.emit(_pool2d(kind, flat, [kernel[0], 1], [strides[0], 1], [pads[0], 0, pads[3], 0],
-                            [dilations[0], 1], ceil, count_pad))
-    od = _dims(deep)[2]
-    planes = imp.emit(R.reshape(deep, [n, c * od, h, w]))
-    out = imp.emit(_pool2d(kind, planes, kernel[1:], strides[1:],
-                           [pads[1], pads[2], pads[4], pads[5]], dilations[1:], ceil, count_pad))
-    oh, ow = _dims(out)[2:]
-    return imp.emit(R.reshape(out, [n, c, od, oh, ow]))
-
 
 def _max_pool_indices(imp: Any, x: Expr, kernel: list[int], strides: list[int],
                       pads: list[int], dilations: list[int], ceil: bool,
@@ -302,7 +172,7 @@ def _pool(kind: str):
         if wants_indices and len(kernel) <= 2:
             return _max_pool_indices(imp, x, kernel, strides, pads, dilations, ceil,
                                      attrs.get("storage_order", 0))
-        out = pool_nd(imp, kind, x, kernel, strides, pads, dilations, ceil,
+        out = pool_nd(imp.emit, kind, x, kernel, strides, pads, dilations, ceil,
                       bool(attrs.get("count_include_pad", 0)))
         if wants_indices:
             return [out, Unavailable("3-d MaxPool's indices")]
@@ -349,7 +219,7 @@ def _lp_pool(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
         raise NotImplementedError("LpPool over a dynamic number of channels")
     p = int(attrs.get("p", 2))
     ones = imp.expr(np.ones([c, 1] + kernel, dtype=x.struct_info.dtype))
-    sums = conv_nd(imp, _abs_pow(imp, x, p), ones, strides, pads, dilations, c)
+    sums = conv_nd(imp.emit, _abs_pow(imp, x, p), ones, strides, pads, dilations, c)
     return _root(imp, sums, p)
 
 
@@ -401,4 +271,4 @@ def _global_max(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     return R.max(x, list(range(2, len(_dims(x)))), keepdims=True)
 
 
-__all__ = ["window_args", "conv_nd", "pool_nd"]
+__all__ = ["window_args"]
