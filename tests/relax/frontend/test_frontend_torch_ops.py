@@ -142,6 +142,27 @@ class Indexing(nn.Module):
         )
 
 
+class Windows(nn.Module):
+    """1-d and 3-d convolutions and pools, transposed convolutions (1-3 d)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv1d(4, 6, 3, stride=2, padding=1)
+        self.c3 = nn.Conv3d(4, 6, (3, 2, 3), padding=(1, 0, 1), dilation=(1, 2, 1), groups=2)
+        self.t1 = nn.ConvTranspose1d(4, 3, 3, stride=2, padding=1, output_padding=1)
+        self.t2 = nn.ConvTranspose2d(4, 6, 3, stride=(2, 1), padding=(0, 1), groups=2,
+                                     dilation=(1, 2))
+        self.t3 = nn.ConvTranspose3d(4, 2, 2, stride=2)
+
+    def forward(self, x1, x2, x3):
+        return (
+            self.c1(x1), self.c3(x3), self.t1(x1), self.t2(x2), self.t3(x3),
+            F.max_pool1d(x1, 3, 2, 1), F.avg_pool1d(x1, 2, ceil_mode=True),
+            F.max_pool3d(x3, 2, 2, ceil_mode=True), F.avg_pool3d(x3, (3, 2, 2), 1, (1, 0, 1)),
+            F.adaptive_avg_pool3d(x3, 1), F.adaptive_avg_pool3d(x3, (2, 2, 3)),
+        )
+
+
 def _inputs(name: str):
     g = torch.Generator().manual_seed(3)
     r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
@@ -150,6 +171,8 @@ def _inputs(name: str):
                 torch.rand(2, 3, 8, generator=g) > 0.5)
     if name == "shapes":
         return (r(2, 3, 4, 4), torch.tensor([3, 0, 1]))
+    if name == "windows":
+        return (r(2, 4, 9), r(1, 4, 5, 6), r(1, 4, 4, 6, 6))
     if name == "indexing":
         return (r(2, 4, 8, 8), torch.tensor([[[5, 0, 63]]]),
                 torch.rand(2, 3, 5, 2, generator=g) * 2.4 - 1.2)
@@ -158,7 +181,8 @@ def _inputs(name: str):
     return (r(2, 4, 8, 8), r(1, 2, 6, 4), r(1, 2, 6, 4), r(1, 2, 6, 4), mask)
 
 
-_MODULES = {"elementwise": Elementwise, "shapes": Shapes, "nn": NN, "indexing": Indexing}
+_MODULES = {"elementwise": Elementwise, "shapes": Shapes, "nn": NN, "indexing": Indexing,
+            "windows": Windows}
 
 
 @pytest.mark.parametrize("decompose", [True, False], ids=["core_aten", "not_decomposed"])

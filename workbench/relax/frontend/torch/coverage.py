@@ -23,16 +23,14 @@ REASONS: tuple[tuple[str, str], ...] = (
     ("nonzero", "output size depends on the data"),
     ("masked_scatter", "reads the source by a running count of the mask (not yet)"),
     ("_local_scalar_dense", "a tensor's value as a Python number (data-dependent control)"),
-    ("sym_", "symbolic size queries on strides/storage (not yet)"),
+    ("sym_", "size / stride / storage queries torch.export resolves itself (into sym_size)"),
     ("_fft_", "FFTs (no kernels yet)"),
-    ("avg_pool3d", "3-d pooling in the PyTorch importer (not yet)"),
-    ("max_pool3d_with_indices", "3-d pooling in the PyTorch importer (not yet)"),
-    ("_adaptive_avg_pool3d", "3-d pooling in the PyTorch importer (not yet)"),
     ("atan2.out", "out= variants are not produced by torch.export"),
     ("_cdist_forward", "pairwise distances (not yet)"),
     ("_pdist_forward", "pairwise distances (not yet)"),
     ("_embedding_bag", "bags of embeddings with offsets (not yet)"),
     ("col2im", "fold (not yet)"),
+    ("resize_", "resizes a tensor's storage in place (no value semantics)"),
 )
 
 #: The reason of an op missing from the table and from REASONS.
@@ -47,18 +45,21 @@ class OpCoverage:
 
 
 def core_aten_ops() -> list[str]:
-    """The core ATen overloads of the installed PyTorch (``name.overload``), sorted."""
+    """The core ATen overloads of the installed PyTorch (``name.overload``), sorted: every
+    registered ``aten::`` schema whose overload carries ``torch.Tag.core`` (read from the
+    dispatcher, not ``dir(torch.ops.aten)``, which lists only the ops touched so far)."""
     import torch
-    out = []
-    for name in dir(torch.ops.aten):
-        packet = getattr(torch.ops.aten, name)
+    out = set()
+    for full in torch._C._dispatch_get_all_op_names():
+        if not full.startswith("aten::"):
+            continue
+        name, _, overload = full[len("aten::"):].partition(".")
         try:
-            overloads = packet.overloads()
+            op = getattr(getattr(torch.ops.aten, name), overload or "default")
         except (AttributeError, RuntimeError):
             continue
-        for overload in overloads:
-            if torch.Tag.core in getattr(packet, overload).tags:
-                out.append(f"{name}.{overload}")
+        if torch.Tag.core in op.tags:
+            out.add(f"{name}.{overload or 'default'}")
     return sorted(out)
 
 
