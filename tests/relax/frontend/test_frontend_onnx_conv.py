@@ -76,6 +76,13 @@ def test_lp_pools_max_pool_indices_and_max_unpool():
     pooled, where = g("MaxPool", square, kernel_shape=[2, 2], strides=[2, 2], outputs=2,
                       out=False)
     g("MaxUnpool", pooled, where, kernel_shape=[2, 2], strides=[2, 2])
+    # Overlapping windows (a scatter) and 1-d windows.
+    pooled, where = g("MaxPool", "x2", kernel_shape=[3, 3], strides=[2, 2], outputs=2,
+                      out=False)
+    g("MaxUnpool", pooled, where, g.const([1, 4, 7, 6], "int64"), kernel_shape=[3, 3],
+      strides=[2, 2])
+    pooled, where = g("MaxPool", "x1", kernel_shape=[2], strides=[2], outputs=2, out=False)
+    g("MaxUnpool", pooled, where, g.const([1, 4, 7], "int64"), kernel_shape=[2], strides=[2])
     g("MaxPool", "x2", kernel_shape=[3, 2], strides=[2, 1], pads=[1, 0, 1, 1],
       dilations=[1, 2], ceil_mode=1, outputs=2)
     g("MaxPool", "x2", kernel_shape=[2, 3], storage_order=1, outputs=2)

@@ -231,27 +231,60 @@ def _global_lp_pool(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     return _root(imp, sums, p)
 
 
+def _unpool_tiles(imp: Any, x: Expr, idx: Expr, strides: list[int], out_shape: list[int]
+                  ) -> Expr:
+    """MaxUnpool of non-overlapping windows (kernel = stride, no padding): each output element
+    can only come from the window it lies in, so it is that window's value where the window's
+    index (taken within its (n, c) plane) names this element, else 0 -- O(1) per element."""
+    dims = [_static(d) for d in _dims(x)]
+    r = len(strides)
+    spread, wide, tiled = dims[:2], dims[:2], dims[:2]
+    for n, s in zip(dims[2:], strides):
+        spread, wide, tiled = spread + [n, 1], wide + [n, s], tiled + [n * s]
+
+    def tile(t: Expr) -> Expr:
+        t = imp.emit(R.broadcast_to(imp.emit(R.reshape(t, spread)), wide))
+        t = imp.emit(R.reshape(t, tiled))
+        lo = [min(a, b) for a, b in zip(tiled[2:], out_shape[2:])]
+        if lo != tiled[2:]:
+            t = imp.emit(R.strided_slice(t, list(range(2, 2 + r)), [0] * r, lo))
+        if lo != out_shape[2:]:
+            t = imp.emit(R.nn.pad(t, [(0, 0), (0, 0)] + [(0, o - n) for o, n in
+                                                           zip(out_shape[2:], lo)]))
+        return t
+    plane = int(np.prod(out_shape[2:]))
+    positions = imp.expr(np.arange(plane, dtype=np.int64).reshape(out_shape[2:]))
+    here = imp.emit(R.floor_mod(imp.emit(R.astype(idx, "int64")),
+                                imp.expr(np.asarray(plane, np.int64))))
+    hit = imp.emit(R.equal(tile(here), positions))
+    zero = imp.expr(np.zeros((), dtype=x.struct_info.dtype))
+    return R.where(hit, tile(x), zero)
+
+
 @converter("MaxUnpool")
 def _max_unpool(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     """Each value written at its index (MaxPool's flat index into the whole output) of a
-    zero tensor: a 1-d scatter."""
+    zero tensor: for non-overlapping windows a select per output element, else a 1-d
+    scatter (work: output size x number of values)."""
     x, idx = imp.expr(inputs[0]), imp.expr(inputs[1])
     dims = _dims(x)
     kernel = list(attrs["kernel_shape"])
     r = len(kernel)
+    strides = list(attrs.get("strides") or [1] * r)
+    pads = list(attrs.get("pads") or [0] * (2 * r))
     if len(inputs) > 2 and inputs[2] is not None:
         k = imp.known(inputs[2])
         if k is None or k.dtype == object:
             raise NotImplementedError("MaxUnpool with an output_shape computed at run time")
         out_shape = [int(v) for v in k.reshape(-1)]
     else:
-        strides = list(attrs.get("strides") or [1] * r)
-        pads = list(attrs.get("pads") or [0] * (2 * r))
         sizes = _static_spatial(node, x)
         out_shape = [_static(dims[0]), _static(dims[1])] + [
             (sizes[i] - 1) * strides[i] + kernel[i] - pads[i] - pads[r + i] for i in range(r)]
     if None in out_shape:
         raise NotImplementedError("MaxUnpool with a dynamic batch or channel count")
+    if kernel == strides and not any(pads) and None not in [_static(d) for d in dims]:
+        return _unpool_tiles(imp, x, idx, strides, out_shape)
     total = int(np.prod(out_shape))
     zeros = imp.expr(np.zeros([total], dtype=x.struct_info.dtype))
     flat = imp.emit(R.scatter_elements(zeros, imp.emit(R.reshape(idx, [-1])),
