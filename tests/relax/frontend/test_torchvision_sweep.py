@@ -41,6 +41,15 @@ def _model(name: str):
     return torchvision.models.get_model(name, weights=None, **kwargs).eval()
 
 
+def _close(got, want, what: str) -> None:
+    """1e-4 relative, and 1e-4 of the largest output absolute: with random (uncalibrated)
+    weights some models' logits reach 1e7, where float32 sums of different order differ in
+    the units place."""
+    import numpy as np
+    scale = max(1.0, float(np.abs(want).max())) if want.size else 1.0
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * scale, err_msg=what)
+
+
 def _outputs(out):
     if isinstance(out, dict):
         out = out["out"]
@@ -65,7 +74,7 @@ def test_pytorch_importer(exported):
     got = zoo.run_vm(relax.build(from_exported_program(ep), "llvm"), args)
     assert len(got) >= len(want)
     for g, w in zip(got, want):
-        zoo.assert_close(g, w, f"{name} (PyTorch importer) vs PyTorch")
+        _close(g, w, f"{name} (PyTorch importer) vs PyTorch")
 
 
 def test_onnx_importer(exported):
@@ -76,4 +85,4 @@ def test_onnx_importer(exported):
         model = torch.onnx.export(ep, args, dynamo=True, verbose=False).model_proto
     got = zoo.run_vm(relax.build(from_onnx(model), "llvm"), args)
     for g, w in zip(got, zoo.onnxruntime_outputs(model, args)):
-        zoo.assert_close(g, w, f"{name} (ONNX importer) vs onnxruntime")
+        _close(g, w, f"{name} (ONNX importer) vs onnxruntime")
