@@ -7,7 +7,7 @@ CHROMIUM_STAMP := $(VENV)/.chromium
 # Extras installed into the venv (pyproject.toml): the tests need all of them.
 EXTRAS ?= dev,models,cluster
 
-.PHONY: demo test test-quick test-browser lint lab bench clean extension fuzz
+.PHONY: demo test test-quick test-browser test-models lint lab bench clean extension fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ test-quick: $(STAMP)
 # JupyterLab, the Report renderer and the widgets in a real (headless) browser.
 test-browser: $(STAMP) $(CHROMIUM_STAMP)
 	$(BIN)/python -m pytest -m browser tests/browser
+
+# Every torchvision classification and segmentation model through both importers, against
+# PyTorch and onnxruntime (hours of compilation; outside CI's time limit).
+test-models: $(STAMP)
+	WORKBENCH_MODEL_SWEEP=1 $(BIN)/python -m pytest -q tests/relax/frontend/test_torchvision_sweep.py
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/

@@ -52,14 +52,15 @@ class Unavailable:
 class OpNotImplemented(NotImplementedError):
     """The model uses operators the importer does not support (all of them are listed)."""
 
-    def __init__(self, frontend: str, unsupported: Sequence[Unsupported]):
+    def __init__(self, frontend: str, unsupported: Sequence[Unsupported], context: str = ""):
         self.frontend = frontend
         self.unsupported = list(unsupported)
         by_op: dict[str, list[Unsupported]] = {}
         for u in self.unsupported:
             by_op.setdefault(u.op, []).append(u)
         lines = [f"The {frontend} importer does not support {len(by_op)} operator"
-                 f"{'s' if len(by_op) != 1 else ''} this model uses (nothing was converted):"]
+                 f"{'s' if len(by_op) != 1 else ''} this model uses ("
+                 f"{context + '; ' if context else ''}nothing was converted):"]
         for op, uses in by_op.items():
             where = ", ".join(u.where for u in uses[:8])
             more = f" and {len(uses) - 8} more" if len(uses) > 8 else ""
@@ -111,6 +112,8 @@ class Importer:
     """
 
     frontend = ""
+    #: Said with the unsupported operators (the ONNX importer names the opset).
+    context = ""
 
     def __init__(self, convert_map: Mapping[str, Converter]) -> None:
         self.convert_map = convert_map
@@ -149,7 +152,7 @@ class Importer:
             if reason:
                 problems.append(Unsupported(op, where, reason))
         if problems:
-            raise OpNotImplemented(self.frontend, problems)
+            raise OpNotImplemented(self.frontend, problems, self.context)
 
 
 def detach_params(mod: IRModule) -> tuple[IRModule, dict[str, list[Any]]]:

@@ -57,6 +57,11 @@ _BINARY: dict[str, tuple[Callable, str | None]] = {
     "greater_equal": (np.greater_equal, "bool"),
     "logical_and": (np.logical_and, "bool"),
     "logical_or": (np.logical_or, "bool"),
+    "bitwise_and": (np.bitwise_and, None),
+    "bitwise_or": (np.bitwise_or, None),
+    "bitwise_xor": (np.bitwise_xor, None),
+    "left_shift": (np.left_shift, None),
+    "right_shift": (np.right_shift, None),
 }
 
 
@@ -102,5 +107,10 @@ greater = _define("greater", *_BINARY["greater"])
 greater_equal = _define("greater_equal", *_BINARY["greater_equal"])
 logical_and = _define("logical_and", *_BINARY["logical_and"])
 logical_or = _define("logical_or", *_BINARY["logical_or"])
+bitwise_and = _define("bitwise_and", *_BINARY["bitwise_and"])
+bitwise_or = _define("bitwise_or", *_BINARY["bitwise_or"])
+bitwise_xor = _define("bitwise_xor", *_BINARY["bitwise_xor"])
+left_shift = _define("left_shift", *_BINARY["left_shift"])
+right_shift = _define("right_shift", *_BINARY["right_shift"])
 
 __all__ = list(_BINARY)

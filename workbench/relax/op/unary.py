@@ -1,4 +1,5 @@
-"""Elementwise unary ops: math functions, rounding, sign, ``clip``, ``logical_not``.
+"""Elementwise unary ops: math functions, rounding, sign, ``clip``, ``logical_not``,
+``bitwise_not``.
 
 The result has the input's struct info. Float-only functions (exp, log, ...) reject integer
 tensors, as TVM does.
@@ -37,6 +38,8 @@ _UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], bool]] = {
     "erf": (_erf, True),
     "sin": (np.sin, True),
     "cos": (np.cos, True),
+    "tan": (np.tan, True),
+    "atan": (np.arctan, True),
     "floor": (np.floor, False),
     "ceil": (np.ceil, False),
     "round": (np.round, False),
@@ -44,7 +47,15 @@ _UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], bool]] = {
     "abs": (np.abs, False),
     "square": (np.square, False),
     "logical_not": (np.logical_not, False),
+    "bitwise_not": (np.invert, False),
+    "trunc": (np.trunc, False),
+    "sign": (np.sign, False),
+    "isnan": (np.isnan, True),
+    "isinf": (np.isinf, True),
 }
+
+# Ops whose result is a bool tensor.
+_BOOL_RESULT = {"logical_not", "isnan", "isinf"}
 
 
 def _infer_unary(float_only: bool, result_dtype: str | None = None):
@@ -70,7 +81,7 @@ def _define(name: str, np_fn: Callable, float_only: bool) -> Callable[[Expr], Ca
         return make_call(full, (x,))
     constructor.__name__ = constructor.__qualname__ = name
     constructor.__doc__ = f"Elementwise ``{name}``."
-    def_infer(full)(_infer_unary(float_only, "bool" if name == "logical_not" else None))
+    def_infer(full)(_infer_unary(float_only, "bool" if name in _BOOL_RESULT else None))
 
     @def_legalize(full)
     def legalize(bb, call: Call) -> Expr:
@@ -81,7 +92,7 @@ def _define(name: str, np_fn: Callable, float_only: bool) -> Callable[[Expr], Ca
     @def_numpy(full)
     def numpy_impl(x: np.ndarray) -> np.ndarray:
         out = np_fn(x)
-        return np.asarray(out, dtype="bool" if name == "logical_not" else x.dtype)
+        return np.asarray(out, dtype="bool" if name in _BOOL_RESULT else x.dtype)
 
     return constructor
 
@@ -95,6 +106,8 @@ sigmoid = _define("sigmoid", *_UNARY["sigmoid"])
 erf = _define("erf", *_UNARY["erf"])
 sin = _define("sin", *_UNARY["sin"])
 cos = _define("cos", *_UNARY["cos"])
+tan = _define("tan", *_UNARY["tan"])
+atan = _define("atan", *_UNARY["atan"])
 floor = _define("floor", *_UNARY["floor"])
 ceil = _define("ceil", *_UNARY["ceil"])
 round = _define("round", *_UNARY["round"])  # noqa: A001 - TVM's name
@@ -102,6 +115,11 @@ negative = _define("negative", *_UNARY["negative"])
 abs = _define("abs", *_UNARY["abs"])  # noqa: A001 - TVM's name
 square = _define("square", *_UNARY["square"])
 logical_not = _define("logical_not", *_UNARY["logical_not"])
+bitwise_not = _define("bitwise_not", *_UNARY["bitwise_not"])
+trunc = _define("trunc", *_UNARY["trunc"])
+sign = _define("sign", *_UNARY["sign"])
+isnan = _define("isnan", *_UNARY["isnan"])
+isinf = _define("isinf", *_UNARY["isinf"])
 
 
 # ---- clip -------------------------------------------------------------------------------------

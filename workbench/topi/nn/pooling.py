@@ -153,3 +153,40 @@ def adaptive_avg_pool2d(data: Tensor, output_size: Sequence[int] | int,
 def global_pool(data: Tensor, pool_type: str, layout: str = "NCHW") -> Tensor:
     """Pool all of H and W into one element (``adaptive_pool`` to 1x1)."""
     return adaptive_pool(data, (1, 1), pool_type, layout)
+
+
+def max_pool2d_with_indices(data: Tensor, kernel: Sequence[int], stride: Sequence[int],
+                            dilation: Sequence[int], padding: Sequence[int],
+                            ceil_mode: bool = False) -> tuple[Tensor, Tensor]:
+    """NCHW max pooling and where each maximum is: its row-major flat index into ``data``
+    (``((n * C + c) * H + h) * W + w``, int64; the first maximum in window order wins --
+    onnxruntime's and PyTorch's rule, PyTorch's index being this one modulo H * W)."""
+    from workbench.topi.reduction import _argmax
+    ha, wa = _hw_axes("NCHW", data.ndim, "max_pool2d_with_indices")
+    kh, kw = as_tuple(kernel, 2, "max_pool2d_with_indices: kernel")
+    sh, sw = as_tuple(stride, 2, "max_pool2d_with_indices: stride")
+    dh, dw = as_tuple(dilation, 2, "max_pool2d_with_indices: dilation")
+    pt, pl, pb, pr = (get_const_int(p) for p in padding)
+    h, w = _static_hw(data, "NCHW", "max_pool2d_with_indices")
+    oh = _pool_out(h, pt, pb, kh, sh, dh, ceil_mode)
+    ow = _pool_out(w, pl, pr, kw, sw, dw, ceil_mode)
+    it = index_dtype(data)
+    ry = te.reduce_axis((0, index_const(kh, it)), name="rv0")
+    rx = te.reduce_axis((0, index_const(kw, it)), name="rv1")
+    out_shape = (data.shape[0], data.shape[1], op.const(oh, it), op.const(ow, it))
+    lowest = op.min_value(data.dtype)
+
+    def f(n: PrimExpr, c: PrimExpr, i: PrimExpr, j: PrimExpr) -> tuple:
+        y = i * sh + ry * dh - pt
+        x = j * sw + rx * dw - pl
+        inside = op.all(y >= 0, y < h, x >= 0, x < w)
+        value = op.if_then_else(inside, data[n, c, y, x], lowest)
+        flat = ((op.cast("int64", n) * op.cast("int64", data.shape[1]) + op.cast("int64", c))
+                * h + op.cast("int64", y)) * w + op.cast("int64", x)
+        return _argmax((op.if_then_else(inside, flat, op.const(-1, "int64")), value),
+                       axis=[ry, rx])
+    both = te.compute(out_shape, f, name="pool_max_idx_temp", tag="comm_reduce_idx")
+    values = te.compute(out_shape, lambda *i: both[1][i], name="pool_max", tag="injective")
+    indices = te.compute(out_shape, lambda *i: both[0][i], name="pool_max_indices",
+                         tag="injective")
+    return values, indices

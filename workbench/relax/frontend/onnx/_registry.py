@@ -13,8 +13,9 @@ every input is known; it returns the outputs as numpy arrays, or None to convert
 ``check(imp, node) -> str | None`` (optional) runs in the up-front support check; a string
 says why this use of the op is not supported.
 
-Converters handle every form an op has had since opset 13 (the importer's minimum): e.g. the
-reductions' ``axes`` as an attribute or, from opset 18, as an input.
+Converters handle every form an op has had since opset 13 (the importer's minimum; older models
+are converted to it first, see :mod:`.opset`): e.g. the reductions' ``axes`` as an attribute
+or, from opset 18, as an input.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ converter = converter_registrar(CONVERTERS, "onnx")
 
 def load_all() -> dict[str, Converter]:
     from workbench.relax.frontend.onnx import (  # noqa: F401
-        ops_elementwise, ops_nn, ops_quant, ops_shape,
+        ops_contrib, ops_control, ops_conv, ops_elementwise, ops_index, ops_nn, ops_quant,
+        ops_resize, ops_sequence, ops_shape, ops_vision,
     )
     return CONVERTERS
 

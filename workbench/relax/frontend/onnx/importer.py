@@ -1,15 +1,16 @@
 """``from_onnx``: an ``onnx.ModelProto`` -> a Relax ``IRModule`` (TVM's
-``relax.frontend.onnx.from_onnx``), for opset 13 and later.
+``relax.frontend.onnx.from_onnx``), for opset 7 and later.
 
 Steps:
 
 1. Checks: ``ir_version >= 3``; ``onnx.checker.check_model`` failures only warn (as TVM); the
-   opset is the ``ai.onnx`` entry of ``opset_import`` unless ``opset`` overrides it; below 13
-   is refused.
+   opset is the ``ai.onnx`` entry of ``opset_import`` unless ``opset`` overrides it; a model
+   older than opset 13 is converted to 13 first (:mod:`.opset`). Errors name the opset.
 2. The support check, before anything is converted: every node's ``op_type`` must have a
    converter that accepts this use (``_registry.CONVERTERS``); otherwise
    :class:`~workbench.relax.frontend.common.OpNotImplemented` lists every unsupported op type
-   with the node names where it is used. Other domains' ops are matched by ``op_type`` too.
+   with the node names where it is used (nodes of If / Loop subgraphs included, named
+   ``If_1/then_branch/...``). Other domains' ops are matched by ``op_type`` too.
 3. Graph inputs that are not initializers become the parameters of ``main``: shapes from
    ``shape_dict[name]`` or the model, a ``dim_param`` (or a missing dim) a ``tir.SizeVar``
    named after it and shared by every input using it; dtypes from ``dtype_dict`` when it is a
@@ -24,7 +25,12 @@ Steps:
    and class when the exporter recorded them in ``metadata_props``). A node whose inputs are
    all known is computed at import time when its converter can (shape arithmetic, including
    symbolic dims as ``PrimExpr`` s); other calls on constants only are folded too.
-6. One graph output is returned bare, several as a tuple (TVM's convention).
+6. One graph output is returned bare, several as a tuple (TVM's convention); a sequence
+   output is a tuple of its items.
+
+Values a converter may produce besides Relax expressions and known arrays: sequences and
+optionals (import-time containers, :mod:`.ops_sequence`) and shapes read from tensors at run
+time (``tensor_to_shape`` + ``match_cast`` to named symbolic dims, :mod:`.ops_shape`).
 """
 from __future__ import annotations
 
@@ -39,11 +45,10 @@ from workbench.ir.module import IRModule
 from workbench.relax.expr import Constant, Expr, Tuple, Var
 from workbench.relax.frontend.common import Importer, Unsupported
 from workbench.relax.frontend.onnx._registry import Converter, Unavailable, load_all
+from workbench.relax.frontend.onnx.opset import MIN_OPSET, model_opset, upgrade
 from workbench.relax.span import Source, Span
 from workbench.relax.struct_info import TensorStructInfo
 from workbench.tir.expr import IntImm, PrimExpr, SizeVar
-
-MIN_OPSET = 13
 
 # TensorProto.DataType -> Workbench dtype
 ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32",
@@ -102,12 +107,21 @@ class ONNXImporter(Importer):
 
     frontend = "ONNX"
 
-    def __init__(self, model: Any, opset: int, convert_map: Mapping[str, Converter]):
+    def __init__(self, model: Any, opset: int, convert_map: Mapping[str, Converter],
+                 source_opset: int | None = None):
         super().__init__(convert_map)
         self.model = model
         self.graph = model.graph
         self.opset = opset
+        self.source_opset = opset if source_opset is None else source_opset
+        self.context = self.opset_text()
         self.dims: dict[str, SizeVar] = {}
+
+    def opset_text(self) -> str:
+        """The opset named in errors: ``opset 13``, or ``opset 6, converted to 13``."""
+        if self.source_opset == self.opset:
+            return f"opset {self.opset}"
+        return f"opset {self.source_opset}, converted to {self.opset}"
 
     # ---- values ------------------------------------------------------------------------------
 
@@ -140,11 +154,39 @@ class ONNXImporter(Importer):
     # ---- the graph -------------------------------------------------------------------------------
 
     def _support_uses(self) -> Iterator[tuple[Any, str, str, str] | Unsupported]:
-        for i, node in enumerate(self.graph.node):
+        yield from self._graph_uses(self.graph, "")
+
+    def _graph_uses(self, graph: Any, where: str) -> Iterator[Any]:
+        """The nodes of ``graph`` and of its nodes' subgraphs (If / Loop bodies)."""
+        from onnx import AttributeProto
+        for i, node in enumerate(graph.node):
+            label = where + node_label(node, i)
             if node.op_type not in self.convert_map and node.domain not in ("", "ai.onnx"):
-                yield Unsupported(f"{node.op_type} (domain {node.domain})", node_label(node, i))
+                yield Unsupported(f"{node.op_type} (domain {node.domain})", label)
             else:
-                yield node, node.op_type, node.op_type, node_label(node, i)
+                yield node, node.op_type, node.op_type, label
+            for a in node.attribute:
+                subs = [a.g] if a.type == AttributeProto.GRAPH else \
+                    list(a.graphs) if a.type == AttributeProto.GRAPHS else []
+                for sub in subs:
+                    yield from self._graph_uses(sub, f"{label}/{a.name}/")
+
+    def convert_subgraph(self, graph: Any, bound: Mapping[str, Any]) -> list:
+        """The outputs of ``graph`` (an If branch, a Loop body) converted in place: its inputs
+        are ``bound`` by name, it reads the enclosing graphs' values, and the names it defines
+        are forgotten afterwards."""
+        from onnx import numpy_helper
+        saved = dict(self.env)
+        try:
+            self.env.update(bound)
+            for t in graph.initializer:
+                self.env[t.name] = numpy_helper.to_array(t)
+            for i, node in enumerate(graph.node):
+                self._convert(node, i)
+            return [self._lookup(o.name, f"subgraph {graph.name!r}'s output")
+                    for o in graph.output]
+        finally:
+            self.env = saved
 
     def input_sinfo(self, value_info: Any, shape_dict: Mapping[str, Any] | None,
                     dtype_dict: Any) -> TensorStructInfo:
@@ -212,11 +254,18 @@ class ONNXImporter(Importer):
             with self.bb.dataflow():
                 for i, node in enumerate(self.graph.node):
                     self._convert(node, i)
-                outs = [self.expr(self._lookup(o.name, "the graph output"))
+                outs = [self._output(self._lookup(o.name, "the graph output"))
                         for o in self.graph.output]
                 result = self.bb.emit_output(outs[0] if len(outs) == 1 else Tuple(tuple(outs)))
             self.bb.emit_func_output(result)
         return self.bb.get()
+
+    def _output(self, v: Any) -> Expr:
+        """A graph output as a Relax expression (a sequence as a tuple of its items)."""
+        items = getattr(v, "items", None)
+        if isinstance(items, tuple):
+            return Tuple(tuple(self.expr(i) for i in items))
+        return self.expr(v)
 
     def _lookup(self, name: str, user: str) -> Any:
         if name not in self.env:
@@ -248,7 +297,8 @@ class ONNXImporter(Importer):
                     outs = [self._bind(o, name) for o, name in
                             zip(outs if isinstance(outs, list) else [outs], node.output)]
         except Exception as err:
-            err.add_note(f"ONNX importer: while converting node {label} ({node.op_type})")
+            err.add_note(f"ONNX importer: while converting node {label} ({node.op_type}, "
+                         f"{self.opset_text()})")
             raise
         outs = outs if isinstance(outs, list) else [outs]
         for name, value in zip(node.output, outs):
@@ -289,6 +339,14 @@ def _attr_value(a: Any) -> Any:
         return [int(x) for x in a.ints]
     if t == AttributeProto.STRINGS:
         return [s.decode("utf-8") for s in a.strings]
+    if t == AttributeProto.GRAPH:
+        return a.g
+    if t == AttributeProto.GRAPHS:
+        return list(a.graphs)
+    if t == AttributeProto.TYPE_PROTO:
+        return a.tp
+    if t == AttributeProto.TYPE_PROTOS:
+        return list(a.type_protos)
     raise NotImplementedError(f"ONNX importer: attribute {a.name!r} of type {t} is not "
                               "supported")
 
@@ -296,8 +354,9 @@ def _attr_value(a: Any) -> Any:
 def from_onnx(model: Any, shape_dict: Mapping[str, Any] | None = None,
               dtype_dict: str | Mapping[str, str] | None = "float32", opset: int | None = None,
               keep_params_in_input: bool = False) -> IRModule:
-    """Import an ``onnx.ModelProto`` (opset 13 or later) as an IRModule with a Relax
-    function ``main`` over the graph inputs (see the module docstring).
+    """Import an ``onnx.ModelProto`` (opset 7 or later; older ones where ONNX's version
+    converter takes them) as an IRModule with a Relax function ``main`` over the graph inputs
+    (see the module docstring). Models older than opset 13 are converted to 13 first.
 
     ``shape_dict`` gives input shapes by name (ints, or names/PrimExprs for dynamic dims);
     ``dtype_dict`` (a dict) input dtypes by name; ``opset`` overrides the model's;
@@ -320,18 +379,15 @@ def from_onnx(model: Any, shape_dict: Mapping[str, Any] | None = None,
         onnx.checker.check_model(model)
     except Exception as err:  # noqa: BLE001 - the checker's verdict is advice, as in TVM
         warnings.warn(f"from_onnx: onnx.checker.check_model: {err}", stacklevel=2)
-    model_opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
-                       1)
+    declared = model_opset(model)
     if opset is None:
-        opset = model_opset
-    elif opset < model_opset:
+        opset = declared
+    elif opset < declared:
         warnings.warn(f"from_onnx: opset={opset} is lower than the model's opset "
-                      f"{model_opset}", stacklevel=2)
-    if opset < MIN_OPSET:
-        raise NotImplementedError(f"from_onnx: opset {opset} is not supported (13 or later; "
-                                  "re-export the model with a newer opset or convert it with "
-                                  "onnx.version_converter)")
-    importer = ONNXImporter(model, int(opset), load_all())
+                      f"{declared}", stacklevel=2)
+    opset = int(opset)
+    model = upgrade(model, opset)
+    importer = ONNXImporter(model, max(opset, MIN_OPSET), load_all(), source_opset=opset)
     return importer.run(shape_dict, dtype_dict, keep_params_in_input)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from workbench.relax import op as R
 from workbench.relax.expr import Expr
+from workbench.relax.frontend import composites as C
 from workbench.relax.frontend.onnx._registry import converter
 from workbench.relax.frontend.onnx.importer import onnx_dtype
 from workbench.relax.struct_info import TensorStructInfo
@@ -144,6 +145,59 @@ for _op, _fn in (("Relu", R.nn.relu), ("Sigmoid", R.sigmoid), ("Tanh", R.tanh),
     converter(_op)(_unary(_fn))
 
 
+@converter("Xor", fold=lambda imp, node, inputs, attrs: np.logical_xor(*inputs))
+def _xor(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    a, b = operands(imp, *inputs)
+    return R.not_equal(a, b)
+
+
+@converter("IsNaN")
+def _isnan(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    return R.not_equal(x, x)
+
+
+@converter("IsInf")
+def _isinf(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    inf = _const_like(imp, x, _INF)
+    pos = imp.emit(R.equal(x, inf)) if attrs.get("detect_positive", 1) else None
+    neg = imp.emit(R.equal(x, imp.emit(R.negative(inf)))) \
+        if attrs.get("detect_negative", 1) else None
+    if pos is not None and neg is not None:
+        return R.logical_or(pos, neg)
+    if pos is None and neg is None:
+        return R.less(x, x)  # nothing detected: all false, in x's shape
+    return pos if pos is not None else neg
+
+
+# Hyperbolic functions, their inverses, asin and acos from the core ops (relax.frontend.
+# composites); tan and atan have kernels.
+def _composite(fn: Callable) -> Callable:
+    def convert(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+        return fn(imp.emit, imp.expr(inputs[0]))
+    return convert
+
+
+for _op, _fn in (("Sinh", C.sinh), ("Cosh", C.cosh), ("Asinh", C.asinh), ("Acosh", C.acosh),
+                 ("Atanh", C.atanh), ("Asin", C.asin), ("Acos", C.acos)):
+    converter(_op)(_composite(_fn))
+converter("Tan")(_unary(R.tan))
+converter("Atan")(_unary(R.atan))
+
+
+for _op, _fn in (("BitwiseAnd", R.bitwise_and), ("BitwiseOr", R.bitwise_or),
+                 ("BitwiseXor", R.bitwise_xor)):
+    converter(_op)(_binary(_fn))
+converter("BitwiseNot")(_unary(R.bitwise_not))
+
+
+@converter("BitShift")
+def _bit_shift(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    a, b = operands(imp, *inputs)
+    return R.left_shift(a, b) if attrs["direction"] == "LEFT" else R.right_shift(a, b)
+
+
 @converter("Identity", fold=lambda imp, node, inputs, attrs: inputs[0])
 def _identity(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
     return inputs[0]
@@ -234,6 +288,67 @@ def _elu(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     neg = imp.emit(R.multiply(_const_like(imp, x, alpha),
                               R.subtract(imp.emit(R.exp(x)), _const_like(imp, x, 1.0))))
     return R.where(R.greater(x, _const_like(imp, x, 0.0)), x, neg)
+
+
+@converter("PRelu")
+def _prelu(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x, slope = operands(imp, *inputs)
+    # The slope broadcasts to x (unidirectionally; numpy's rule from opset 7; the older
+    # per-channel form is rewritten before conversion, see .opset).
+    return R.where(R.less(x, _const_like(imp, x, 0.0)), R.multiply(x, slope), x)
+
+
+@converter("Selu")
+def _selu(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    alpha = attrs.get("alpha", 1.67326319217681884765625)
+    gamma = attrs.get("gamma", 1.05070102214813232421875)
+    neg = imp.emit(R.multiply(_const_like(imp, x, alpha),
+                              R.subtract(imp.emit(R.exp(x)), _const_like(imp, x, 1.0))))
+    inner = R.where(R.greater(x, _const_like(imp, x, 0.0)), x, neg)
+    return R.multiply(imp.emit(inner), _const_like(imp, x, gamma))
+
+
+@converter("Celu")
+def _celu(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    alpha = attrs.get("alpha", 1.0)
+    scaled = imp.emit(R.divide(x, _const_like(imp, x, alpha)))
+    neg = imp.emit(R.multiply(_const_like(imp, x, alpha),
+                              R.subtract(imp.emit(R.exp(scaled)), _const_like(imp, x, 1.0))))
+    return R.add(R.nn.relu(x), imp.emit(R.minimum(neg, _const_like(imp, x, 0.0))))
+
+
+@converter("ThresholdedRelu")
+def _thresholded_relu(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    alpha = attrs.get("alpha", 1.0)
+    return R.where(R.greater(x, _const_like(imp, x, alpha)), x, _const_like(imp, x, 0.0))
+
+
+@converter("Shrink")
+def _shrink(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    bias, lambd = attrs.get("bias", 0.0), attrs.get("lambd", 0.5)
+    low = imp.emit(R.where(R.less(x, _const_like(imp, x, -lambd)),
+                           R.add(x, _const_like(imp, x, bias)), _const_like(imp, x, 0.0)))
+    return R.where(R.greater(x, _const_like(imp, x, lambd)),
+                   R.subtract(x, _const_like(imp, x, bias)), low)
+
+
+converter("Sign")(_unary(R.sign))
+
+
+@converter("Softsign")
+def _softsign(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    return R.divide(x, imp.emit(R.add(imp.emit(R.abs(x)), _const_like(imp, x, 1.0))))
+
+
+@converter("Mish")
+def _mish(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    return R.multiply(x, imp.emit(R.tanh(imp.emit(_softplus(imp, node, [x], {})))))
 
 
 def _softmax(fn: Callable[[Expr, int], Expr]) -> Callable:

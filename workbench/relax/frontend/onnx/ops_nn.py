@@ -1,4 +1,5 @@
-"""ONNX converters: convolution, pooling, normalisation, Gemm / MatMul, reductions."""
+"""ONNX converters: normalisation, Gemm / MatMul, reductions (convolutions and pools are in
+:mod:`.ops_conv`)."""
 from __future__ import annotations
 
 from typing import Any
@@ -19,106 +20,6 @@ def _sinfo(e: Expr) -> TensorStructInfo:
 
 def _static(d: Any) -> int | None:
     return int(d.value) if isinstance(d, IntImm) else None
-
-
-def _same_pads(size: int, k: int, s: int, d: int, upper: bool) -> tuple[int, int]:
-    out = -(-size // s)
-    total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
-    small, big = total // 2, total - total // 2
-    return (small, big) if upper else (big, small)
-
-
-def _window(node: Any, x: Expr, attrs: dict, kernel: list[int]) -> tuple:
-    """``(strides, dilations, pads (top, left, bottom, right))`` of a 2-d window op."""
-    strides = attrs.get("strides", [1, 1])
-    dilations = attrs.get("dilations", [1, 1])
-    auto = attrs.get("auto_pad", "NOTSET")
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        hw = [_static(d) for d in _sinfo(x).values[2:]]
-        if None in hw:
-            raise NotImplementedError(f"{node.op_type} with auto_pad={auto} on a dynamic size")
-        (t, b), (lft, r) = (_same_pads(hw[i], kernel[i], strides[i], dilations[i],
-                                       auto == "SAME_UPPER") for i in range(2))
-        pads = [t, lft, b, r]
-    elif auto == "VALID":
-        pads = [0, 0, 0, 0]
-    else:
-        pads = attrs.get("pads", [0, 0, 0, 0])
-    return strides, dilations, pads
-
-
-def _rank_check(*ranks: int):
-    def check(imp: Any, node: Any) -> str | None:
-        for a in node.attribute:
-            if a.name == "kernel_shape" and len(a.ints) not in ranks:
-                return f"{len(a.ints)}-d windows (supported: {', '.join(map(str, ranks))}-d)"
-        return None
-    return check
-
-
-def _to_2d(imp: Any, x: Expr, attrs: dict) -> tuple[Expr, dict, bool]:
-    """1-d windows run as 2-d ones over (N, C, 1, L)."""
-    if len(_sinfo(x).values) != 3:
-        return x, attrs, False
-    attrs = dict(attrs)
-    for name, unit in (("strides", 1), ("dilations", 1), ("kernel_shape", 1)):
-        if name in attrs:
-            attrs[name] = [unit] + list(attrs[name])
-    if "pads" in attrs:
-        p = attrs["pads"]
-        attrs["pads"] = [0, p[0], 0, p[1]]
-    return imp.emit(R.expand_dims(x, 2)), attrs, True
-
-
-@converter("Conv", check=_rank_check(1, 2))
-def _conv(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
-    x, w = imp.expr(inputs[0]), imp.expr(inputs[1])
-    x, attrs, one_d = _to_2d(imp, x, attrs)
-    if one_d:
-        w = imp.emit(R.expand_dims(w, 2))
-    kernel = [_static(d) for d in _sinfo(w).values[2:]]
-    strides, dilations, pads = _window(node, x, attrs, kernel)
-    out = imp.emit(R.nn.conv2d(x, w, strides, pads, dilations, attrs.get("group", 1)))
-    if len(inputs) > 2 and inputs[2] is not None:
-        bias = imp.emit(R.reshape(imp.expr(inputs[2]), [1, -1, 1, 1]))
-        out = imp.emit(R.add(out, bias))
-    return R.squeeze(out, [2]) if one_d else out
-
-
-def _pool(kind: str):
-    def convert(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
-        x, attrs, one_d = _to_2d(imp, imp.expr(inputs[0]), attrs)
-        kernel = attrs["kernel_shape"]
-        strides, dilations, pads = _window(node, x, attrs, kernel)
-        ceil = bool(attrs.get("ceil_mode", 0))
-        if kind == "max":
-            out = R.nn.max_pool2d(x, kernel, strides, pads, dilations, ceil)
-        else:
-            out = R.nn.avg_pool2d(x, kernel, strides, pads, dilations, ceil,
-                                  bool(attrs.get("count_include_pad", 0)))
-        out = imp.emit(out)
-        if one_d:
-            out = imp.emit(R.squeeze(out, [2]))
-        if kind == "max" and len(node.output) > 1:
-            return [out, Unavailable("MaxPool's indices")]
-        return out
-    return convert
-
-
-converter("MaxPool", check=_rank_check(1, 2))(_pool("max"))
-converter("AveragePool", check=_rank_check(1, 2))(_pool("avg"))
-
-
-@converter("GlobalAveragePool")
-def _global_avg(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
-    x = imp.expr(inputs[0])
-    return R.mean(x, list(range(2, len(_sinfo(x).values))), keepdims=True)
-
-
-@converter("GlobalMaxPool")
-def _global_max(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
-    x = imp.expr(inputs[0])
-    return R.max(x, list(range(2, len(_sinfo(x).values))), keepdims=True)
 
 
 # ---- normalisation -------------------------------------------------------------------------------
@@ -154,6 +55,129 @@ def _layer_norm(imp: Any, node: Any, inputs: list, attrs: dict) -> Any:
     extra = [Unavailable("LayerNormalization's mean"),
              Unavailable("LayerNormalization's inverse std")]
     return [out] + extra[:len(node.output) - 1]
+
+
+@converter("InstanceNormalization")
+def _instance_norm(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x, scale, bias = operands(imp, *inputs[:3])
+    rank = len(_sinfo(x).values)
+    axes = list(range(2, rank))
+    dtype = _sinfo(x).dtype
+    mean = imp.emit(R.mean(x, axes, keepdims=True))
+    centred = imp.emit(R.subtract(x, mean))
+    var = imp.emit(R.mean(imp.emit(R.multiply(centred, centred)), axes, keepdims=True))
+    eps = imp.expr(np.asarray(attrs.get("epsilon", 1e-5), dtype=dtype))
+    normed = imp.emit(R.multiply(centred, imp.emit(R.rsqrt(imp.emit(R.add(var, eps))))))
+    per_channel = [1, -1] + [1] * (rank - 2)
+    scale = imp.emit(R.reshape(scale, per_channel))
+    bias = imp.emit(R.reshape(bias, per_channel))
+    return R.add(imp.emit(R.multiply(normed, scale)), bias)
+
+
+def _normalize_over(imp: Any, x: Expr, axes: list[int], eps: float) -> Expr:
+    """``(x - mean) / sqrt(var + eps)`` over ``axes`` (biased variance)."""
+    mean = imp.emit(R.mean(x, axes, keepdims=True))
+    centred = imp.emit(R.subtract(x, mean))
+    var = imp.emit(R.mean(imp.emit(R.multiply(centred, centred)), axes, keepdims=True))
+    eps_c = imp.expr(np.asarray(eps, dtype=_sinfo(x).dtype))
+    return imp.emit(R.multiply(centred, imp.emit(R.rsqrt(imp.emit(R.add(var, eps_c))))))
+
+
+@converter("MeanVarianceNormalization")
+def _mvn(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    rank = len(_sinfo(x).values)
+    axes = [a % rank for a in attrs.get("axes", [0, 2, 3])]
+    # ONNX's function body: (x - mean) / (sqrt(E[x^2] - E[x]^2) + 1e-9).
+    mean = imp.emit(R.mean(x, axes, keepdims=True))
+    sq_mean = imp.emit(R.mean(imp.emit(R.multiply(x, x)), axes, keepdims=True))
+    var = imp.emit(R.subtract(sq_mean, imp.emit(R.multiply(mean, mean))))
+    eps = imp.expr(np.asarray(1e-9, dtype=_sinfo(x).dtype))
+    std = imp.emit(R.add(imp.emit(R.sqrt(var)), eps))
+    return R.divide(imp.emit(R.subtract(x, mean)), std)
+
+
+@converter("GroupNormalization")
+def _group_norm(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x, scale, bias = operands(imp, *inputs[:3])
+    dims = _sinfo(x).values
+    rank = len(dims)
+    g = attrs["num_groups"]
+    grouped = imp.emit(R.reshape(x, [dims[0], g, -1]))
+    normed = imp.emit(R.reshape(_normalize_over(imp, grouped, [2], attrs.get("epsilon", 1e-5)),
+                                list(dims)))
+    c = _static(dims[1])
+    per_channel = [1, -1] + [1] * (rank - 2)
+    if _static(_sinfo(scale).values[0]) == g and c != g:  # opset 18's per-group scale/bias
+        scale = imp.emit(R.reshape(imp.emit(R.broadcast_to(imp.emit(R.reshape(scale, [g, 1])),
+                                                           [g, c // g])), [c]))
+        bias = imp.emit(R.reshape(imp.emit(R.broadcast_to(imp.emit(R.reshape(bias, [g, 1])),
+                                                          [g, c // g])), [c]))
+    scale = imp.emit(R.reshape(scale, per_channel))
+    bias = imp.emit(R.reshape(bias, per_channel))
+    return R.add(imp.emit(R.multiply(normed, scale)), bias)
+
+
+@converter("RMSNormalization")
+def _rms_norm(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x, scale = operands(imp, *inputs[:2])
+    rank = len(_sinfo(x).values)
+    axis = attrs.get("axis", -1) % rank
+    sq = imp.emit(R.mean(imp.emit(R.multiply(x, x)), list(range(axis, rank)), keepdims=True))
+    eps = imp.expr(np.asarray(attrs.get("epsilon", 1e-5), dtype=_sinfo(x).dtype))
+    normed = imp.emit(R.multiply(x, imp.emit(R.rsqrt(imp.emit(R.add(sq, eps))))))
+    return R.multiply(normed, scale)
+
+
+@converter("LpNormalization")
+def _lp_norm(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    axis = attrs.get("axis", -1) % len(_sinfo(x).values)
+    if attrs.get("p", 2) == 1:
+        norm = imp.emit(R.sum(imp.emit(R.abs(x)), [axis], keepdims=True))
+    else:
+        norm = imp.emit(R.sqrt(imp.emit(R.sum(imp.emit(R.multiply(x, x)), [axis],
+                                              keepdims=True))))
+    return R.divide(x, norm)
+
+
+@converter("LRN")
+def _lrn(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    """x / (bias + alpha / size * (sum of x^2 over a window of ``size`` channels))^beta."""
+    x = imp.expr(inputs[0])
+    dims = _sinfo(x).values
+    size = attrs["size"]
+    alpha, beta, bias = attrs.get("alpha", 1e-4), attrs.get("beta", 0.75), attrs.get("bias", 1.0)
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    sq = imp.emit(R.multiply(x, x))
+    width = [(0, 0)] * len(dims)
+    width[1] = (lo, hi)
+    padded = imp.emit(R.nn.pad(sq, width))
+    c = _static(dims[1])
+    total = None
+    for k in range(size):
+        part = imp.emit(R.strided_slice(padded, [1], [k], [k + c]))
+        total = part if total is None else imp.emit(R.add(total, part))
+    dtype = _sinfo(x).dtype
+    scaled = imp.emit(R.add(imp.expr(np.asarray(bias, dtype)),
+                            imp.emit(R.multiply(total, imp.expr(np.asarray(alpha / size,
+                                                                           dtype))))))
+    return R.divide(x, imp.emit(R.power(scaled, imp.expr(np.asarray(beta, dtype)))))
+
+
+@converter("Hardmax")
+def _hardmax(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.expr(inputs[0])
+    dims = _sinfo(x).values
+    axis = attrs.get("axis", -1) % len(dims)
+    n = _static(dims[axis])
+    best = imp.emit(R.argmax(x, axis, keepdims=True))
+    shape = [1] * len(dims)
+    shape[axis] = n
+    positions = imp.expr(np.arange(n, dtype=_sinfo(best).dtype).reshape(shape))
+    hit = imp.emit(R.equal(best, positions))
+    dtype = _sinfo(x).dtype
+    return R.where(hit, imp.expr(np.ones((), dtype)), imp.expr(np.zeros((), dtype)))
 
 
 # ---- matrix products ---------------------------------------------------------------------------
@@ -221,6 +245,30 @@ converter("ReduceSumSquare")(_reduce(R.sum, square=True))
 @converter("ReduceL2")
 def _reduce_l2(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     return R.sqrt(imp.emit(_reduce(R.sum, square=True)(imp, node, inputs, attrs)))
+
+
+@converter("ReduceL1")
+def _reduce_l1(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    x = imp.emit(R.abs(imp.expr(inputs[0])))
+    return _reduce(R.sum)(imp, node, [x] + list(inputs[1:]), attrs)
+
+
+@converter("ReduceLogSum")
+def _reduce_log_sum(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    return R.log(imp.emit(_reduce(R.sum)(imp, node, inputs, attrs)))
+
+
+@converter("ReduceLogSumExp")
+def _reduce_log_sum_exp(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    # max + log(sum(exp(x - max))): no overflow for large inputs.
+    x = imp.expr(inputs[0])
+    top = imp.emit(_reduce(R.max)(imp, node, [x] + list(inputs[1:]), {**attrs, "keepdims": 1}))
+    shifted = imp.emit(R.exp(imp.emit(R.subtract(x, top))))
+    total = imp.emit(_reduce(R.sum)(imp, node, [shifted] + list(inputs[1:]), attrs))
+    if not attrs.get("keepdims", 1):
+        axes = _reduce_axes(imp, inputs, attrs, len(_sinfo(x).values))
+        top = imp.emit(R.squeeze(top, axes))
+    return R.add(imp.emit(R.log(total)), top)
 
 
 def _arg(fn: Any):

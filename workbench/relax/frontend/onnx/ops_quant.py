@@ -1,5 +1,6 @@
-"""ONNX converters for quantized models: QuantizeLinear / DequantizeLinear (QDQ models) and
-the QOperator ops QLinearMatMul, QLinearConv, MatMulInteger, ConvInteger.
+"""ONNX converters for quantized models: QuantizeLinear / DequantizeLinear (QDQ models),
+DynamicQuantizeLinear, and the QOperator ops QLinearMatMul, QLinearConv, MatMulInteger(16),
+ConvInteger.
 
 Integer products keep uint8 data x int8 weights, the form the VNNI / AMX kernels take: zero
 points are not subtracted before the product but corrected after it (exact int32 terms),
@@ -30,7 +31,8 @@ import numpy as np
 from workbench.relax import op as R
 from workbench.relax.expr import Expr
 from workbench.relax.frontend.onnx._registry import converter
-from workbench.relax.frontend.onnx.ops_nn import _static, _window
+from workbench.relax.frontend.onnx.ops_conv import _static
+from workbench.relax.frontend.onnx.ops_conv import window_args as _window
 from workbench.relax.struct_info import TensorStructInfo
 
 def _sinfo(e: Expr) -> TensorStructInfo:
@@ -271,3 +273,28 @@ def _conv_integer(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
     w = _known(imp, inputs[1], "ConvInteger's weight")
     zw = _zero_point(imp, inputs, 3, str(w.dtype))
     return _integer_conv(imp, node, x, zx, w, zw, attrs)
+
+
+@converter("MatMulInteger16")
+def _matmul_integer16(imp: Any, node: Any, inputs: list, attrs: dict) -> Expr:
+    """com.microsoft MatMulInteger16: int16 (or uint16) operands, int32 products."""
+    a, b = (imp.emit(R.astype(imp.expr(v), "int32")) for v in inputs[:2])
+    return R.matmul(a, b)
+
+
+@converter("DynamicQuantizeLinear")
+def _dynamic_quantize(imp: Any, node: Any, inputs: list, attrs: dict) -> list:
+    """uint8 quantization with the scale and zero point of the data's range (including 0):
+    ``scale = (max(0, max x) - min(0, min x)) / 255``, ``zp = sat(round(-min / scale))``,
+    ``y = sat(round(x / scale) + zp)``, rounding half to even."""
+    x = imp.expr(inputs[0])
+    dtype = _sinfo(x).dtype
+    zero = _c(imp, np.zeros((), dtype))
+    lo = imp.emit(R.minimum(imp.emit(R.min(x)), zero))
+    hi = imp.emit(R.maximum(imp.emit(R.max(x)), zero))
+    scale = imp.emit(R.divide(imp.emit(R.subtract(hi, lo)), _c(imp, np.asarray(255, dtype))))
+    zp = imp.emit(R.clip(imp.emit(R.round(imp.emit(R.divide(imp.emit(R.negative(lo)),
+                                                             scale)))), 0, 255))
+    q = imp.emit(R.add(imp.emit(R.round(imp.emit(R.divide(x, scale)))), zp))
+    y = imp.emit(R.astype(imp.emit(R.clip(q, 0, 255)), "uint8"))
+    return [y, scale, imp.emit(R.astype(zp, "uint8"))]

@@ -29,7 +29,7 @@ converter = converter_registrar(CONVERTERS, "torch")
 def load_all() -> dict[str, Converter]:
     """The full table (importing every family registers its converters)."""
     from workbench.relax.frontend.torch import (  # noqa: F401
-        ops_elementwise, ops_misc, ops_nn, ops_quant, ops_shape,
+        ops_elementwise, ops_image, ops_index, ops_misc, ops_nn, ops_quant, ops_shape,
     )
     return CONVERTERS
 

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from workbench.relax import op as R
 from workbench.relax.expr import Expr
+from workbench.relax.frontend import composites as C
 from workbench.relax.frontend.torch._registry import converter
 from workbench.relax.frontend.torch._util import (
     const, is_float, operand, promoted_dtype, sinfo,
@@ -35,6 +36,53 @@ _UNARY: dict[str, Callable[[Expr], Expr]] = {
 }
 for _name, _fn in _UNARY.items():
     converter(f"{_name}.default", f"{_name}_.default")(_unary(_fn))
+
+for _name, _fn in (("tan", R.tan), ("atan", R.atan)):
+    converter(f"{_name}.default")(_unary(_fn))
+for _name, _fn in (("trunc", R.trunc), ("sign", R.sign)):
+    converter(f"{_name}.default")(_unary(_fn, float_op=False))
+
+
+def _composite(fn: Callable) -> Callable:
+    """A function built from the core ops (relax.frontend.composites), in the result dtype."""
+    def convert(imp: Any, node: Any, x: Expr) -> Expr:
+        return fn(imp.emit, operand(imp, x, imp.out_dtype(node)))
+    return convert
+
+
+for _name, _fn in (("sinh", C.sinh), ("cosh", C.cosh), ("asinh", C.asinh), ("acosh", C.acosh),
+                   ("atanh", C.atanh), ("asin", C.asin), ("acos", C.acos)):
+    converter(f"{_name}.default")(_composite(_fn))
+converter("log2.default")(_composite(lambda emit, x: C.log_base(emit, x, 2.0)))
+converter("log10.default")(_composite(lambda emit, x: C.log_base(emit, x, 10.0)))
+
+
+@converter("atan2.default")
+def _atan2(imp: Any, node: Any, y: Expr, x: Expr) -> Expr:
+    dtype = imp.out_dtype(node)
+    return C.atan2(imp.emit, operand(imp, y, dtype), operand(imp, x, dtype))
+
+
+@converter("isnan.default")
+def _isnan(imp: Any, node: Any, x: Expr) -> Expr:
+    return R.isnan(x) if is_float(sinfo(x).dtype) else R.less(x, x)
+
+
+@converter("isinf.default")
+def _isinf(imp: Any, node: Any, x: Expr) -> Expr:
+    return R.isinf(x) if is_float(sinfo(x).dtype) else R.less(x, x)
+
+
+@converter("elu.default")
+def _elu(imp: Any, node: Any, x: Expr, alpha: float = 1.0, scale: float = 1.0,
+         input_scale: float = 1.0) -> Expr:
+    """scale * (x if x > 0 else alpha * (exp(x * input_scale) - 1))."""
+    dtype = sinfo(x).dtype
+    neg = imp.emit(R.multiply(const(alpha, dtype), imp.emit(R.subtract(
+        imp.emit(R.exp(imp.emit(R.multiply(x, const(input_scale, dtype))))), const(1, dtype)))))
+    out = imp.emit(R.where(R.greater(x, const(0, dtype)), x, neg))
+    return R.multiply(out, const(scale, dtype)) if scale != 1.0 else out
+
 
 converter("neg.default")(_unary(R.negative, float_op=False))
 converter("abs.default")(_unary(R.abs, float_op=False))
@@ -99,6 +147,18 @@ def _scalar_bounds(imp: Any, node: Any) -> str | None:
 @converter("clamp.default", "clamp_.default", check=_scalar_bounds)
 def _clamp(imp: Any, node: Any, x: Expr, min: Any = None, max: Any = None) -> Expr:  # noqa: A002
     return _clip(x, min, max)
+
+
+@converter("clamp.Tensor")
+def _clamp_tensor(imp: Any, node: Any, x: Expr, lo: Any = None, hi: Any = None) -> Expr:
+    """Bounds as tensors: max(x, lo) then min(., hi)."""
+    dtype = imp.out_dtype(node)
+    out = operand(imp, x, dtype)
+    if lo is not None:
+        out = imp.emit(R.maximum(out, operand(imp, lo, dtype)))
+    if hi is not None:
+        out = imp.emit(R.minimum(out, operand(imp, hi, dtype)))
+    return out
 
 
 @converter("clamp_min.default")
@@ -255,17 +315,24 @@ converter("logical_and.default")(_logical(R.logical_and))
 converter("logical_or.default")(_logical(R.logical_or))
 
 
-def _bool_operands(imp: Any, node: Any) -> str | None:
-    for a in node.args[:2]:
-        val = getattr(a, "meta", {}).get("val")
-        if val is not None and str(val.dtype) != "torch.bool":
-            return f"only on bool tensors (got {val.dtype})"
-    return None
+converter("logical_xor.default")(_logical(R.not_equal))
 
 
-converter("bitwise_and.Tensor", "__and__.Tensor", check=_bool_operands)(
-    _logical(R.logical_and))
-converter("bitwise_or.Tensor", "__or__.Tensor", check=_bool_operands)(_logical(R.logical_or))
+def _bitwise(logical: Callable[[Expr, Expr], Expr], bits: Callable[[Expr, Expr], Expr]
+             ) -> Callable:
+    """On bool tensors the logical op, on integers the bitwise one."""
+    def convert(imp: Any, node: Any, a: Any, b: Any) -> Expr:
+        dtype = imp.out_dtype(node)
+        fn = logical if dtype == "bool" else bits
+        return fn(operand(imp, a, dtype), operand(imp, b, dtype))
+    return convert
+
+
+for _name, _logic, _bits in (("and", R.logical_and, R.bitwise_and),
+                             ("or", R.logical_or, R.bitwise_or),
+                             ("xor", R.not_equal, R.bitwise_xor)):
+    converter(f"bitwise_{_name}.Tensor", f"bitwise_{_name}.Scalar", f"__{_name}__.Tensor",
+              f"__{_name}__.Scalar")(_bitwise(_logic, _bits))
 
 
 @converter("where.self")

@@ -117,6 +117,19 @@ def _new_full(imp: Any, node: Any, x: Expr, size: Sequence[Any], fill_value: Any
     return _filled(imp, node, size, fill_value)
 
 
+@converter("empty_strided.default")
+def _empty_strided(imp: Any, node: Any, size: Sequence[Any], stride: Sequence[Any],
+                   **kwargs: Any) -> Expr:
+    """Uninitialised memory in PyTorch; zeros here (the values are never read before a
+    write)."""
+    return _filled(imp, node, size, 0)
+
+
+@converter("fill.Scalar", "fill_.Scalar")
+def _fill(imp: Any, node: Any, x: Expr, value: Any) -> Expr:
+    return _filled(imp, node, shape_of(x), value)
+
+
 @converter("full_like.default")
 def _full_like(imp: Any, node: Any, x: Expr, fill_value: Any, **kwargs: Any) -> Expr:
     return _filled(imp, node, shape_of(x), fill_value)
@@ -147,7 +160,8 @@ def _arange(imp: Any, node: Any, *args: Any, **kwargs: Any) -> Expr:
 @converter("copy.default")
 def _copy(imp: Any, node: Any, dst: Expr, src: Expr, non_blocking: bool = False) -> Expr:
     out = R.astype(src, sinfo(dst).dtype) if sinfo(src).dtype != sinfo(dst).dtype else src
-    if shape_of(dst) != shape_of(src):
+    # (dims are PrimExprs: compare their text, `==` on them builds an expression)
+    if [str(d) for d in shape_of(dst)] != [str(d) for d in shape_of(src)]:
         out = R.broadcast_to(out, list(shape_of(dst)))
     return out
 

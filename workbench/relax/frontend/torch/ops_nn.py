@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from workbench.relax import op as R
-from workbench.relax.expr import Expr
+from workbench.relax.expr import Expr, TupleGetItem
 from workbench.relax.frontend.torch._registry import Unavailable, converter
-from workbench.relax.frontend.torch._util import const, ndim, norm_dims, operand, sinfo
+from workbench.relax.frontend.windows import conv_nd, conv_transpose_nd, pool_nd
+from workbench.relax.frontend.torch._util import (
+    const, ndim, norm_dims, operand, shape_of, sinfo,
+)
 
 
 def _pair(v: Any, n: int = 2) -> list[int]:
@@ -17,17 +20,17 @@ def _pair(v: Any, n: int = 2) -> list[int]:
 
 # ---- convolution ----------------------------------------------------------------------------------
 
+_CONV_RANK = {"conv1d.default": 1, "conv2d.default": 2, "conv3d.default": 3,
+              "conv_transpose1d.default": 1, "conv_transpose2d.input": 2,
+              "conv_transpose3d.input": 3}
+
+
 def _conv_check(imp: Any, node: Any) -> str | None:
     args = list(node.args) + [None] * 9
     name = node.target.__name__
-    if name == "convolution.default":
-        if args[6]:
-            return "transposed convolution"
-        rank = len(args[3]) if args[3] is not None else 2
-    else:
-        rank = {"conv1d.default": 1, "conv2d.default": 2}[name]
-    if rank not in (1, 2):
-        return f"{rank}-d convolution (1-d and 2-d are supported)"
+    rank = _CONV_RANK.get(name) or (len(args[3]) if args[3] is not None else 2)
+    if rank not in (1, 2, 3):
+        return f"{rank}-d convolution (1-, 2- and 3-d are supported)"
     padding = node.kwargs.get("padding", args[4])
     if isinstance(padding, str) and padding not in ("valid",):
         return f"padding={padding!r}"
@@ -35,33 +38,43 @@ def _conv_check(imp: Any, node: Any) -> str | None:
 
 
 def _conv(imp: Any, x: Expr, w: Expr, bias: Expr | None, stride: Any, padding: Any,
-          dilation: Any, groups: int) -> Expr:
-    one_d = ndim(x) == 3
-    if one_d:  # (N, C, L) as (N, C, 1, L)
-        x = imp.emit(R.expand_dims(x, 2))
-        w = imp.emit(R.expand_dims(w, 2))
-        stride, padding, dilation = [1] + _pair(stride, 1), [0] + _pair(padding, 1), \
-            [1] + _pair(dilation, 1)
+          dilation: Any, groups: int, transposed: bool = False,
+          output_padding: Any = 0) -> Expr:
+    """An N-d (transposed) convolution on the shared decompositions (relax.frontend.windows);
+    PyTorch's padding is symmetric per dim."""
+    r = ndim(x) - 2
     if padding == "valid":
-        padding = [0, 0]
-    out = imp.emit(R.nn.conv2d(x, w, _pair(stride), _pair(padding), _pair(dilation),
-                               int(groups)))
+        padding = 0
+    pads = _pair(padding, r)
+    args = (_pair(stride, r), pads + pads, _pair(dilation, r), int(groups))
+    if transposed:
+        out = conv_transpose_nd(imp.emit, x, w, *args, _pair(output_padding, r))
+    else:
+        out = conv_nd(imp.emit, x, w, *args)
     if bias is not None:
-        shape = [1, -1, 1, 1]
-        out = imp.emit(R.add(out, imp.emit(R.reshape(bias, shape))))
-    return R.squeeze(out, [2]) if one_d else out
+        out = imp.emit(R.add(out, imp.emit(R.reshape(bias, [1, -1] + [1] * r))))
+    return out
 
 
 @converter("convolution.default", check=_conv_check)
 def _convolution(imp: Any, node: Any, x: Expr, w: Expr, bias: Any, stride: Any, padding: Any,
                  dilation: Any, transposed: bool, output_padding: Any, groups: int) -> Expr:
-    return _conv(imp, x, w, bias, stride, padding, dilation, groups)
+    return _conv(imp, x, w, bias, stride, padding, dilation, groups, bool(transposed),
+                 output_padding)
 
 
-@converter("conv2d.default", "conv1d.default", check=_conv_check)
+@converter("conv2d.default", "conv1d.default", "conv3d.default", check=_conv_check)
 def _conv2d(imp: Any, node: Any, x: Expr, w: Expr, bias: Any = None, stride: Any = 1,
             padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Expr:
     return _conv(imp, x, w, bias, stride, padding, dilation, groups)
+
+
+@converter("conv_transpose1d.default", "conv_transpose2d.input", "conv_transpose3d.input",
+           check=_conv_check)
+def _conv_transpose(imp: Any, node: Any, x: Expr, w: Expr, bias: Any = None, stride: Any = 1,
+                    padding: Any = 0, output_padding: Any = 0, groups: int = 1,
+                    dilation: Any = 1) -> Expr:
+    return _conv(imp, x, w, bias, stride, padding, dilation, groups, True, output_padding)
 
 
 # ---- normalisation --------------------------------------------------------------------------------
@@ -76,6 +89,22 @@ def _batch_norm(imp: Any, x: Expr, weight: Any, bias: Any, mean: Expr, var: Expr
     return imp.emit(out[0])
 
 
+def _batch_stats_norm(imp: Any, x: Expr, weight: Any, bias: Any, eps: float) -> Expr:
+    """Training-mode batch norm's forward: normalised by the batch's own statistics (over N
+    and the spatial dims, biased variance); the running statistics' update is not computed."""
+    axes = [0] + list(range(2, ndim(x)))
+    mean = imp.emit(R.mean(x, axes))
+    centred = imp.emit(R.subtract(x, imp.emit(R.mean(x, axes, keepdims=True))))
+    var = imp.emit(R.mean(imp.emit(R.multiply(centred, centred)), axes))
+    return _batch_norm(imp, x, weight, bias, mean, var, eps)
+
+
+@converter("_native_batch_norm_legit.default", "_native_batch_norm_legit.no_stats")
+def _bn_batch_stats(imp: Any, node: Any, x: Expr, weight: Any, bias: Any, *rest: Any) -> tuple:
+    return (_batch_stats_norm(imp, x, weight, bias, float(rest[-1])),
+            Unavailable("batch norm's saved mean"), Unavailable("batch norm's saved rstd"))
+
+
 @converter("_native_batch_norm_legit_no_training.default")
 def _bn_no_training(imp: Any, node: Any, x: Expr, weight: Any, bias: Any, mean: Expr,
                     var: Expr, momentum: float, eps: float) -> tuple:
@@ -85,17 +114,17 @@ def _bn_no_training(imp: Any, node: Any, x: Expr, weight: Any, bias: Any, mean: 
 
 def _bn_check(imp: Any, node: Any) -> str | None:
     training = node.args[5] if len(node.args) > 5 else node.kwargs.get("training", False)
-    if training:
-        return "training-mode batch norm (export the model in eval mode)"
-    if node.args[3] is None:
+    if not training and node.args[3] is None:
         return "batch norm without running statistics"
     return None
 
 
 @converter("batch_norm.default", check=_bn_check)
-def _batch_norm_default(imp: Any, node: Any, x: Expr, weight: Any, bias: Any, mean: Expr,
-                        var: Expr, training: bool, momentum: float, eps: float,
+def _batch_norm_default(imp: Any, node: Any, x: Expr, weight: Any, bias: Any, mean: Any,
+                        var: Any, training: bool, momentum: float, eps: float,
                         cudnn_enabled: bool = True) -> Expr:
+    if training:
+        return _batch_stats_norm(imp, x, weight, bias, eps)
     return _batch_norm(imp, x, weight, bias, mean, var, eps)
 
 
@@ -128,6 +157,37 @@ def _layer_norm_default(imp: Any, node: Any, x: Expr, normalized_shape: Any,
     return _layer_norm(imp, x, normalized_shape, weight, bias, eps)
 
 
+def _group_norm(imp: Any, x: Expr, groups: int, weight: Any, bias: Any, eps: float) -> Expr:
+    dims = shape_of(x)
+    dtype = sinfo(x).dtype
+    grouped = imp.emit(R.reshape(x, [dims[0], int(groups), -1]))
+    mean = imp.emit(R.mean(grouped, [2], keepdims=True))
+    centred = imp.emit(R.subtract(grouped, mean))
+    var = imp.emit(R.mean(imp.emit(R.multiply(centred, centred)), [2], keepdims=True))
+    normed = imp.emit(R.multiply(centred, imp.emit(R.rsqrt(imp.emit(
+        R.add(var, const(float(eps), dtype)))))))
+    out = imp.emit(R.reshape(normed, list(dims)))
+    per_channel = [1, -1] + [1] * (len(dims) - 2)
+    if weight is not None:
+        out = imp.emit(R.multiply(out, imp.emit(R.reshape(weight, per_channel))))
+    if bias is not None:
+        out = imp.emit(R.add(out, imp.emit(R.reshape(bias, per_channel))))
+    return out
+
+
+@converter("native_group_norm.default")
+def _native_group_norm(imp: Any, node: Any, x: Expr, weight: Any, bias: Any, n: Any, c: Any,
+                       hw: Any, groups: int, eps: float) -> tuple:
+    return (_group_norm(imp, x, groups, weight, bias, eps),
+            Unavailable("group norm's mean"), Unavailable("group norm's rstd"))
+
+
+@converter("group_norm.default")
+def _group_norm_default(imp: Any, node: Any, x: Expr, groups: int, weight: Any = None,
+                        bias: Any = None, eps: float = 1e-5, cudnn_enabled: bool = True) -> Expr:
+    return _group_norm(imp, x, groups, weight, bias, eps)
+
+
 # ---- pooling ---------------------------------------------------------------------------------------
 
 def _max_pool(imp: Any, x: Expr, kernel: Any, stride: Any, padding: Any, dilation: Any,
@@ -141,8 +201,15 @@ def _max_pool(imp: Any, x: Expr, kernel: Any, stride: Any, padding: Any, dilatio
 def _max_pool2d_with_indices(imp: Any, node: Any, x: Expr, kernel: Any, stride: Any = (),
                              padding: Any = 0, dilation: Any = 1,
                              ceil_mode: bool = False) -> tuple:
-    out = imp.emit(_max_pool(imp, x, kernel, stride, padding, dilation, ceil_mode))
-    return (out, Unavailable("max pooling's indices"))
+    """The maxima and PyTorch's indices: the flat position within each (n, c) plane."""
+    kernel = _pair(kernel)
+    stride = _pair(stride) if stride else kernel
+    both = imp.emit(R.nn.max_pool2d_with_indices(x, kernel, stride, _pair(padding),
+                                                 _pair(dilation), bool(ceil_mode)))
+    values, flat = imp.emit(TupleGetItem(both, 0)), imp.emit(TupleGetItem(both, 1))
+    h, w = shape_of(x)[2:]
+    plane = const(int(h.value) * int(w.value), "int64")
+    return (values, imp.emit(R.floor_mod(flat, plane)))
 
 
 @converter("max_pool2d.default")
@@ -174,6 +241,55 @@ def _adaptive_avg_pool2d(imp: Any, node: Any, x: Expr, output_size: Any) -> Expr
     if size == [1, 1]:  # the common global pool: a mean, which fuses like a reduction
         return R.mean(x, [2, 3], keepdims=True)
     return R.nn.adaptive_avg_pool2d(x, size)
+
+
+def _window_nd(imp: Any, kind: str, x: Expr, kernel: Any, stride: Any, padding: Any,
+               dilation: Any, ceil_mode: bool, count_include_pad: bool = True) -> Expr:
+    """A 1-d or 3-d pool on the shared decompositions (relax.frontend.windows)."""
+    r = ndim(x) - 2
+    kernel = _pair(kernel, r)
+    stride = _pair(stride, r) if stride else kernel
+    pads = _pair(padding, r)
+    return pool_nd(imp.emit, kind, x, kernel, stride, pads + pads, _pair(dilation, r),
+                   bool(ceil_mode), bool(count_include_pad))
+
+
+@converter("max_pool1d.default", "max_pool3d.default")
+def _max_pool_nd(imp: Any, node: Any, x: Expr, kernel: Any, stride: Any = (), padding: Any = 0,
+                 dilation: Any = 1, ceil_mode: bool = False) -> Expr:
+    return _window_nd(imp, "max", x, kernel, stride, padding, dilation, ceil_mode)
+
+
+@converter("max_pool3d_with_indices.default")
+def _max_pool3d_with_indices(imp: Any, node: Any, x: Expr, kernel: Any, stride: Any = (),
+                             padding: Any = 0, dilation: Any = 1,
+                             ceil_mode: bool = False) -> tuple:
+    return (_window_nd(imp, "max", x, kernel, stride, padding, dilation, ceil_mode),
+            Unavailable("3-d max pooling's indices"))
+
+
+@converter("avg_pool1d.default", "avg_pool3d.default", check=_avg_check)
+def _avg_pool_nd(imp: Any, node: Any, x: Expr, kernel: Any, stride: Any = (), padding: Any = 0,
+                 ceil_mode: bool = False, count_include_pad: bool = True,
+                 divisor_override: Any = None) -> Expr:
+    return _window_nd(imp, "avg", x, kernel, stride, padding, 1, ceil_mode, count_include_pad)
+
+
+@converter("adaptive_avg_pool3d.default", "_adaptive_avg_pool3d.default",
+           "adaptive_avg_pool1d.default")
+def _adaptive_avg_pool_nd(imp: Any, node: Any, x: Expr, output_size: Any) -> Expr:
+    """Global (output 1) or evenly dividing bins: a mean, or an average pool of stride and
+    window ``in / out``."""
+    r = ndim(x) - 2
+    size = _pair(output_size, r)
+    dims = [int(d.value) for d in shape_of(x)[2:]]
+    if size == [1] * r:
+        return R.mean(x, list(range(2, 2 + r)), keepdims=True)
+    if any(d % s for d, s in zip(dims, size)):
+        raise NotImplementedError(f"adaptive average pooling of {dims} to {size} (bins of "
+                                  "unequal size)")
+    kernel = [d // s for d, s in zip(dims, size)]
+    return _window_nd(imp, "avg", x, kernel, kernel, 0, 1, False)
 
 
 # ---- linear algebra --------------------------------------------------------------------------------
@@ -287,6 +403,33 @@ converter("sum.dim_IntList", "sum.default")(_reduce(R.sum))
 converter("amax.default")(_reduce(R.max))
 converter("amin.default")(_reduce(R.min))
 converter("prod.dim_int", "prod.default")(_reduce(R.prod))
+
+
+def _var(imp: Any, x: Expr, dims: Any, correction: float, keepdim: bool) -> Expr:
+    """The variance over ``dims`` with ``correction`` (Bessel's: 1) subtracted from the
+    count."""
+    axes = list(range(ndim(x))) if dims is None or dims == [] else norm_dims(dims, ndim(x))
+    count = 1
+    for a in axes:
+        count *= int(shape_of(x)[a].value)
+    dtype = sinfo(x).dtype
+    centred = imp.emit(R.subtract(x, imp.emit(R.mean(x, axes, keepdims=True))))
+    total = imp.emit(R.sum(imp.emit(R.multiply(centred, centred)), axes, keepdim))
+    return R.divide(total, const(max(count - correction, 0), dtype))
+
+
+@converter("var.dim")
+def _var_dim(imp: Any, node: Any, x: Expr, dims: Any = None, unbiased: bool = True,
+             keepdim: bool = False) -> Expr:
+    return _var(imp, operand(imp, x, imp.out_dtype(node)), dims, 1.0 if unbiased else 0.0,
+                keepdim)
+
+
+@converter("var.correction")
+def _var_correction(imp: Any, node: Any, x: Expr, dims: Any = None, *,
+                    correction: Any = None, keepdim: bool = False) -> Expr:
+    return _var(imp, operand(imp, x, imp.out_dtype(node)), dims,
+                1.0 if correction is None else float(correction), keepdim)
 
 
 def _bool_reduce(fn: Any, want: int) -> Any:

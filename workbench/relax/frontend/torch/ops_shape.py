@@ -209,26 +209,127 @@ def _narrow(imp: Any, node: Any, x: Expr, dim: int, start: int, length: int) -> 
     return R.strided_slice(x, [norm_dim(dim, ndim(x))], [start], [start + length])
 
 
+def _as_strided_check(imp: Any, node: Any) -> str | None:
+    """The view must read a contiguous tensor of static shape (its own storage)."""
+    val = node.args[0].meta.get("val") if hasattr(node.args[0], "meta") else None
+    if val is None:
+        return "an input of unknown layout"
+    if not val.is_contiguous() or val.storage_offset() != 0:
+        return "a non-contiguous input (a view of another tensor's storage)"
+    sizes = list(node.args[1]) + list(node.args[2] if len(node.args) > 2 else [])
+    if any(not isinstance(v, int) for v in sizes) or \
+            any(not isinstance(d, int) for d in val.shape):
+        return "symbolic sizes or strides"
+    return None
+
+
+@converter("as_strided.default", "as_strided_copy.default", check=_as_strided_check)
+def _as_strided(imp: Any, node: Any, x: Expr, size: Sequence[int], stride: Sequence[int],
+                storage_offset: int | None = None) -> Expr:
+    """A strided view of a contiguous tensor: the elements at ``offset + sum(i_k *
+    stride_k)`` of its flattening, gathered with a constant index tensor."""
+    index = np.full([int(s) for s in size], int(storage_offset or 0), dtype=np.int64)
+    for k, (n, st) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[k] = int(n)
+        index = index + np.arange(int(n), dtype=np.int64).reshape(shape) * int(st)
+    flat = imp.emit(R.reshape(x, [-1]))
+    return R.take(flat, const(index, "int64"), axis=0)
+
+
+@converter("slice_scatter.default")
+def _slice_scatter(imp: Any, node: Any, x: Expr, src: Expr, dim: int = 0, start: Any = None,
+                   end: Any = None, step: int = 1) -> Expr:
+    """``x`` with ``x[..., start:end:step, ...] = src`` along ``dim`` (static sizes)."""
+    d = norm_dim(dim, ndim(x))
+    n = _static(shape_of(x)[d])
+    if n is None:
+        raise NotImplementedError("slice_scatter along a dynamic dimension")
+    positions = list(range(n))[slice(start, end, step)]
+    if not positions:
+        return x
+    if step == 1:  # the slice between the untouched parts
+        lo, hi = positions[0], positions[-1] + 1
+        parts = [imp.emit(R.strided_slice(x, [d], [0], [lo]))] if lo > 0 else []
+        parts.append(src)
+        if hi < n:
+            parts.append(imp.emit(R.strided_slice(x, [d], [hi], [n])))
+        return R.concat(parts, d) if len(parts) > 1 else src
+    shape = [_static(v) for v in shape_of(src)]
+    index = np.asarray(positions, dtype=np.int64).reshape([-1 if k == d else 1
+                                                          for k in range(len(shape))])
+    index = np.broadcast_to(index, shape).copy()
+    return R.scatter_elements(x, const(index, "int64"), src, d)
+
+
+@converter("select_scatter.default")
+def _select_scatter(imp: Any, node: Any, x: Expr, src: Expr, dim: int, index: int) -> Expr:
+    """``x`` with ``x.select(dim, index) = src``: the slice_scatter of one position."""
+    d = norm_dim(dim, ndim(x))
+    n = _static(shape_of(x)[d])
+    if n is None:
+        raise NotImplementedError("select_scatter along a dynamic dimension")
+    i = int(index) % n
+    return _slice_scatter(imp, node, x, imp.emit(R.expand_dims(src, d)), d, i, i + 1, 1)
+
+
+@converter("diagonal.default", "diagonal_copy.default")
+def _diagonal(imp: Any, node: Any, x: Expr, offset: int = 0, dim1: int = 0,
+              dim2: int = 1) -> Expr:
+    """The diagonal of dims ``dim1``, ``dim2`` as the last dim: a gather of the positions
+    ``(i, i + offset)`` after moving the two dims to the front."""
+    rank = ndim(x)
+    a, b = norm_dim(dim1, rank), norm_dim(dim2, rank)
+    rows, cols = _static(shape_of(x)[a]), _static(shape_of(x)[b])
+    if rows is None or cols is None:
+        raise NotImplementedError("diagonal of dynamic dims")
+    start_r, start_c = max(-offset, 0), max(offset, 0)
+    n = max(min(rows - start_r, cols - start_c), 0)
+    pos = np.stack([np.arange(n) + start_r, np.arange(n) + start_c], -1).astype(np.int64)
+    rest = [k for k in range(rank) if k not in (a, b)]
+    front = imp.emit(R.permute_dims(x, [a, b] + rest))
+    picked = imp.emit(R.gather_nd(front, const(pos, "int64")))        # (n, rest...)
+    return R.permute_dims(picked, list(range(1, len(rest) + 1)) + [0])
+
+
 @converter("index_select.default")
 def _index_select(imp: Any, node: Any, x: Expr, dim: int, index: Expr) -> Expr:
     return R.take(x, index, axis=norm_dim(dim, ndim(x)))
 
 
 def _index_check(imp: Any, node: Any) -> str | None:
-    indices = node.args[1]
-    used = [i for i in indices if i is not None]
-    if len(used) != 1:
-        return "indexing with more than one index tensor"
-    val = used[0].meta.get("val") if hasattr(used[0], "meta") else None
-    if val is not None and str(val.dtype) == "torch.bool":
-        return "boolean mask indexing (data-dependent shape)"
+    indices = list(node.args[1])
+    used = [k for k, i in enumerate(indices) if i is not None]
+    if used != list(range(used[0], used[-1] + 1)):
+        return "index tensors separated by full slices"
+    for k in used:
+        val = indices[k].meta.get("val") if hasattr(indices[k], "meta") else None
+        if val is not None and str(val.dtype) == "torch.bool":
+            return "boolean mask indexing (data-dependent shape)"
     return None
 
 
 @converter("index.Tensor", check=_index_check)
 def _index(imp: Any, node: Any, x: Expr, indices: Sequence[Any]) -> Expr:
-    axis = next(k for k, i in enumerate(indices) if i is not None)
-    return R.take(x, indices[axis], axis=axis)
+    """``x[:, ..., i1, i2, ...]`` with adjacent index tensors: one takes along its axis;
+    several broadcast together and gather the addressed slices (``gather_nd`` with the
+    indexed axes first), the result's indexed part where the first of them was."""
+    used = [k for k, i in enumerate(indices) if i is not None]
+    if len(used) == 1:
+        return R.take(x, indices[used[0]], axis=used[0])
+    p, k = used[0], len(used)
+    rank = ndim(x)
+    idx = [imp.emit(R.astype(indices[a], "int64")) if sinfo(indices[a]).dtype != "int64"
+           else indices[a] for a in used]
+    shape = list(np.broadcast_shapes(*[tuple(_static(d) for d in shape_of(i)) for i in idx]))
+    idx = [imp.emit(R.broadcast_to(i, shape)) if [_static(d) for d in shape_of(i)] != shape
+           else i for i in idx]
+    where = imp.emit(R.concat([imp.emit(R.expand_dims(i, -1)) for i in idx], -1))
+    front = used + [a for a in range(rank) if a not in used]
+    picked = imp.emit(R.gather_nd(imp.emit(R.permute_dims(x, front)), where))
+    b = len(shape)                    # picked: (B..., x's leading p dims, the rest)
+    order = list(range(b, b + p)) + list(range(b)) + list(range(b + p, b + rank - k))
+    return R.permute_dims(picked, order) if p else picked
 
 
 def _tri(lower: bool):

@@ -1,4 +1,5 @@
-"""2-d pooling: max_pool2d, avg_pool2d, adaptive_avg_pool2d (NCHW or NHWC)."""
+"""2-d pooling: max_pool2d, avg_pool2d, adaptive_avg_pool2d (NCHW or NHWC), and
+max_pool2d_with_indices (NCHW: the maxima and their flat indices into the input)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -9,7 +10,7 @@ from workbench.relax.expr import Call, Expr
 from workbench.relax.op import _infer as I
 from workbench.relax.op.nn.convolution import out_extent, pad4, pair
 from workbench.relax.op.registry import def_infer, def_legalize, def_numpy, make_call
-from workbench.relax.struct_info import StructInfo, TensorStructInfo
+from workbench.relax.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from workbench.tir.expr import IntImm
 
 
@@ -63,6 +64,18 @@ def avg_pool2d(data: Expr, pool_size: Any = (1, 1), strides: Any = (1, 1),
                  count_include_pad, layout, out_layout)
 
 
+def max_pool2d_with_indices(data: Expr, pool_size: Any = (1, 1), strides: Any = (1, 1),
+                            padding: Any = (0, 0), dilation: Any = (1, 1),
+                            ceil_mode: bool = False) -> Call:
+    """``(max_pool2d(data), indices)`` on NCHW data: each maximum's row-major flat index into
+    ``data`` (int64; the first maximum in window order)."""
+    attrs = {"pool_size": pair(pool_size, "pool_size"), "strides": pair(strides, "strides"),
+             "padding": pad4(padding), "dilation": pair(dilation, "dilation"),
+             "ceil_mode": bool(ceil_mode), "count_include_pad": False, "layout": "NCHW",
+             "out_layout": "NCHW"}
+    return make_call("relax.nn.max_pool2d_with_indices", (data,), attrs)
+
+
 def adaptive_avg_pool2d(data: Expr, output_size: int | Sequence[int] | None = None,
                         layout: str = "NCHW", out_layout: str | None = None) -> Call:
     """Average H and W into ``output_size`` bins (None keeps the input size)."""
@@ -101,6 +114,12 @@ def_infer("relax.nn.max_pool2d")(_infer_pool)
 def_infer("relax.nn.avg_pool2d")(_infer_pool)
 
 
+@def_infer("relax.nn.max_pool2d_with_indices")
+def _infer_pool_indices(call: Call, ctx: Any) -> StructInfo:
+    values = _infer_pool(call, ctx)
+    return TupleStructInfo((values, TensorStructInfo(values.shape, "int64", values.ndim)))
+
+
 @def_infer("relax.nn.adaptive_avg_pool2d")
 def _infer_adaptive(call: Call, ctx: Any) -> StructInfo:
     x = I.tensor_arg(call, 0, "data")
@@ -129,6 +148,15 @@ def _legalize_pool(kind: str):
 
 def_legalize("relax.nn.max_pool2d")(_legalize_pool("max"))
 def_legalize("relax.nn.avg_pool2d")(_legalize_pool("avg"))
+
+
+@def_legalize("relax.nn.max_pool2d_with_indices")
+def _legalize_pool_indices(bb: Any, call: Call) -> Expr:
+    from workbench.topi.nn import max_pool2d_with_indices as te_pool
+    a = call.attrs
+    return bb.call_te(te_pool, call.args[0], list(a["pool_size"]), list(a["strides"]),
+                      list(a["dilation"]), list(a["padding"]), a["ceil_mode"],
+                      primfunc_name_hint="max_pool2d_with_indices")
 
 
 @def_legalize("relax.nn.adaptive_avg_pool2d")
@@ -197,6 +225,30 @@ def_numpy("relax.nn.max_pool2d")(_np_pool("max"))
 def_numpy("relax.nn.avg_pool2d")(_np_pool("avg"))
 
 
+@def_numpy("relax.nn.max_pool2d_with_indices")
+def _np_pool_indices(x: np.ndarray, pool_size: tuple, strides: tuple, padding: tuple,
+                     dilation: tuple, ceil_mode: bool, **_: Any) -> tuple:
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (dh, dw), (pt, pl, pb, pr) = pool_size, strides, dilation, padding
+    oh = _np_out(h, pt, pb, kh, sh, dh, ceil_mode)
+    ow = _np_out(w, pl, pr, kw, sw, dw, ceil_mode)
+    values = np.full((n, c, oh, ow), -np.inf)
+    indices = np.full((n, c, oh, ow), -1, np.int64)
+    plane = (np.arange(n)[:, None] * c + np.arange(c)[None, :]) * h * w   # (N, C)
+    for i in range(oh):
+        for j in range(ow):
+            for ky in range(kh):
+                for kx in range(kw):
+                    y, xx = i * sh + ky * dh - pt, j * sw + kx * dw - pl
+                    if 0 <= y < h and 0 <= xx < w:
+                        v = x[:, :, y, xx]
+                        better = v > values[:, :, i, j]
+                        values[:, :, i, j] = np.where(better, v, values[:, :, i, j])
+                        indices[:, :, i, j] = np.where(better, plane + y * w + xx,
+                                                       indices[:, :, i, j])
+    return values.astype(x.dtype), indices
+
+
 @def_numpy("relax.nn.adaptive_avg_pool2d")
 def _np_adaptive(x: np.ndarray, output_size: Any, layout: str, **_: Any) -> np.ndarray:
     xs = _to_nchw(x, layout).astype("float64")
@@ -211,4 +263,4 @@ def _np_adaptive(x: np.ndarray, output_size: Any, layout: str, **_: Any) -> np.n
     return _from_nchw(out, layout).astype(x.dtype)
 
 
-__all__ = ["max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"]
+__all__ = ["max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "max_pool2d_with_indices"]
