@@ -106,7 +106,8 @@ def test_report_tables_fit_resnet18_and_a_transformer(notebook, jupyter_lab):
 
     # The ResNet's convolutions: condensed shapes, the full list on hover.
     shapes = resnet.locator("table.wb-report-view td[title*='float32[']").first
-    assert re.fullmatch(r"\d+ args: [\dx]+ \.\.\. -> [\dx]+|[\dx]+ -> [\dx]+",
+    assert re.fullmatch(r"\d+ args: (\w+ )?[\dx]+ \.\.\. -> (\w+ )?[\dx]+|"
+                        r"(\w+ )?[\dx]+ -> (\w+ )?[\dx]+",
                         shapes.inner_text()), shapes.inner_text()
     _at_widths(notebook, [("ResNet-18", resnet), ("transformer", transformer)],
                TABLE_PROBLEMS, "the report tables do not fit")

@@ -2,6 +2,7 @@
 attention, dropout."""
 from __future__ import annotations
 
+import operator
 from typing import Any, Sequence
 
 from workbench.relax import op as R
@@ -201,7 +202,13 @@ def _max_pool(imp: Any, x: Expr, kernel: Any, stride: Any, padding: Any, dilatio
 def _max_pool2d_with_indices(imp: Any, node: Any, x: Expr, kernel: Any, stride: Any = (),
                              padding: Any = 0, dilation: Any = 1,
                              ceil_mode: bool = False) -> tuple:
-    """The maxima and PyTorch's indices: the flat position within each (n, c) plane."""
+    """The maxima and PyTorch's indices: the flat position within each (n, c) plane. The
+    indices are computed only when the program reads them (``nn.MaxPool2d`` exports this op
+    and reads only the maxima): a plain max pool stays one the blocked layout takes."""
+    if not any(getattr(u, "target", None) is operator.getitem and u.args[1] == 1
+               for u in node.users):
+        out = imp.emit(_max_pool(imp, x, kernel, stride, padding, dilation, ceil_mode))
+        return (out, Unavailable("max pooling's indices (the program does not read them)"))
     kernel = _pair(kernel)
     stride = _pair(stride) if stride else kernel
     both = imp.emit(R.nn.max_pool2d_with_indices(x, kernel, stride, _pair(padding),
