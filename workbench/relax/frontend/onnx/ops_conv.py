@@ -14,19 +14,7 @@ import numpy as np
 from workbench.relax import op as R
 from workbench.relax.expr import Expr, TupleGetItem
 from workbench.relax.frontend.onnx._registry import Unavailable, converter
-from workbench.relax.frontend.windows import conv_nd, conv_transpose_nd, pool_nd
-from workbench.relax.struct_info import TensorStructInfo
-from workbench.tir.expr import IntImm
-
-def _dims(e: Expr) -> tuple:
-    si = e.struct_info
-    if not isinstance(si, TensorStructInfo) or si.shape is None:
-        raise NotImplementedError("a tensor of unknown shape")
-    return tuple(si.values)
-
-
-def _static(d: Any) -> int | None:
-    return int(d.value) if isinstance(d, IntImm) else None
+from workbench.relax.frontend.windows import _dims, _static, conv_nd, conv_transpose_nd, pool_nd
 
 
 def _static_spatial(node: Any, x: Expr) -> list[int]:
