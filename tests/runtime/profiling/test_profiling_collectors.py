@@ -178,11 +178,16 @@ def test_profile_function_on_compiled_llvm_kernel():
     collector = PerfEventCollector(events=["task-clock", "page-faults"])
     prof = profile_function(mod, rt.cpu(0), [collector, WallClockCollector()], warmup_iters=2)
     task_clock = []
-    for n in (1_000, 2_000_000):
+    for n in (1_000, 4_000_000):
         a, b = rt.tensor(np.ones(n, "float32")), rt.tensor(np.full(n, 2.0, "float32"))
         out = rt.empty(n)
-        metrics = prof(a, b, out)
-        assert set(metrics) == {"task-clock (us)", "page-faults", "Wall Time (us)"}
+        # The least of a few calls: one call on a shared CI machine can be preempted (a 1000-element
+        # add once read 589 us of task-clock), the least is the kernel's own cost.
+        samples = []
+        for _ in range(5):
+            metrics = prof(a, b, out)
+            assert set(metrics) == {"task-clock (us)", "page-faults", "Wall Time (us)"}
+            samples.append(metrics["task-clock (us)"].value)
         assert np.all(out.numpy() == 3.0)
-        task_clock.append(metrics["task-clock (us)"].value)
-    assert task_clock[1] > 5 * task_clock[0]
+        task_clock.append(min(samples))
+    assert task_clock[1] > 5 * task_clock[0], task_clock
