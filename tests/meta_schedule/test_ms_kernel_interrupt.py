@@ -193,12 +193,14 @@ def _check_stored(work_dir: Path, witness: Path) -> int:
 
 
 def _picked_from_database(logs: Path, since: dict[Path, int]) -> list[int]:
-    """How many records each search round took from the database, in log text written after
-    ``since`` (file -> size)."""
+    """How many records each search round took from the database (its best as the initial
+    population, or as what a cost model not yet informed learns from), in log text written
+    after ``since`` (file -> size)."""
     picked = []
     for log in sorted(logs.glob("*task_*.log")):
         text = log.read_text()[since.get(log, 0):]
         picked += [int(n) for n in re.findall(r"Picked top (\d+) candidate", text)]
+        picked += [int(n) for n in re.findall(r"The cost model learnt from (\d+) record", text)]
     return picked
 
 

@@ -151,10 +151,13 @@ class MLPModel(CostModel):
                 mh, vh = m[k] / (1 - b1 ** t), v[k] / (1 - b2 ** t)
                 self.net.p[k] -= self.learning_rate * mh / (np.sqrt(vh) + eps)
 
+    def informed(self) -> bool:
+        return self.net is not None and self.data_size >= self.num_warmup_samples
+
     def predict(self, context: "TuneContext",
                 candidates: list["MeasureCandidate"]) -> np.ndarray:
         n = len(candidates)
-        if self.net is None or self.data_size < self.num_warmup_samples:
+        if not self.informed():
             return self._rng.uniform(0, 1, n)
         feats = self.extractor.extract_from(context, candidates)
         rows, ids = pack(feats)

@@ -29,5 +29,8 @@ class RandomModel(CostModel):
     def update(self, context: Any, candidates: list, results: list) -> None:
         pass
 
+    def informed(self) -> bool:
+        return False
+
     def predict(self, context: Any, candidates: list) -> np.ndarray:
         return self.random_state.uniform(size=len(candidates)) * self.max_range

@@ -212,10 +212,13 @@ class XGBModel(CostModel):
         pred = self.booster.predict(xgb.DMatrix(rows), output_margin=True)
         return pack_sum(pred, ids, len(feats))
 
+    def informed(self) -> bool:
+        return self.data_size >= self.num_warmup_samples and self.booster is not None
+
     def predict(self, context: "TuneContext",
                 candidates: list["MeasureCandidate"]) -> np.ndarray:
         n = len(candidates)
-        if self.data_size < self.num_warmup_samples or self.booster is None:
+        if not self.informed():
             return self._rng.uniform(0, 1, n)
         feats = self.extractor.extract_from(context, candidates)
         return self._predict_raw(feats).astype("float64")

@@ -5,8 +5,12 @@ spaces as the initial population; for ``genetic_num_iters`` generations score th
 with the cost model, keep the best never-measured schedules (deduplicated by the structural
 hash of their IRModule), and breed the next generation by mutating parents drawn in
 proportion to their scores; finally pick the batch from the best, with an ``eps_greedy``
-share of random samples. With no mutators the search degenerates to scored random sampling;
-with the random cost model (or during XGB's warm-up) it is effectively random search.
+share of random samples. With no mutators the search degenerates to scored random sampling.
+
+While the cost model's scores are noise (``CostModel.informed()`` is False: the random model,
+XGB before its ``num_warmup_samples`` measurements) a round samples the batch at random and
+skips the generations (Workbench; TVM evolves a population of 512 against the noise, which
+is random search at ~2,500 trace replays a round: most of a short tuning run's wall time).
 """
 from __future__ import annotations
 
@@ -27,6 +31,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from workbench.meta_schedule.runner import RunnerResult
 
 NUM_EMPTY_ITERS_BEFORE_EARLY_STOP = 5
+# Records of earlier runs a cost model that is not informed yet learns from, per task (each is
+# one trace replay, ~30 ms).
+WARM_START_RECORDS = 64
 
 
 class EvolutionarySearch(BuiltinStrategy):
@@ -77,6 +84,27 @@ class EvolutionarySearch(BuiltinStrategy):
         self._database = database if database is not None else MemoryDatabase()
         self._cost_model = cost_model if cost_model is not None else RandomModel()
         self._token = self._database.commit_workload(self.context.mod)
+        if not self._cost_model.informed():
+            self._learn_from_database()
+
+    def _learn_from_database(self) -> None:
+        """A run resuming from a database: the cost model learns from the workload's best
+        ``WARM_START_RECORDS`` records of earlier runs (Workbench; TVM's model starts empty
+        every run), so it may be informed from the first round."""
+        from workbench.meta_schedule.runner import RunnerResult
+        records = [r for r in self._database.get_top_k(self._token, WARM_START_RECORDS)
+                   if r.run_secs]
+        if not records:
+            return
+        with Profiler.timeit("EvoSearch/LearnFromDatabase"):
+            applier = self._applier()
+            schs = applier.apply_many([(r.trace, self.rand.fork_seed(), True) for r in records])
+            pairs = [(s, r) for s, r in zip(schs, records) if s is not None]
+            if pairs:
+                self._cost_model.update(
+                    self.context, self._make_candidates([s for s, _ in pairs]),
+                    [RunnerResult(r.run_secs, None) for _, r in pairs])
+        self.logger.info("The cost model learnt from %d record(s) of earlier runs", len(pairs))
 
     def post_tuning(self) -> None:
         super().post_tuning()
@@ -95,6 +123,18 @@ class EvolutionarySearch(BuiltinStrategy):
             return None
         log = self.logger
         log.info("Generating candidates......")
+        if not self._cost_model.informed():
+            picks = self._random_picks(num)
+            if picks is None:
+                log.warning("Cannot sample any valid candidate, evolutionary search failed.")
+                return None
+            log.info("The cost model is not informed yet (%s): sending %d random candidate(s) "
+                     "for measurement, no evolution", self._cost_model, len(picks))
+            if not picks:
+                self._num_empty_iters += 1
+                if self._num_empty_iters >= NUM_EMPTY_ITERS_BEFORE_EARLY_STOP:
+                    return None
+            return self._candidates(picks)
         pop = self.population_size
         measured = self._pick_best_from_database(int(pop * self.init_measured_ratio))
         unmeasured = self._sample_init_population(pop - len(measured))
@@ -151,6 +191,26 @@ class EvolutionarySearch(BuiltinStrategy):
                     break
         self.logger.info("Sample-Init-Population summary:\n%s", applier.summary())
         return out
+
+    def _random_picks(self, num: int) -> list[Schedule] | None:
+        """Up to ``num`` never-measured random samples of the design spaces; None when no
+        sample replays and passes the postprocessors at all."""
+        out: list[Schedule] = []
+        fail_count = 0
+        valid = 0
+        applier = self._applier()
+        with Profiler.timeit("EvoSearch/SampleInitPopulation"):
+            while len(out) < num and fail_count < self.max_fail_count:
+                jobs = [(self._traces[self.rand.randint(0, len(self._traces))],
+                         self.rand.fork_seed(), False) for _ in range(num - len(out))]
+                samples = [sch for sch in applier.apply_many(jobs) if sch is not None]
+                valid += len(samples)
+                fresh = [sch for sch in samples if self._measured.add(sch.mod)]
+                out.extend(fresh)
+                if not fresh:
+                    fail_count += 1
+        self.logger.info("Sample-Init-Population summary:\n%s", applier.summary())
+        return out if valid else None
 
     def _predict(self, population: list[Schedule], cache: dict[int, float]) -> np.ndarray:
         todo = [s for s in population if id(s) not in cache]
