@@ -1,7 +1,7 @@
 """Kernels against the machine's limit (issue 14): measured peaks, then tuned fp32 / int8 /
 bf16 matmuls and conv2d as fractions of them, next to numpy and PyTorch.
 
-1. Peaks (``peak_loops.py``: llvmlite loops of independent accumulator chains): fp32 FMA, int8
+1. Peaks (``workbench/runtime/peak_loops.py``: llvmlite loops of independent accumulator chains): fp32 FMA, int8
    VNNI ``vpdpbusd``, bf16 ``vdpbf16ps`` and, where the CPU has AMX, ``tdpbusd`` /
    ``tdpbf16ps`` tile products; each on one thread (per core) and on all cores side by side.
    The peak a row is compared with is cores x the per-core peak (the measured all-core figure
@@ -50,8 +50,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import workbench as wb  # noqa: E402
 from workbench import meta_schedule as ms  # noqa: E402
 from workbench import te, topi  # noqa: E402
-
-import peak_loops  # noqa: E402
+from workbench.runtime import peak_loops  # noqa: E402
 
 
 def best_of_interleaved(fns: dict, rounds: int = 60) -> dict:

@@ -1,4 +1,4 @@
-"""benchmarks/peak_loops.py and bench_peak's bookkeeping: every peak loop the host can run
+"""workbench/runtime/peak_loops.py and bench_peak's bookkeeping: every peak loop the host can run
 compiles and runs on one and two threads (AMX after the OS permission), and each row is
 compared with the right peak. No timing is asserted."""
 from __future__ import annotations
@@ -11,14 +11,15 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
 
 import bench_peak  # noqa: E402
-import peak_loops  # noqa: E402
 
+from workbench.runtime import peak_loops  # noqa: E402
 from workbench.target import Target  # noqa: E402
 
 HOST = Target("llvm")
 
 
-@pytest.mark.parametrize("kind", sorted(peak_loops.PEAK_KINDS))
+@pytest.mark.parametrize("kind", sorted(peak_loops.PEAK_KINDS) +
+                         sorted(peak_loops.NARROW_FP32_KINDS))
 def test_peak_loop_runs_where_the_cpu_has_the_instruction(kind):
     why = peak_loops.available(kind, HOST)
     if why is not None:
@@ -26,6 +27,14 @@ def test_peak_loop_runs_where_the_cpu_has_the_instruction(kind):
         pytest.skip(why)
     peak = peak_loops.measure(kind, 2, budget=0.01, min_rounds=2)
     assert peak.cores == 2 and peak.per_core > 0 and peak.all_cores > 0
+
+
+def test_the_widest_fp32_loop_the_target_has_is_chosen():
+    assert peak_loops.fp32_kind(Target("llvm -mcpu=skylake-avx512")) == "fp32"
+    assert peak_loops.fp32_kind(Target("llvm -mcpu=haswell")) == "fp32-avx2"
+    assert peak_loops.fp32_kind(Target("llvm -mattr=+sse2")) is None
+    with pytest.raises(ValueError, match="unknown peak kind 'fp64'"):
+        peak_loops.available("fp64", HOST)
 
 
 def test_a_cpu_without_the_feature_is_reported():

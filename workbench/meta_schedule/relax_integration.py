@@ -46,7 +46,7 @@ from workbench.target import Target
 from workbench.tir.function import PrimFunc
 
 __all__ = ["extract_tasks", "extracted_tasks_to_tune_contexts", "tune_relax", "compile_relax",
-           "MetaScheduleApplyDatabase"]
+           "select_tasks", "MetaScheduleApplyDatabase"]
 
 logger = logging.getLogger("workbench.meta_schedule")
 
@@ -120,9 +120,66 @@ def extract_tasks(mod: Any, target: str | Target, params: Mapping[str, Any] | No
             tasks.add(task, shash)
         else:
             task.weight += 1
+            if name not in task.kernel_names:
+                task.kernel_names.append(name)
         if layer:
             task.layers.append(layer)
     return list(tasks)
+
+
+def _ranking_names(op_names: Any) -> list[str] | None:
+    """The kernel names of a roofline ranking: the ``Kernel`` index of a DataFrame or Series
+    cut from it, or that index itself (``tune_next``); None for anything else (plain
+    strings)."""
+    module = type(op_names).__module__ or ""
+    if not module.startswith("pandas"):
+        return None
+    from workbench.meta_schedule.roofline import KERNEL_INDEX
+    index = getattr(op_names, "index", None)
+    if index is not None and getattr(index, "name", None) == KERNEL_INDEX:
+        return [str(n) for n in index]
+    if hasattr(op_names, "columns"):
+        raise TypeError(f"op_names: a DataFrame must be a roofline ranking (index named "
+                        f"{KERNEL_INDEX!r}), got an index named {index.name!r}")
+    if getattr(op_names, "name", None) == KERNEL_INDEX:
+        return [str(n) for n in op_names]
+    return None
+
+
+def select_tasks(tasks: Sequence[ExtractedTask], op_names: Any) -> list[ExtractedTask]:
+    """The tasks ``op_names`` asks for (``tune_relax``'s filter).
+
+    - None: all of them;
+    - a roofline ranking (a DataFrame with a ``Kernel`` index, a column of it, that index,
+      or ``tune_next(...)``): exactly the tasks of those kernels, in ranking order; a name
+      that is no task's kernel raises ValueError naming it and the kernels there are;
+    - strings: tasks whose name, or one of whose kernels' names, contains one of them (TVM's
+      rule); a string matching nothing is logged as a warning.
+    """
+    if op_names is None:
+        return list(tasks)
+    exact = _ranking_names(op_names)
+    if exact is not None:
+        by_kernel = {k: t for t in tasks for k in t.kernel_names}
+        unknown = [n for n in exact if n not in by_kernel]
+        if unknown:
+            raise ValueError(f"op_names: no task computes the kernel(s) {unknown}; the "
+                             f"model's kernels are {sorted(by_kernel)} (was the ranking made "
+                             "from a profile of this model, built for this target?)")
+        if not exact:
+            raise ValueError("op_names: the ranking names no kernel (empty)")
+        return list({id(by_kernel[n]): by_kernel[n] for n in exact}.values())
+    if isinstance(op_names, str) or not all(isinstance(o, str) for o in op_names):
+        raise TypeError(f"op_names must be a list of str or a roofline ranking, got "
+                        f"{op_names!r}")
+    chosen = [t for t in tasks
+              if any(op in k for op in op_names for k in t.kernel_names)]
+    unmatched = [op for op in op_names
+                 if not any(op in k for t in tasks for k in t.kernel_names)]
+    if unmatched:
+        logger.warning("tune_relax: op_names %s match no task (tasks: %s)", unmatched,
+                       ", ".join(t.task_name for t in tasks))
+    return chosen
 
 
 def _is_static(task_mod: IRModule) -> bool:
@@ -152,7 +209,7 @@ def extracted_tasks_to_tune_contexts(tasks: Sequence[ExtractedTask], work_dir: s
 
 def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target, work_dir: str,
                max_trials_global: int, *, max_trials_per_task: int | None = None,
-               op_names: Sequence[str] | None = None, num_trials_per_iter: int = 64,
+               op_names: Any = None, num_trials_per_iter: int = 64,
                builder: Any = "local", runner: Any = "local", database: Any = "json",
                cost_model: Any = "xgb", measure_callbacks: Any = "default",
                task_scheduler: Any = "gradient", space: Any = "post-order-apply",
@@ -162,7 +219,10 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
                default_schedule_first: bool | None = None) -> Database:
     """Tune the fused kernels of a Relax model; return the database (see module docstring).
 
-    ``op_names`` keeps only tasks whose name contains one of the given strings (TVM).
+    ``op_names`` keeps only tasks whose name contains one of the given strings (TVM), or,
+    given a ranking of :func:`workbench.meta_schedule.roofline.roofline` (the DataFrame, a
+    part of it such as ``ranking.head(3)``, its index, or ``tune_next(ranking, n)``), exactly
+    the tasks of those kernels (:func:`select_tasks`).
     Kernels with symbolic shapes are skipped with a warning. ``runner="rpc"`` /
     ``builder="dask"`` with ``rpc_config`` as in :func:`tune_tasks`. ``dashboard`` as in
     :func:`tune_tasks` (one row per task, with its layers). Records already in the database
@@ -175,8 +235,7 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
     if not isinstance(target, Target):
         target = Target(target)
     tasks = extract_tasks(mod, target, params, module_equality=module_equality)
-    if op_names is not None:
-        tasks = [t for t in tasks if any(op in t.task_name for op in op_names)]
+    tasks = select_tasks(tasks, op_names)
     static = [t for t in tasks if _is_static(t.dispatched[0])]
     skipped = [t.task_name for t in tasks if t not in static]
     if skipped:

@@ -16,6 +16,13 @@ row (argument shapes condensed, long cells cut with the full text on hover, side
 at a time. The VM's own helper calls (``vm.builtin.*``: shape checks, tuple building) are
 left out of the tables, charts and diff until "VM builtins" is ticked; the Report itself keeps
 them (``Report.group_by(..., builtins=False)`` is the same choice in code).
+
+Given the executable the report profiled (``exe=``, or a ready ``roofline=`` frame of
+:func:`workbench.meta_schedule.roofline.roofline`), the kernels are also held against the
+machine's measured limits: the call table gets ``GFLOPS``, ``GB/s``, ``% of bound`` and
+``Headroom`` columns, and a "Roofline" tab shows the roofline plot and the ranked "where to
+tune next" list (:mod:`.roofline_view`), which ``tune_relax(..., op_names=view.ranking.head(3))``
+takes as it is.
 """
 from __future__ import annotations
 
@@ -26,10 +33,14 @@ import ipywidgets as widgets
 import pandas as pd
 import plotly.graph_objects as go
 
+from workbench.meta_schedule.roofline import roofline as kernel_roofline
 from workbench.runtime.profiling import Report
 from workbench.runtime.profiling.frames import FIXED_COLUMNS, is_vm_builtin
 from workbench.runtime.profiling.metrics import DURATION, LAYER, MODULE, NAME, OP_TYPE, START
 from workbench.runtime.profiling.timeline import call_spans, has_timestamps
+from workbench.widgets.roofline_view import (
+    ranking_frame, roofline_figure, update_roofline_figure, with_roofline_columns,
+)
 from workbench.widgets.table_html import frame_table_html
 
 ORIGINAL_ORDER = "(original order)"
@@ -87,6 +98,10 @@ class ReportView(widgets.VBox):
     ``builtins_check`` ("VM builtins", off) adds the VM's helper calls to every view;
     ``columns_select`` chooses the table's columns (all but ``Start (us)`` and ``Module`` at
     first).
+    ``exe`` (the Executable ``report`` profiled; ``limits``: MachineLimits, default this
+    machine's measured ones) or ``roofline`` (a frame of ``roofline(report, exe)``) adds the
+    roofline columns and the "Roofline" tab: ``ranking`` (the whole ranking),
+    ``ranking_shown`` (its rows after the filter), ``roofline_figure``, ``ranking_html``.
     State for code and tests: ``frame`` (rows after filter and sort, every page),
     ``page_frame``, ``diff_frame``, and the widgets ``aggregate_toggle``, ``sort_dropdown``,
     ``ascending_check``, ``filter_text``, ``builtins_check``, ``columns_select``,
@@ -96,6 +111,7 @@ class ReportView(widgets.VBox):
 
     def __init__(self, report: Report, *, baseline: Report | None = None, name: str = "new",
                  baseline_name: str = "baseline", top_k: int = 20, page_size: int = 50,
+                 exe: Any = None, limits: Any = None, roofline: pd.DataFrame | None = None,
                  **kwargs: Any) -> None:
         if "other" in kwargs:
             raise TypeError(
@@ -121,7 +137,12 @@ class ReportView(widgets.VBox):
         self.report, self.baseline, self.top_k = report, baseline, top_k
         self.page_size, self.page = page_size, 0
         self.name, self.baseline_name = name.strip(), baseline_name.strip()
+        self.ranking = self._ranking(report, exe, limits, roofline)
+        self.ranking_shown: pd.DataFrame | None = self.ranking
         self._frames = {flag: report.to_dataframe(aggregate=flag) for flag in (True, False)}
+        if self.ranking is not None:
+            self._frames = {flag: with_roofline_columns(frame, self.ranking)
+                            for flag, frame in self._frames.items()}
         self.frame: pd.DataFrame = self._frames[True]
         self.page_frame: pd.DataFrame = self.frame
         self.diff_frame: pd.DataFrame | None = None
@@ -192,6 +213,10 @@ class ReportView(widgets.VBox):
                  "Timeline": self.timeline_figure}
         if self.has_layers:
             pages["Groups"] = self.groups_html
+        if self.ranking is not None:
+            self.roofline_figure = roofline_figure(self.ranking)
+            self.ranking_html = widgets.HTML()
+            pages["Roofline"] = widgets.VBox([self.roofline_figure, self.ranking_html])
         if baseline is not None:
             pages[f"Diff: {b} -> {n}"] = widgets.VBox(
                 [self.diff_summary_html, self.diff_figure, self.diff_html])
@@ -213,6 +238,24 @@ class ReportView(widgets.VBox):
         self.refresh()
 
     # ---- state ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _ranking(report: Report, exe: Any, limits: Any,
+                 ranking: pd.DataFrame | None) -> pd.DataFrame | None:
+        if ranking is not None:
+            if exe is not None:
+                raise TypeError("ReportView: give exe= (to compute the roofline) or "
+                                "roofline= (a computed one), not both")
+            if not isinstance(ranking, pd.DataFrame) or "limits" not in ranking.attrs:
+                raise TypeError(f"ReportView: roofline must be the DataFrame of "
+                                f"roofline(report, exe), got {type(ranking).__name__}")
+            return ranking
+        if exe is None:
+            if limits is not None:
+                raise TypeError("ReportView: limits= needs exe= (the executable the report "
+                                "profiled)")
+            return None
+        return kernel_roofline(report, exe, limits)
 
     def _sort_options(self) -> list[str]:
         columns = dict.fromkeys([*FIXED_COLUMNS, *self._frames[False].columns,
@@ -249,6 +292,8 @@ class ReportView(widgets.VBox):
         self._update_timeline()
         if self.baseline is not None:
             self._update_diff()
+        if self.ranking is not None:
+            self._update_roofline()
 
     @property
     def pages(self) -> int:
@@ -356,6 +401,19 @@ class ReportView(widgets.VBox):
             bar.y = [s.device for s in spans]
             bar.hovertext = [hover(s) for s in spans]
             bar.marker.color = [colours[s.name] for s in spans]
+
+    def _update_roofline(self) -> None:
+        ranking = self.ranking
+        text = self.filter_text.value.strip()
+        if text:
+            ranking = ranking[ranking.index.str.contains(text, case=False, regex=False)]
+        self.ranking_shown = ranking
+        update_roofline_figure(self.roofline_figure, ranking)
+        saved = ranking["Score"].sum(skipna=True)
+        self.ranking_html.value = (
+            f"<b>Where to tune next</b>: kernels by time x (1 - achieved / roofline bound), "
+            f"the time tuning could save ({saved:.1f} us in all); bytes count each argument "
+            f"once (a lower bound of the traffic)" + _frame_html(ranking_frame(ranking)))
 
     def _update_diff(self) -> None:
         b, n = self.baseline_name, self.name

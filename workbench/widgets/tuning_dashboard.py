@@ -16,7 +16,10 @@ the dashboard, and then only mutated:
 - the task table with TVM's statistics columns plus ``Errors``;
 - on a cluster ("rpc" runner), which worker measured what: one row per worker with its
   measurements, errors and per-task counts, and each candidate's worker in its hover text;
-- "Best so far": the running best GFLOPS of each task against the trial index;
+- the task table's ``Bound (GFLOPS)`` and ``% of bound``: each task's roofline bound on this
+  machine (measured limits, cached; see :mod:`.tuning_progress`) and how close its best is;
+- "Best so far": the running best GFLOPS of each task against the trial index, with each
+  task's roofline bound as a dotted line in its colour;
 - "Candidates": every measured candidate (trial index vs GFLOPS or latency), errors marked
   with red crosses at y = 0.
 
@@ -163,6 +166,9 @@ class TuningDashboard(PyMeasureCallback):
     ``interval``: minimum seconds between two renders of the widget view.
     ``max_trials_global`` / ``max_trials_per_task``: the trial budget, for the progress bar and
     the ETA (:func:`attach_dashboard` fills them from ``tune_tir``'s arguments).
+    ``limits``: the MachineLimits for the tasks' roofline bounds; "auto" (default) uses this
+    machine's (measured once, about 1.5 s, when the first real task appears; then cached);
+    None shows no bounds.
 
     State for code and tests: ``progress`` (the model; ``progress.snapshot()``), ``throttle``
     (``throttle.renders`` counts renders), ``frame`` (the task table now), and in
@@ -172,12 +178,12 @@ class TuningDashboard(PyMeasureCallback):
 
     def __init__(self, mode: str = "auto", *, interval: float = 0.25,
                  max_trials_global: int | None = None, max_trials_per_task: int | None = None,
-                 file: TextIO | None = None) -> None:
+                 file: TextIO | None = None, limits: Any = "auto") -> None:
         if mode not in ("auto", "widget", "text"):
             raise ValueError(f"TuningDashboard: mode must be 'auto', 'widget' or 'text', got "
                              f"{mode!r}")
         self.mode = ("widget" if in_notebook() else "text") if mode == "auto" else mode
-        self.progress = TuningProgress(max_trials_global, max_trials_per_task)
+        self.progress = TuningProgress(max_trials_global, max_trials_per_task, limits)
         self.file = file
         self._stop = threading.Event()
         self._scheduler: Any = None
@@ -314,8 +320,10 @@ class TuningDashboard(PyMeasureCallback):
         on = f" | on {len(workers)} worker{'s' if len(workers) != 1 else ''}" \
             if len(workers) else ""
         again = f" + {task.remeasured} re-measured" if task.remeasured else ""
+        bound = f" ({task.percent_of_bound:.1f}% of the roofline's {task.bound_gflops:.1f})" \
+            if math.isfinite(task.percent_of_bound) else ""
         return (f"[Task #{task_id}: {task.name}] +{batch_size} -> {task.trials} trials{again} "
-                f"(total {snap.budget_text()}{snap.extra_text()}) | best {_fmt(task.best_gflops)} GFLOPS "
+                f"(total {snap.budget_text()}{snap.extra_text()}) | best {_fmt(task.best_gflops)} GFLOPS{bound} "
                 f"({_fmt(task.best_latency_ms * 1e3, 2)} us) | errors {task.errors} | "
                 f"elapsed {format_seconds(snap.elapsed_s)} | ETA {format_seconds(snap.eta_s)}"
                 f"{on}{stop}")
@@ -413,7 +421,14 @@ class TuningDashboard(PyMeasureCallback):
         self._render_scatter(snap)
 
     def _render_best(self, snap: ProgressSnapshot) -> None:
+        # The roofline bound of each task: a dotted line across the plot in its colour.
+        bounds = [dict(type="line", xref="paper", x0=0, x1=1, y0=t.bound_gflops,
+                       y1=t.bound_gflops, line=dict(color=_colour(t.task_id), dash="dot",
+                                                    width=1))
+                  for t in snap.tasks if math.isfinite(t.bound_gflops)]
         with self.best_figure.batch_update():
+            if len(bounds) != len(self.best_figure.layout.shapes or ()):
+                self.best_figure.layout.shapes = bounds
             for task in snap.tasks:
                 xs, ys = snap.best_so_far(task.task_id)
                 trace = self.best_figure.data[self._task_traces[task.task_id][0]]
@@ -484,8 +499,12 @@ def table_html(frame: Any) -> str:
     shown = frame.copy()
     for column in ("Speed (GFLOPS)", "Latency (us)", "Weighted Latency (us)"):
         shown[column] = [_fmt(v) for v in frame[column]]
+    for column in ("Bound (GFLOPS)", "% of bound"):
+        if column in frame.columns:
+            shown[column] = [_fmt(v, 1) for v in frame[column]]
     shown["Weight"] = [f"{v:g}" for v in frame["Weight"]]
-    numbers = {"ID", "FLOP", "Weight", "Speed (GFLOPS)", "Latency (us)",
+    numbers = {"ID", "FLOP", "Weight", "Speed (GFLOPS)", "Bound (GFLOPS)", "% of bound",
+               "Latency (us)",
                "Weighted Latency (us)", "Trials", "Re-measured", "Errors"}
     return frame_table_html(shown, classes="wb-tuning-table",
                             right=[c for c in shown.columns if c in numbers])

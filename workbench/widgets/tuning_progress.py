@@ -11,7 +11,12 @@ measure_candidates, builder_results, runner_results)`` and turns them into:
   ``run_secs`` in ms) and GFLOPS, or the error that replaced them, and the cluster worker
   that measured it (``RunnerResult.worker``, "rpc" runner) -- :meth:`ProgressSnapshot.
   workers_table` sums those up per worker;
-- totals, the elapsed time and an ETA against a trial budget when one is known.
+- totals, the elapsed time and an ETA against a trial budget when one is known;
+- each task's roofline bound: ``min(peak, FLOP / bytes x bandwidth)`` GFLOPS from the
+  machine's measured limits (:func:`workbench.runtime.machine_limits.machine_limits`, measured
+  once per machine and cached) and the bytes of the task PrimFunc's buffers (each read or
+  written once: a lower bound of the traffic), so the table shows how far each task's best
+  is from what the machine allows (``Bound (GFLOPS)``, ``% of bound``).
 
 Every public method takes one lock, so ``record_batch`` may run in the tuner's thread while a
 renderer reads :meth:`snapshot` from another. Nothing here imports widgets: the text
@@ -19,6 +24,7 @@ fallback and the tests use it as is.
 """
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -28,10 +34,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from workbench.meta_schedule.roofline import func_bytes
+from workbench.runtime.machine_limits import MachineLimits, machine_limits
 from workbench.runtime.profiling.rows import first_and_more
 
 __all__ = ["TaskStats", "Measurement", "ProgressSnapshot", "TuningProgress", "TABLE_COLUMNS",
-           "WORKER_COLUMNS", "SEARCH", "PHASES", "REMEASURED",
+           "WORKER_COLUMNS", "SEARCH", "PHASES", "REMEASURED", "BOUND_COLUMNS",
            "candidate_latency_ms", "candidate_error"]
 
 #: The "which worker measured what" table (cluster runs).
@@ -44,6 +52,8 @@ TABLE_COLUMNS = ("ID", "Name", "FLOP", "Weight", "Speed (GFLOPS)", "Latency (us)
 LAYERS = "Layers"
 #: Inserted after "Trials" once measurements outside the search were made.
 REMEASURED = "Re-measured"
+#: Inserted after "Speed (GFLOPS)" when the machine's limits and a task's bytes are known.
+BOUND_COLUMNS = ("Bound (GFLOPS)", "% of bound")
 
 #: The phases of a run (``tune_tasks`` announces them): the search spends the trial budget;
 #: the Droplet post-optimization and the confirmation of each task's leaders measure beyond
@@ -71,6 +81,8 @@ class TaskStats:
     layers: str = ""
     #: Why the task found no valid candidate, once tuning ended (the scheduler's note).
     note: str | None = None
+    #: The roofline's GFLOPS for the task on this machine (NaN when unknown).
+    bound_gflops: float = math.nan
 
     @property
     def best_gflops(self) -> float:
@@ -78,6 +90,13 @@ class TaskStats:
         if not math.isfinite(self.best_latency_ms):
             return math.nan
         return self.flop / self.best_latency_ms / 1e6
+
+    @property
+    def percent_of_bound(self) -> float:
+        """Best GFLOPS as a percentage of the roofline bound (NaN when either is unknown)."""
+        if not self.bound_gflops > 0:
+            return math.nan
+        return self.best_gflops / self.bound_gflops * 100
 
 
 @dataclass(frozen=True)
@@ -169,6 +188,10 @@ class ProgressSnapshot:
             rows.append((t.task_id, t.name, int(t.flop), t.weight, t.best_gflops, lat_us,
                          lat_us * t.weight, t.trials, "Y" if t.done else "", t.errors))
         frame = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+        if any(math.isfinite(t.bound_gflops) for t in self.tasks):
+            at = frame.columns.get_loc("Speed (GFLOPS)") + 1
+            frame.insert(at, BOUND_COLUMNS[0], [t.bound_gflops for t in self.tasks])
+            frame.insert(at + 1, BOUND_COLUMNS[1], [t.percent_of_bound for t in self.tasks])
         if any(t.remeasured for t in self.tasks):
             frame.insert(frame.columns.get_loc("Trials") + 1, REMEASURED,
                          [t.remeasured for t in self.tasks])
@@ -253,6 +276,18 @@ def _task_flop(record: Any) -> float:
         return 1.0
 
 
+def _task_bytes(record: Any) -> float:
+    """Bytes of the task's PrimFunc buffers; NaN without a module (or a symbolic shape)."""
+    mod = getattr(getattr(record, "ctx", None), "mod", None)
+    if mod is None:
+        return math.nan
+    try:
+        func = mod["main"] if not hasattr(mod, "buffers") else mod
+        return func_bytes(func)
+    except Exception:  # a roofline is a hint: it must never stop a tuning run
+        return math.nan
+
+
 def _task_weight(record: Any) -> float:
     # TVM's TaskRecord calls it task_weight; accept a plain ``weight`` too.
     weight = getattr(record, "task_weight", None)
@@ -272,9 +307,17 @@ class TuningProgress:
 
     ``budget`` is the total number of trials expected (``max_trials_global``), used for the
     ETA; ``max_trials_per_task`` caps it further once the number of tasks is known.
+    ``limits``: the MachineLimits the tasks' bounds are computed from; ``"auto"`` (default)
+    takes this machine's (cached, or measured once when the first task with a module
+    appears); None shows no bounds.
     """
 
-    def __init__(self, budget: int | None = None, max_trials_per_task: int | None = None) -> None:
+    def __init__(self, budget: int | None = None, max_trials_per_task: int | None = None,
+                 limits: MachineLimits | str | None = "auto") -> None:
+        if limits is not None and limits != "auto" and not isinstance(limits, MachineLimits):
+            raise TypeError(f"TuningProgress: limits must be MachineLimits, 'auto' or None, "
+                            f"got {limits!r}")
+        self._limits: MachineLimits | str | None = limits
         self._lock = threading.Lock()
         self._max_global = budget
         self._max_per_task = max_trials_per_task
@@ -339,10 +382,35 @@ class TuningProgress:
         return min(caps) if caps else None
 
     # -- input --------------------------------------------------------------------------------
+    def limits(self) -> MachineLimits | None:
+        """The machine limits the bounds use (resolving ``"auto"``: cached, or measured now,
+        about 1.5 s once per machine); None when there are none."""
+        if self._limits == "auto":
+            try:
+                self._limits = machine_limits()
+            except Exception as err:  # noqa: BLE001 - no bound is better than no tuning run
+                logging.getLogger("workbench.widgets").warning(
+                    "tuning dashboard: no roofline bounds (%s: %s)", type(err).__name__, err)
+                self._limits = None
+        return self._limits if isinstance(self._limits, MachineLimits) else None
+
+    def _bound(self, record: Any, flop: float) -> float:
+        nbytes = _task_bytes(record)
+        if not nbytes > 0 or getattr(getattr(record, "ctx", None), "mod", None) is None:
+            return math.nan
+        limits = self.limits()
+        return math.nan if limits is None else float(limits.bound_gflops(flop / nbytes))
+
     def sync_tasks(self, task_scheduler: Any) -> None:
-        """Add rows for tasks not seen yet and copy each task's ``is_terminated`` flag and
-        ``note``."""
+        """Add rows for tasks not seen yet (with their roofline bound) and copy each task's
+        ``is_terminated`` flag and ``note``."""
         records = list(getattr(task_scheduler, "tasks_", None) or ())
+        with self._lock:
+            known = set(self._tasks)
+        # Outside the lock: the first bound may measure the machine (about 1.5 s), and
+        # renders read snapshots meanwhile.
+        bounds = {tid: self._bound(record, _task_flop(record))
+                  for tid, record in enumerate(records) if tid not in known}
         with self._lock:
             for tid, record in enumerate(records):
                 stats = self._tasks.get(tid)
@@ -350,7 +418,8 @@ class TuningProgress:
                     name = _task_name(record, tid)
                     stats = self._tasks[tid] = TaskStats(
                         tid, name, _task_flop(record), _task_weight(record),
-                        layers=self._layers.get(name, ""))
+                        layers=self._layers.get(name, ""),
+                        bound_gflops=bounds.get(tid, math.nan))
                 if bool(getattr(record, "is_terminated", False)):
                     stats.done = True
                 stats.note = getattr(record, "note", None)

@@ -8,6 +8,11 @@ Kinds (ops count 2 per multiply-add):
 - ``amx-int8``: AMX ``tdpbusd`` on 16 x 64-byte tiles (16 x 16 x 64 products: 32768 ops);
 - ``amx-bf16``: AMX ``tdpbf16ps`` (16 x 16 x 32 products: 16384 flops).
 
+:data:`NARROW_FP32_KINDS` are the fp32 loops of CPUs without AVX-512: ``fp32-avx2``
+(``llvm.fma.v8f32``, x86 FMA3: 16 flops per instruction) and ``fp32-neon`` (``v4f32``, Arm:
+8 flops). :func:`fp32_kind` picks the widest a target has; the machine limits
+(:mod:`.machine_limits`) use it, ``benchmarks/bench_peak.py`` measures :data:`PEAK_KINDS`.
+
 :func:`measure` runs the loop on one thread (the per-core peak) and on ``cores`` threads at
 once (the all-core peak). The threads are started once and released together by a barrier for
 each round; a round's rate is the total work over the span from the first start to the last
@@ -22,8 +27,9 @@ import ctypes
 import threading
 import time
 from dataclasses import dataclass
+from typing import Callable
 
-__all__ = ["PEAK_KINDS", "Peak", "measure", "available"]
+__all__ = ["PEAK_KINDS", "NARROW_FP32_KINDS", "Peak", "measure", "available", "fp32_kind", "best_span"]
 
 _N_ACC = 12  # vector accumulator chains: more than latency x throughput on current cores
 
@@ -36,15 +42,17 @@ class _Kind:
     cpu_state: str | None = None
 
 
-def _vector_ir(decl: str, call: str, ty: str, add: str) -> str:
+def _vector_ir(decl: str, call: str, ty: str, add: str, lanes: int = 16) -> str:
     """``_N_ACC`` independent chains ``acc = call(acc, x, y)``, summed and stored at the end
-    (so the loop is not dead code)."""
-    ones = "<" + ", ".join(["i32 1065353216"] * 16) + ">"
+    (so the loop is not dead code); ``x`` / ``y`` are ``lanes`` x 1.0f (as i32 ``xi`` /
+    ``yi`` too)."""
+    ones = "<" + ", ".join(["i32 1065353216"] * lanes) + ">"
+    vi, vf = f"<{lanes} x i32>", f"<{lanes} x float>"
     lines = [decl, "define void @peak(i64 %n, i8* %scratch) {", "entry:",
-             f"  %xi = bitcast <16 x i32> {ones} to <16 x i32>",
-             "  %x = bitcast <16 x i32> %xi to <16 x float>",
-             "  %yi = add <16 x i32> %xi, zeroinitializer",
-             "  %y = bitcast <16 x i32> %yi to <16 x float>",
+             f"  %xi = bitcast {vi} {ones} to {vi}",
+             f"  %x = bitcast {vi} %xi to {vf}",
+             f"  %yi = add {vi} %xi, zeroinitializer",
+             f"  %y = bitcast {vi} %yi to {vf}",
              "  br label %loop", "loop:", "  %i = phi i64 [0, %entry], [%inext, %loop]"]
     lines += [f"  %a{k} = phi {ty} [zeroinitializer, %entry], [%b{k}, %loop]"
               for k in range(_N_ACC)]
@@ -102,18 +110,45 @@ PEAK_KINDS: dict[str, _Kind] = {
     "amx-bf16": _Kind(("amx-tile", "amx-bf16"), 2 * 16 * 16 * 32 * 4,
                       _amx_ir("llvm.x86.tdpbf16ps"), "amx"),
 }
+
+
+def _fma_kind(features: tuple[str, ...], lanes: int) -> _Kind:
+    vec = f"<{lanes} x float>"
+    return _Kind(features, 2 * lanes, _vector_ir(
+        f"declare {vec} @llvm.fma.v{lanes}f32({vec}, {vec}, {vec})",
+        f"call {vec} @llvm.fma.v{lanes}f32({vec} %x, {vec} %y, {vec} {{acc}})", vec, "fadd",
+        lanes))
+
+
+# Without the feature LLVM would expand llvm.fma into a libm call per lane: no peak at all.
+NARROW_FP32_KINDS: dict[str, _Kind] = {
+    "fp32-avx2": _fma_kind(("fma",), 8),   # FMA3 comes with AVX
+    "fp32-neon": _fma_kind(("neon",), 4),
+}
+_ALL_KINDS = {**PEAK_KINDS, **NARROW_FP32_KINDS}
 # _vector_ir's loop issues _N_ACC instructions per iteration, _amx_ir's four (counted above).
-_PER_ITER = {k: (_N_ACC if not v.cpu_state else 1) for k, v in PEAK_KINDS.items()}
+_PER_ITER = {k: (_N_ACC if not v.cpu_state else 1) for k, v in _ALL_KINDS.items()}
+
+
+def fp32_kind(target) -> str | None:
+    """The widest fp32 FMA loop ``target`` (anything with ``has_feature(name)``, such as a
+    workbench Target) can run, or None when it has none of them."""
+    for kind in ("fp32", *NARROW_FP32_KINDS):
+        if available(kind, target) is None:
+            return kind
+    return None
 
 
 def available(kind: str, target) -> str | None:
     """None when ``target`` (a workbench Target) can run the ``kind`` loop here, else why not."""
-    spec = PEAK_KINDS[kind]
+    if kind not in _ALL_KINDS:
+        raise ValueError(f"unknown peak kind {kind!r}; known: {sorted(_ALL_KINDS)}")
+    spec = _ALL_KINDS[kind]
     missing = [f for f in spec.features if not target.has_feature(f)]
     if missing:
         return f"the CPU lacks {', '.join(missing)}"
     if spec.cpu_state:
-        from workbench.runtime import cpu_state
+        from . import cpu_state
         try:
             cpu_state.require(spec.cpu_state)
         except RuntimeError as e:
@@ -137,7 +172,7 @@ def _compile(kind: str):
     llvm.initialize_native_asmprinter()
     tm = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(
         cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=2)
-    mod = llvm.parse_assembly(PEAK_KINDS[kind].ir)
+    mod = llvm.parse_assembly(_ALL_KINDS[kind].ir)
     mod.verify()
     engine = llvm.create_mcjit_compiler(mod, tm)
     engine.finalize_object()
@@ -158,13 +193,12 @@ def _scratch() -> ctypes.Array:
 
 
 class _Team:
-    """``n`` threads that each run ``fn(iters, scratch)`` when released by a barrier."""
+    """``n`` threads that each run ``work(k)`` (``k``: the thread's number) when released by a
+    barrier."""
 
-    def __init__(self, fn, n: int) -> None:
-        self.fn, self.n = fn, n
-        self.scratch = [_scratch() for _ in range(n)]
+    def __init__(self, work: Callable[[int], None], n: int) -> None:
+        self.work, self.n = work, n
         self.times = [(0.0, 0.0)] * n
-        self.iters = 0
         self.start = threading.Barrier(n + 1)
         self.done = threading.Barrier(n + 1)
         self.stop = False
@@ -174,19 +208,17 @@ class _Team:
             t.start()
 
     def _work(self, k: int) -> None:
-        addr = ctypes.addressof(self.scratch[k])
         while True:
             self.start.wait()
             if self.stop:
                 return
             t0 = time.perf_counter()
-            self.fn(self.iters, addr)
+            self.work(k)
             self.times[k] = (t0, time.perf_counter())
             self.done.wait()
 
-    def round(self, iters: int) -> float:
+    def round(self) -> float:
         """Seconds from the first thread's start to the last one's end."""
-        self.iters = iters
         self.start.wait()
         self.done.wait()
         return max(e for _, e in self.times) - min(s for s, _ in self.times)
@@ -198,24 +230,36 @@ class _Team:
             t.join()
 
 
-def _best_rate(fn, threads: int, iters: int, ops_per_call: float, budget: float,
-               min_rounds: int) -> float:
-    team = _Team(fn, threads)
+def best_span(work: Callable[[int], None], threads: int, budget: float,
+              min_rounds: int) -> float:
+    """The shortest round, in seconds, of ``threads`` threads each running ``work(k)`` side by
+    side (``k`` = 0 .. threads - 1; released together, timed from the first start to the last
+    end), over at least ``min_rounds`` rounds and until ``budget`` seconds have passed. The
+    work must release the GIL (a ctypes call, a large numpy operation) to run in parallel."""
+    team = _Team(work, threads)
     try:
         best, rounds, t_end = float("inf"), 0, time.perf_counter() + budget
         while rounds < min_rounds or time.perf_counter() < t_end:
-            best = min(best, team.round(iters))
+            best = min(best, team.round())
             rounds += 1
     finally:
         team.close()
-    return ops_per_call * threads / best
+    return best
+
+
+def _best_rate(fn, threads: int, iters: int, ops_per_call: float, budget: float,
+               min_rounds: int) -> float:
+    scratch = [_scratch() for _ in range(threads)]
+    addrs = [ctypes.addressof(b) for b in scratch]
+    span = best_span(lambda k: fn(iters, addrs[k]), threads, budget, min_rounds)
+    return ops_per_call * threads / span
 
 
 def measure(kind: str, cores: int, budget: float = 1.5, min_rounds: int = 10) -> Peak:
     """The per-core and ``cores``-thread peaks of ``kind`` (call :func:`available` first).
     Each is the best round within ``budget`` seconds (at least ``min_rounds`` rounds) of a
     loop sized to run about 3 ms."""
-    spec = PEAK_KINDS[kind]
+    spec = _ALL_KINDS[kind]
     fn = _compile(kind)
     warm = _scratch()
     fn(1000, ctypes.addressof(warm))
