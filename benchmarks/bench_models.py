@@ -15,6 +15,10 @@ a shared machine hits all of them alike; the median over rounds is printed):
   tuning wall time are printed (``--trials 0`` skips it; ``--top K`` tunes only the K kernels
   that take the most time untuned; ``--work-dir`` keeps the database, and a later run with
   the same directory resumes or reuses it instead of tuning again);
+- **Workbench tuned (checked)**: the same, with each tuned kernel timed inside the model
+  against its default schedule first (``meta_schedule.in_model.check_in_model``: the per-kernel
+  table is printed: record, default and tuned times in the model); records that lose there are
+  not used. "tuned (all records)" uses every record;
 - **PyTorch eager**: ``torch.inference_mode``, contiguous and, for the CNNs, channels_last, each
   with ``--threads`` threads and with 1 (the ratios use the fastest of them);
 - **onnxruntime**: the model exported by ``torch.onnx.export`` (dynamo), CPU provider.
@@ -276,9 +280,22 @@ def bench_model(name: str, args_ns: argparse.Namespace) -> list[str]:
         op_names = (slowest_kernels(untuned_exe, args, args_ns.top) if args_ns.top > 0
                     else None)
         db, secs, total, ntasks = tune(mod, target, work_dir, args_ns, op_names)
-        tuned_exe = compile_relax(db, mod, target)
-        runner, outputs["tuned"] = workbench_runner("Workbench tuned", tuned_exe, args)
+        from workbench.meta_schedule.in_model import check_in_model
+        t_check = time.perf_counter()
+        check = check_in_model(db, mod, target, [a.numpy() for a in args])
+        t_check = time.perf_counter() - t_check
+        tuned_all = compile_relax(db, mod, target)
+        runner, outputs["tuned (all records)"] = workbench_runner(
+            "Workbench tuned (all records)", tuned_all, args)
         runners.append(runner)
+        runner, outputs["tuned"] = workbench_runner("Workbench tuned (checked)", check.exe,
+                                                    args)
+        runners.append(runner)
+        notes.append(f"{name}: records checked in the model ({t_check:.0f} s): kernels "
+                     f"untuned {check.untuned_us:.0f} us, tuned {check.tuned_us:.0f} us; "
+                     f"{len(check.hidden)} of {len(check.table)} records lose there and are "
+                     f"not used (Workbench tuned (checked))\n" +
+                     check.table.to_string(float_format=lambda v: f"{v:.1f}"))
         notes.append(f"{name}: tuned {ntasks} task(s) with a budget of {args_ns.trials} trials "
                      f"({total} in the database; {args_ns.per_iter} per batch, population "
                      f"{args_ns.population}) in {secs:.0f} s wall; records in {work_dir}")
@@ -341,6 +358,7 @@ def main() -> None:
         ap.error("--trials and --top must be >= 0; --rounds, --threads, --per-iter and "
                  "--population >= 1")
 
+    import workbench  # noqa: F401 - before torch: workbench bounds libgomp's idle spinning
     import torch
     torch.set_num_threads(ns.threads)
     logging.getLogger("workbench.meta_schedule").setLevel(logging.WARNING)

@@ -2,11 +2,13 @@
 (budget, postprocessing, deduplication, skipping measured modules, no-mutator degeneration)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from ms_tuning_workloads import LLVM_SPACE_TARGET, matmul
 
 from workbench.ir.structural import structural_hash
-from workbench.meta_schedule.cost_model import RandomModel
+from workbench.meta_schedule.cost_model import PyCostModel, RandomModel
+from workbench.meta_schedule.profiler import Profiler
 from workbench.meta_schedule.database import MemoryDatabase, TuningRecord
 from workbench.meta_schedule.runner import RunnerResult
 from workbench.meta_schedule.search_strategy import (
@@ -114,14 +116,79 @@ def test_evolutionary_dedups_and_skips_measured():
     ctx.post_tuning()
 
 
+class _HashModel(PyCostModel):
+    """An informed model that scores a schedule by its module's hash (deterministic), and
+    counts the candidates it scored."""
+
+    def __init__(self) -> None:
+        self.scored = 0
+
+    def update(self, context, candidates, results):
+        pass
+
+    def predict(self, context, candidates):
+        self.scored += len(candidates)
+        return np.array([structural_hash(c.sch.mod) % 1000 / 1000 for c in candidates])
+
+
 def test_evolutionary_with_mutators_finds_new_modules():
     strategy = EvolutionarySearch(population_size=12, init_min_unmeasured=3,
                                   genetic_num_iters=3, genetic_mutate_prob=1.0)
     ctx = _ctx(strategy, n=64)
-    ctx.pre_tuning(max_trials=6, num_trials_per_iter=6)
-    cands = ctx.generate_measure_candidates()
+    model = _HashModel()
+    with Profiler() as prof:
+        ctx.pre_tuning(max_trials=6, num_trials_per_iter=6, cost_model=model)
+        cands = ctx.generate_measure_candidates()
     hashes = [structural_hash(c.sch.mod) for c in cands]
     assert len(cands) == 6 and len(set(hashes)) == 6
+    # an informed model: the population evolved and was scored every generation
+    assert model.scored >= 12 and prof.stats_sec.get("EvoSearch/Evolve/Mutation", 0) > 0
+
+
+def test_evolutionary_samples_at_random_while_the_model_is_not_informed():
+    """Before the cost model can rank (RandomModel; XGB before its warm-up samples) a round
+    measures random samples: no population, no generations, no predictions."""
+    class Counting(RandomModel):
+        scored = 0
+
+        def predict(self, context, candidates):
+            Counting.scored += len(candidates)
+            return super().predict(context, candidates)
+
+    strategy = EvolutionarySearch(population_size=64, genetic_num_iters=4,
+                                  genetic_mutate_prob=1.0)
+    ctx = _ctx(strategy, n=64)
+    model = Counting(seed=0)
+    assert not model.informed() and _HashModel().informed()
+    with Profiler() as prof:
+        ctx.pre_tuning(max_trials=8, num_trials_per_iter=4, cost_model=model)
+        cands = ctx.generate_measure_candidates()
+    assert len(cands) == 4 and len({structural_hash(c.sch.mod) for c in cands}) == 4
+    assert Counting.scored == 0 and "EvoSearch/Evolve/Mutation" not in prof.stats_sec
+    from workbench.meta_schedule.cost_model import XGBModel
+    xgb = XGBModel(num_warmup_samples=100)
+    assert not xgb.informed()
+
+
+def test_a_resumed_search_warms_the_cost_model_with_the_database():
+    class Learning(RandomModel):
+        learnt = 0
+
+        def update(self, context, candidates, results):
+            Learning.learnt += len(candidates)
+            assert all(r.run_secs for r in results)
+
+    db = MemoryDatabase()
+    first = _ctx(EvolutionarySearch(population_size=16, init_min_unmeasured=2), n=64)
+    first.pre_tuning(max_trials=4, num_trials_per_iter=4, database=db,
+                     cost_model=RandomModel(seed=0))
+    for c in first.generate_measure_candidates():
+        db.commit_tuning_record(TuningRecord(c.sch.trace, db.commit_workload(first.mod),
+                                             [1e-3], None, c.args_info))
+    first.post_tuning()
+    again = _ctx(EvolutionarySearch(population_size=16, init_min_unmeasured=2), n=64)
+    again.pre_tuning(max_trials=4, num_trials_per_iter=4, database=db, cost_model=Learning())
+    assert Learning.learnt == 4
 
 
 def test_evolutionary_fails_without_enough_samples():

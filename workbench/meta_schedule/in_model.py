@@ -1,0 +1,183 @@
+"""Tuned kernels checked inside the model: a record is used only where it wins there.
+
+A tuning record times its kernel alone, in a loop: the same inputs every call, warm in the
+caches, the thread pool spinning between calls. Inside a model the kernel reads what the
+previous kernel left and weights that one inference touches once, so a schedule that won in
+the loop can lose in the model (ResNet-18 tuned with 600-1,500 trials ran 0.96-1.04x its
+untuned build while its records promised more). :func:`check_in_model`:
+
+1. builds the model untuned (default schedules) and with ``database``'s records;
+2. profiles both on the VM with the user's inputs, in turns (``rounds`` each, after a warm-up
+   call), and takes each kernel's median time per call;
+3. compares, kernel by kernel, the time in the model with tuning, without it (the default
+   schedule) and what its record measured alone;
+4. rebuilds with the records of the kernels that lost in the model hidden, so those run their
+   default schedule again.
+
+It returns an :class:`InModelCheck`: the final Executable and the per-kernel table.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from workbench.ir.module import IRModule
+from workbench.meta_schedule.database import Database, TuningRecord
+from workbench.meta_schedule.database.database import mean_run_secs
+from workbench.meta_schedule.database.module_equality import ModuleEquality
+from workbench.meta_schedule.database.union_database import _ComposedDatabase
+from workbench.target import Target
+
+__all__ = ["InModelCheck", "WithoutWorkloads", "check_in_model"]
+
+# A tuned kernel is kept unless it is slower in the model than its default schedule by more
+# than this fraction (medians of a few profiled runs differ by about that much between runs).
+NOISE = 0.02
+
+
+class WithoutWorkloads(_ComposedDatabase):
+    """``database`` with the records of some workloads hidden (read-only): queries of a
+    workload structurally equal to one of ``hidden`` answer None."""
+
+    def __init__(self, database: Database, hidden: Sequence[IRModule],
+                 module_equality: str = "structural") -> None:
+        super().__init__(database)
+        self._equality = ModuleEquality(module_equality)
+        self._hidden = [(self._equality.hash(m), m) for m in hidden]
+
+    def _is_hidden(self, mod: IRModule) -> bool:
+        h = self._equality.hash(mod)
+        return any(h == hh and self._equality.equal(mod, m) for hh, m in self._hidden)
+
+    def query_tuning_record(self, mod: IRModule, target: Target | None = None,
+                            workload_name: str = "main") -> TuningRecord | None:
+        from workbench.meta_schedule.database.database import as_module
+        mod = as_module(mod)
+        if self._is_hidden(mod):
+            return None
+        return self.databases[0].query_tuning_record(mod, target, workload_name)
+
+
+@dataclass
+class InModelCheck:
+    """What :func:`check_in_model` found: ``exe`` (built with the records that win in the
+    model), ``table`` (one row per tuned kernel, see :func:`check_in_model`), ``hidden``
+    (kernel names whose records lost and are not used), and the model's median total kernel
+    time per run (us) ``untuned_us`` / ``tuned_us`` (all records) as profiled."""
+
+    exe: Any
+    table: pd.DataFrame
+    hidden: list[str] = field(default_factory=list)
+    untuned_us: float = 0.0
+    tuned_us: float = 0.0
+
+    def _repr_html_(self) -> str:
+        head = (f"<p>kernels in the model: untuned {self.untuned_us:.0f} us, tuned "
+                f"{self.tuned_us:.0f} us; records not used (slower in the model): "
+                f"{len(self.hidden)} of {len(self.table)}</p>")
+        return head + self.table.to_html(float_format=lambda v: f"{v:.1f}")
+
+
+def _kernel_times(vm: Any, func_name: str, inputs: Sequence[Any],
+                  kernels: set[str]) -> tuple[dict[str, float], dict[str, int]]:
+    """Microseconds per run of each kernel (all its calls summed) in one profiled run, and
+    how many calls each had."""
+    from workbench.runtime.profiling.metrics import COUNT, DURATION, NAME
+    report = vm.profile(func_name, *inputs)
+    times: dict[str, float] = {}
+    calls: dict[str, int] = {}
+    for call in report.calls:
+        name = str(call.get(NAME, ""))
+        if name in kernels and DURATION in call:
+            times[name] = times.get(name, 0.0) + float(call[DURATION].value)
+            calls[name] = calls.get(name, 0) + (int(call[COUNT].value) if COUNT in call else 1)
+    return times, calls
+
+
+def check_in_model(database: Database, mod: Any, target: str | Target,
+                   inputs: Sequence[Any], params: Mapping[str, Any] | None = None, *,
+                   rounds: int = 5, func_name: str = "main",
+                   dev: Any = None) -> InModelCheck:
+    """Check ``database``'s records of ``mod``'s kernels inside the model (module docstring).
+
+    ``inputs``: the arguments of ``func_name`` (runtime tensors or numpy arrays); ``rounds``:
+    profiled runs of each build, in turns (>= 1). ``table`` (index ``Kernel``) has per tuned
+    kernel: ``Calls`` per run, ``Record (us)`` (its record's mean time x calls), ``Default
+    (us)`` and ``Tuned (us)`` (median in the model per run), ``Speedup`` (default / tuned in
+    the model), ``Record vs model`` (tuned in the model / record: > 1 the record promised
+    more) and ``Used``; sorted by the time the kernel saves in the model."""
+    import numpy as np
+
+    import workbench as wb
+    from workbench import relax
+    from workbench.meta_schedule.relax_integration import (
+        _as_relax_module, compile_relax, extract_tasks,
+    )
+    if not isinstance(database, Database):
+        raise TypeError(f"check_in_model: database must be a Database, got "
+                        f"{type(database).__name__}")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"check_in_model: rounds must be an int >= 1, got {rounds!r}")
+    if not isinstance(target, Target):
+        target = Target(target)
+    mod = _as_relax_module(mod, params)
+    dev = dev if dev is not None else wb.cpu(0)
+    args = [x if not isinstance(x, np.ndarray) else wb.nd.array(x, dev) for x in inputs]
+
+    # Each tuned kernel and its record (a task stands for every kernel equal to it).
+    records: dict[str, tuple[IRModule, TuningRecord]] = {}
+    for task in extract_tasks(mod, target):
+        task_mod = task.dispatched[0]
+        record = database.query_tuning_record(task_mod, target, "main")
+        if record is None or not record.run_secs:
+            continue
+        for name in task.kernel_names:
+            records[name] = (task_mod, record)
+
+    untuned_exe = relax.build(mod, target)
+    tuned_exe = compile_relax(database, mod, target)
+    kernels = set(records)
+    vms = {"default": relax.VirtualMachine(untuned_exe, dev, profile=True),
+           "tuned": relax.VirtualMachine(tuned_exe, dev, profile=True)}
+    samples: dict[str, dict[str, list[float]]] = {k: {} for k in vms}
+    totals: dict[str, list[float]] = {k: [] for k in vms}
+    calls: dict[str, int] = {}
+    all_kernels = {k: set(getattr(e, "kernel_names", ()) or ()) for k, e in
+                   (("default", untuned_exe), ("tuned", tuned_exe))}
+    for vm in vms.values():
+        vm[func_name](*args)  # warm-up: first-call allocations, page faults
+    for _ in range(rounds):
+        for which, vm in vms.items():
+            times, counts = _kernel_times(vm, func_name, args, kernels | all_kernels[which])
+            totals[which].append(sum(times.values()))
+            calls.update({n: c for n, c in counts.items() if n in kernels})
+            for name in kernels:
+                samples[which].setdefault(name, []).append(times.get(name, float("nan")))
+
+    rows = {}
+    for name, (_, record) in records.items():
+        default = statistics.median(samples["default"][name])
+        tuned = statistics.median(samples["tuned"][name])
+        n_calls = calls.get(name, 0)
+        record_us = mean_run_secs(record.run_secs) * 1e6 * n_calls
+        rows[name] = {"Calls": n_calls, "Record (us)": record_us, "Default (us)": default,
+                      "Tuned (us)": tuned, "Speedup": default / tuned if tuned else float("nan"),
+                      "Record vs model": tuned / record_us if record_us else float("nan"),
+                      "Used": not tuned > default * (1 + NOISE)}
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index.name = "Kernel"
+    if len(table):
+        saved = table["Default (us)"] - table["Tuned (us)"]
+        table = table.loc[saved.sort_values(ascending=False).index]
+    hidden = [n for n, row in rows.items() if not row["Used"]]
+    exe = tuned_exe
+    if hidden:
+        hidden_mods = list({id(records[n][0]): records[n][0] for n in hidden}.values())
+        exe = compile_relax(WithoutWorkloads(database, hidden_mods), mod, target)
+    return InModelCheck(exe=exe, table=table, hidden=hidden,
+                        untuned_us=statistics.median(totals["default"]),
+                        tuned_us=statistics.median(totals["tuned"]))
+
