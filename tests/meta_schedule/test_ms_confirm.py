@@ -177,3 +177,47 @@ class _confirm_log:
     def __exit__(self, *exc):
         self.logger.removeHandler(self.handler)
         self.logger.setLevel(self.old)
+
+
+def test_confirmation_goes_to_the_heaviest_tasks_within_its_share():
+    """Three tasks of different weighted latency, 40 search measurements: with a share of 0.25
+    (10 re-measurements; each task needs 4: two leaders measured twice more) the heaviest
+    task is confirmed first, then the next, and the lightest gets what is left (2)."""
+    import types
+    from workbench.meta_schedule.database import MemoryDatabase, TuningRecord
+
+    db = MemoryDatabase()
+    tasks = []
+    for n, (weight, secs) in enumerate([(1, 1e-6), (4, 1e-3), (2, 1e-4)]):
+        mod = matmul(8 + 8 * n)
+        workload = db.commit_workload(mod)
+        for k in range(2):   # two leaders, each measured once
+            sch = Schedule(mod)
+            sch.get_block("C")
+            if k:
+                sch.get_loops(sch.get_block("C"))
+            db.commit_tuning_record(TuningRecord(sch.trace, workload, [secs * (1 + k)], TARGET))
+        ctx = types.SimpleNamespace(mod=mod, task_name=f"t{n}", logger=logging.getLogger("t"))
+        tasks.append(types.SimpleNamespace(ctx=ctx, task_weight=weight,
+                                           best_latency_ms=secs * 1e3,
+                                           latency_ms=[secs * 1e3] * (40 // 3 + (n == 0))))
+    measured: list[int] = []
+
+    def measure_batch(task_id, candidates, callbacks):
+        for c in candidates:
+            measured.append(task_id)
+            db.commit_tuning_record(TuningRecord(
+                c.sch.trace, db.commit_workload(tasks[task_id].ctx.mod),
+                [tasks[task_id].best_latency_ms * 1e-3], TARGET))
+
+    sched = types.SimpleNamespace(tasks_=tasks, database_=db, measure_callbacks_=[],
+                                  measure_batch=measure_batch)
+    results = confirm_best(sched, rounds=3, top_k=2, max_trials=4, share=0.25)
+    assert [r.task_name for r in results] == ["t1", "t2", "t0"]
+    assert measured == [1] * 4 + [2] * 4 + [0] * 2
+    measured.clear()
+    assert confirm_best(sched, rounds=4, top_k=2, max_trials=4, share=0.0)
+    # no share: one task's worth (4) in all, heaviest first (each leader needs one more now)
+    assert measured == [1] * 2 + [2] * 2
+    with pytest.raises(ValueError, match="share"):
+        confirm_best(sched, share=-1)

@@ -20,6 +20,12 @@ A lucky time is then one of several in its schedule's mean, and a schedule that 
 fast drops behind the ones that are. Nothing is removed from the database. Options:
 ``ms_confirm_rounds`` (0 turns this off), ``ms_confirm_top_k``; the budget per task is
 ``2 * rounds * top_k`` measurements.
+
+Tasks are confirmed in order of their weighted best latency (weight x best time), heaviest
+first, and the whole confirmation spends at most ``ms_confirm_share`` of the measurements
+the search made (at least one task's worth): a model's tiny kernels (a reshape, a pooling)
+cannot change its time whichever schedule wins, and ResNet-18's 20 tasks otherwise cost 120
+re-measurements after a 200-trial search.
 """
 from __future__ import annotations
 
@@ -49,6 +55,17 @@ options.register("ms_confirm_top_k", int, 3, env="WORKBENCH_MS_CONFIRM_TOP_K",
                  validate=options.positive)
 
 
+def _share(value: float) -> None:
+    if not 0 <= value <= 10:
+        raise ValueError(f"must be within [0, 10], got {value!r}")
+
+
+options.register("ms_confirm_share", float, 0.25, env="WORKBENCH_MS_CONFIRM_SHARE",
+                 doc="The confirmation's measurements, at most this fraction of the search's "
+                     "(heaviest tasks first; at least one task's worth).",
+                 validate=_share)
+
+
 def measurements(record: object) -> int:
     """How many valid records a record returned by ``get_top_k`` pools (1 if not pooled)."""
     return int(getattr(record, "pooled_records", 1))
@@ -73,30 +90,47 @@ class ConfirmResult:
                 f"measurement(s), {self.seconds:.1f} s")
 
 
+def _by_weight(scheduler: "TaskScheduler") -> list[int]:
+    """Task ids, heaviest weighted best latency first (tasks without a best last)."""
+    def weighted(task_id: int) -> float:
+        task = scheduler.tasks_[task_id]
+        best = task.best_latency_ms
+        return -1.0 if best is None else task.task_weight * best
+    return sorted(range(len(scheduler.tasks_)), key=weighted, reverse=True)
+
+
 def confirm_best(scheduler: "TaskScheduler", *, rounds: int | None = None,
                  top_k: int | None = None, max_trials: int | None = None,
+                 share: float | None = None,
                  should_stop: Callable[[], bool] | None = None) -> list[ConfirmResult]:
-    """Re-measure the leaders of every task of ``scheduler`` (after its ``tune`` returned);
-    see the module docstring. Arguments default to the options; ``max_trials`` (per task) to
-    ``2 * rounds * top_k``."""
+    """Re-measure the leaders of the tasks of ``scheduler`` (after its ``tune`` returned),
+    heaviest first; see the module docstring. Arguments default to the options;
+    ``max_trials`` (per task) to ``2 * rounds * top_k``; ``share``: the whole confirmation's
+    measurements are at most that fraction of the search's (at least ``max_trials``)."""
     from workbench.meta_schedule.database.database import trace_key
     rounds = int(options.get("ms_confirm_rounds")) if rounds is None else rounds
     top_k = int(options.get("ms_confirm_top_k")) if top_k is None else top_k
+    share = float(options.get("ms_confirm_share")) if share is None else share
     for name, value, low in (("rounds", rounds, 0), ("top_k", top_k, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"confirm_best: {name} must be an int >= {low}, got {value!r}")
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or share < 0:
+        raise ValueError(f"confirm_best: share must be a number >= 0, got {share!r}")
     if max_trials is None:
         max_trials = 2 * rounds * top_k
     stop = should_stop or (lambda: False)
     database = scheduler.database_
     if rounds == 0 or database is None:
         return []
+    searched = sum(len(t.latency_ms) for t in scheduler.tasks_)
+    budget = max(max_trials, int(share * searched))
     callbacks = [cb for cb in scheduler.measure_callbacks_
                  if not isinstance(cb, UpdateCostModel)]
     out: list[ConfirmResult] = []
-    for task_id, task in enumerate(scheduler.tasks_):
+    for task_id in _by_weight(scheduler):
+        task = scheduler.tasks_[task_id]
         ctx = task.ctx
-        if stop():
+        if stop() or budget <= 0:
             break
         if not database.has_workload(ctx.mod):
             continue
@@ -107,8 +141,9 @@ def confirm_best(scheduler: "TaskScheduler", *, rounds: int | None = None,
         before, first_key = leaders[0].mean_run_secs, trace_key(leaders[0])
         spent, t0 = 0, time.perf_counter()
         with Profiler.timeit("ConfirmBest"):
-            while spent < max_trials and not stop():
-                need = [r for r in leaders if measurements(r) < rounds][:max_trials - spent]
+            while spent < min(max_trials, budget) and not stop():
+                need = [r for r in leaders if measurements(r) < rounds][
+                    :min(max_trials, budget) - spent]
                 if not need:
                     break
                 scheduler.measure_batch(task_id, [r.as_measure_candidate() for r in need],
@@ -118,6 +153,7 @@ def confirm_best(scheduler: "TaskScheduler", *, rounds: int | None = None,
                 leaders = database.get_top_k(workload, top_k)
                 if all(counts.get(trace_key(r)) == measurements(r) for r in leaders):
                     break  # nothing was added (failed runs, or a database that does not pool)
+        budget -= spent
         best = database.get_top_k(workload, 1)
         if not best or spent == 0:
             continue
