@@ -219,3 +219,34 @@ def test_create_and_clone():
     assert copy is not evo and copy.population_size == 7 and copy.max_fail_count == 5
     with pytest.raises(TypeError):
         MeasureCandidate("not a schedule", [])
+
+
+def test_an_informed_round_sizes_its_population_by_the_replay_time():
+    """seconds_per_candidate bounds the replays of a round: 0 leaves the least population
+    (twice the batch, no generations), None TVM's fixed population and generations."""
+    def run(seconds):
+        strategy = EvolutionarySearch(population_size=24, init_min_unmeasured=4,
+                                      genetic_num_iters=2, genetic_mutate_prob=1.0,
+                                      seconds_per_candidate=seconds)
+        ctx = _ctx(strategy, n=64)
+        model = _HashModel()
+        with Profiler() as prof:
+            ctx.pre_tuning(max_trials=8, num_trials_per_iter=4, cost_model=model)
+            strategy._replay_wall = 0.05   # as if measured on earlier replays
+            cands = ctx.generate_measure_candidates()
+        assert len(cands) == 4
+        return model.scored, prof.stats_sec
+
+    scored, stats = run(0.0)
+    assert scored == 8 and "EvoSearch/Evolve/Mutation" not in stats
+    scored, stats = run(None)
+    assert scored > 24 and stats["EvoSearch/Evolve/Mutation"] > 0
+    strategy = EvolutionarySearch(population_size=512, seconds_per_candidate=0.15)
+    strategy._replay_wall = 0.025                # a matmul: 0.15 * 64 / 0.025 = 384 replays
+    assert strategy._plan(64) == (128, 2)        # 128 * (2 + 1) <= 384
+    strategy._replay_wall = 0.005
+    assert strategy._plan(64) == (384, 4)        # 1920 replays: 384 x 5
+    strategy._replay_wall = 1.0                  # a Winograd conv: 9.6 replays
+    assert strategy._plan(64) == (128, 0) and strategy._plan(8) == (16, 0)
+    with pytest.raises(ValueError, match="seconds_per_candidate"):
+        EvolutionarySearch(seconds_per_candidate=-1)

@@ -11,10 +11,18 @@ While the cost model's scores are noise (``CostModel.informed()`` is False: the 
 XGB before its ``num_warmup_samples`` measurements) a round samples the batch at random and
 skips the generations (Workbench; TVM evolves a population of 512 against the noise, which
 is random search at ~2,500 trace replays a round: most of a short tuning run's wall time).
+
+Once informed, a round's population and generations are sized so that replaying traces takes
+about ``seconds_per_candidate`` x the batch (Workbench; None: TVM's fixed population): the
+wall time per replay is measured on the run's own replays (a 128^3 matmul trace replays in
+~25 ms, a Winograd convolution's in ~1 s: a population of 64 over 4 generations took 3.5 min
+a round there, for 8 candidates measured in seconds). The population never drops below twice
+the batch (the cost model still chooses), and generations drop before that.
 """
 from __future__ import annotations
 
 import heapq
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,12 +50,20 @@ class EvolutionarySearch(BuiltinStrategy):
     def __init__(self, population_size: int = 512, init_measured_ratio: float = 0.2,
                  init_min_unmeasured: int = 50, max_fail_count: int = 5,
                  genetic_num_iters: int = 4, genetic_mutate_prob: float = 0.85,
-                 genetic_max_fail_count: int = 10, eps_greedy: float = 0.05) -> None:
+                 genetic_max_fail_count: int = 10, eps_greedy: float = 0.05,
+                 seconds_per_candidate: float | None = 0.15) -> None:
         super().__init__()
         if population_size <= 0 or not 0 <= init_measured_ratio <= 1 or \
                 not 0 <= genetic_mutate_prob <= 1 or not 0 <= eps_greedy <= 1:
             raise ValueError("EvolutionarySearch: population_size must be positive and the "
                              "ratios/probabilities within [0, 1]")
+        if seconds_per_candidate is not None and (
+                isinstance(seconds_per_candidate, bool) or
+                not isinstance(seconds_per_candidate, (int, float)) or
+                seconds_per_candidate < 0):
+            raise ValueError(f"EvolutionarySearch: seconds_per_candidate must be a number >= 0 "
+                             f"or None, got {seconds_per_candidate!r}")
+        self.seconds_per_candidate = seconds_per_candidate
         self.population_size = population_size
         self.init_measured_ratio = init_measured_ratio
         self.init_min_unmeasured = init_min_unmeasured
@@ -61,7 +77,8 @@ class EvolutionarySearch(BuiltinStrategy):
     def _config(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in (
             "population_size", "init_measured_ratio", "init_min_unmeasured", "max_fail_count",
-            "genetic_num_iters", "genetic_mutate_prob", "genetic_max_fail_count", "eps_greedy")}
+            "genetic_num_iters", "genetic_mutate_prob", "genetic_max_fail_count", "eps_greedy",
+            "seconds_per_candidate")}
 
     def _reset_state(self) -> None:
         self._traces: list = []
@@ -71,6 +88,7 @@ class EvolutionarySearch(BuiltinStrategy):
         self._measured = StructuralSet()  # modules measured or picked to be
         self._num_empty_iters = 0
         self._args_info: list | None = None
+        self._replay_wall: float | None = None   # wall seconds per replay, this run's
 
     # -- lifecycle -----------------------------------------------------------------------------
     def pre_tuning(self, max_trials: int, num_trials_per_iter: int,
@@ -98,13 +116,38 @@ class EvolutionarySearch(BuiltinStrategy):
             return
         with Profiler.timeit("EvoSearch/LearnFromDatabase"):
             applier = self._applier()
-            schs = applier.apply_many([(r.trace, self.rand.fork_seed(), True) for r in records])
+            schs = self._apply(applier, [(r.trace, self.rand.fork_seed(), True)
+                                         for r in records])
             pairs = [(s, r) for s, r in zip(schs, records) if s is not None]
             if pairs:
                 self._cost_model.update(
                     self.context, self._make_candidates([s for s, _ in pairs]),
                     [RunnerResult(r.run_secs, None) for _, r in pairs])
         self.logger.info("The cost model learnt from %d record(s) of earlier runs", len(pairs))
+
+    def _apply(self, applier: TraceApplier, jobs: list) -> list[Schedule | None]:
+        """``applier.apply_many(jobs)``, timed: the wall seconds per replay feed the sizing of
+        later rounds (a moving average, so one slow batch on a busy machine weighs half)."""
+        if not jobs:
+            return []
+        t0 = time.perf_counter()
+        out = applier.apply_many(jobs)
+        per = (time.perf_counter() - t0) / len(jobs)
+        self._replay_wall = per if self._replay_wall is None else 0.5 * (self._replay_wall + per)
+        return out
+
+    def _plan(self, num: int) -> tuple[int, int]:
+        """(population, generations) of an informed round measuring ``num`` candidates (module
+        docstring)."""
+        pop, gens = self.population_size, self.genetic_num_iters
+        if self.seconds_per_candidate is None or self._replay_wall is None:
+            return pop, gens
+        budget = self.seconds_per_candidate * num / self._replay_wall   # replays
+        least = min(pop, 2 * num)
+        pop = max(least, min(pop, int(budget / (gens + 1) + 1e-6)))
+        if pop == least:
+            gens = max(0, min(gens, int(budget / max(1, pop) + 1e-6) - 1))
+        return pop, gens
 
     def post_tuning(self) -> None:
         super().post_tuning()
@@ -135,14 +178,18 @@ class EvolutionarySearch(BuiltinStrategy):
                 if self._num_empty_iters >= NUM_EMPTY_ITERS_BEFORE_EARLY_STOP:
                     return None
             return self._candidates(picks)
-        pop = self.population_size
+        pop, gens = self._plan(num)
+        if (pop, gens) != (self.population_size, self.genetic_num_iters):
+            log.info("Population %d, %d generation(s): %.0f ms per trace replay, about %.1f s "
+                     "of replays for %d candidate(s)", pop, gens, self._replay_wall * 1e3,
+                     self.seconds_per_candidate * num, num)
         measured = self._pick_best_from_database(int(pop * self.init_measured_ratio))
         unmeasured = self._sample_init_population(pop - len(measured))
-        if len(unmeasured) < self.init_min_unmeasured:
+        if len(unmeasured) < min(self.init_min_unmeasured, pop - len(measured)):
             log.warning("Cannot sample enough initial population, evolutionary search failed.")
             return None
         log.info("Sampled %d candidate(s)", len(unmeasured))
-        bests = self._evolve_with_cost_model(measured + unmeasured, num)
+        bests = self._evolve_with_cost_model(measured + unmeasured, num, gens)
         log.info("Got %d candidate(s) with evolutionary search", len(bests))
         picks = self._pick_with_eps_greedy(unmeasured, bests, num)
         log.info("Sending %d candidates(s) for measurement", len(picks))
@@ -168,7 +215,7 @@ class EvolutionarySearch(BuiltinStrategy):
             applier = self._applier()
             jobs = [(record.trace, self.rand.fork_seed(), True)
                     for record in self._database.get_top_k(self._token, num)]
-            out = [sch for sch in applier.apply_many(jobs) if sch is not None]
+            out = [sch for sch in self._apply(applier, jobs) if sch is not None]
         self.logger.info("Pick-Best-From-Database summary:\n%s", applier.summary())
         self.logger.info("Picked top %d candidate(s) from database", len(out))
         return out
@@ -183,7 +230,7 @@ class EvolutionarySearch(BuiltinStrategy):
                 for _ in range(num):
                     trace = self._traces[self.rand.randint(0, len(self._traces))]
                     jobs.append((trace, self.rand.fork_seed(), False))
-                found = [sch for sch in applier.apply_many(jobs) if sch is not None]
+                found = [sch for sch in self._apply(applier, jobs) if sch is not None]
                 out.extend(found)
                 if not found:
                     fail_count += 1
@@ -203,7 +250,7 @@ class EvolutionarySearch(BuiltinStrategy):
             while len(out) < num and fail_count < self.max_fail_count:
                 jobs = [(self._traces[self.rand.randint(0, len(self._traces))],
                          self.rand.fork_seed(), False) for _ in range(num - len(out))]
-                samples = [sch for sch in applier.apply_many(jobs) if sch is not None]
+                samples = [sch for sch in self._apply(applier, jobs) if sch is not None]
                 valid += len(samples)
                 fresh = [sch for sch in samples if self._measured.add(sch.mod)]
                 out.extend(fresh)
@@ -220,7 +267,8 @@ class EvolutionarySearch(BuiltinStrategy):
                 cache[id(s)] = float(v)
         return np.maximum(0.0, np.array([cache[id(s)] for s in population], dtype="float64"))
 
-    def _evolve_with_cost_model(self, population: list[Schedule], num: int) -> list[Schedule]:
+    def _evolve_with_cost_model(self, population: list[Schedule], num: int,
+                                gens: int) -> list[Schedule]:
         exists = self._measured.copy()
         heap: list[tuple[float, int, Schedule]] = []  # min-heap of the best `num`
         counter = 0
@@ -228,7 +276,7 @@ class EvolutionarySearch(BuiltinStrategy):
         applier = self._applier()
         mutators, masses = self._mutator_sampler()
         pop_size = len(population)
-        for it in range(self.genetic_num_iters + 1):
+        for it in range(gens + 1):
             with Profiler.timeit("EvoSearch/Evolve/PredictNormalizedScore"):
                 scores = self._predict(population, cache)
             with Profiler.timeit("EvoSearch/Evolve/Misc"):
@@ -240,7 +288,7 @@ class EvolutionarySearch(BuiltinStrategy):
                             heapq.heappush(heap, item)
                         elif item[:2] > heap[0][:2]:
                             heapq.heapreplace(heap, item)
-            if it == self.genetic_num_iters or pop_size == 0:
+            if it == gens or pop_size == 0:
                 break
             with Profiler.timeit("EvoSearch/Evolve/Mutation"):
                 population = self._next_generation(population, scores, mutators, masses,
@@ -319,7 +367,7 @@ class EvolutionarySearch(BuiltinStrategy):
                     continue
                 jobs.append((new_trace, self.rand.fork_seed(), True))
                 slots.append(slot)
-            for slot, child in zip(slots, applier.apply_many(jobs)):
+            for slot, child in zip(slots, self._apply(applier, jobs)):
                 if child is None:
                     retry.append(slot)
                 else:
