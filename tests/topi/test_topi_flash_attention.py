@@ -138,7 +138,7 @@ def test_no_buffer_holds_the_score_matrix():
 def test_default_block_sizes_fit_short_sequences():
     spec = FlashAttentionSpec(1, 5, 2, 16, 9, 2, 16)
     assert default_block_sizes(spec) == (5, 16)
-    assert default_block_sizes(FlashAttentionSpec(1, 512, 12, 64, 512, 12, 64)) == (32, 64)
+    assert default_block_sizes(FlashAttentionSpec(1, 512, 12, 64, 512, 12, 64)) == (64, 64)
 
 
 def test_regenerate_changes_block_sizes_keeps_results_and_replays():
