@@ -251,7 +251,33 @@ def test_both_importers_end_up_with_one_attention_kernel(cls, how):
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("kind", ["causal", "bool", "float"])
+class CausalBlockAttention(torch.nn.Module):
+    """GPT-2's masking: a constant lower-triangular buffer, ``masked_fill`` with -inf."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("tri", torch.tril(torch.ones(SEQ, SEQ, dtype=torch.bool)),
+                             persistent=False)
+
+    def forward(self, q, k, v):
+        a = (q @ k.transpose(-2, -1)) * (1 / math.sqrt(q.shape[-1]))
+        a = a.masked_fill(~self.tri, float("-inf"))
+        return torch.softmax(a, -1) @ v
+
+
+def test_constant_causal_mask_becomes_the_causal_attribute():
+    torch.manual_seed(2)
+    q, k, v = (torch.randn(1, HEADS, SEQ, 16) for _ in range(3))
+    mod = from_exported_program(torch.export.export(CausalBlockAttention().eval(), (q, k, v)))
+    fused = FuseAttention()(mod)["main"].script()
+    assert 'causal_mask="TopLeft"' in fused and "attention_mask" not in fused
+    with torch.no_grad():
+        ref = CausalBlockAttention()(q, k, v).numpy()
+    np.testing.assert_allclose(run(mod, q.numpy(), k.numpy(), v.numpy()), ref, rtol=1e-4,
+                               atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["causal", "bool", "float", "gqa"])
 def test_torch_sdpa_matches_pytorch(kind):
     F = torch.nn.functional
 
@@ -259,10 +285,14 @@ def test_torch_sdpa_matches_pytorch(kind):
         def forward(self, q, k, v, m):
             if kind == "causal":
                 return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            if kind == "gqa":
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True)
             return F.scaled_dot_product_attention(q, k, v, attn_mask=m)
 
     torch.manual_seed(1)
-    q, k, v = torch.randn(2, 4, 37, 16) * 30, torch.randn(2, 4, 37, 16), torch.randn(2, 4, 37, 16)
+    kv_heads = 2 if kind == "gqa" else 4
+    q = torch.randn(2, 4, 37, 16) * 30                 # large logits
+    k, v = torch.randn(2, kv_heads, 37, 16), torch.randn(2, kv_heads, 37, 16)
     if kind == "bool":
         m = torch.rand(37, 37) > 0.5
         m[5] = False                      # a fully masked row: PyTorch gives zeros

@@ -18,9 +18,13 @@ operands (all static shapes):
   ``B * N`` elements, (B, N) being the leading dims of ``z`` ((1, B*N) for 3-d scores).
 
 The new call takes BSNH operands: ``permute_dims`` of the (B, N, ., .) forms, composed with the
-producer's own ``permute_dims`` (a head split's BSNH -> BNSH transpose cancels), and its
+producers' own ``permute_dims`` (a head split's BSNH -> BNSH transpose cancels), and its
 result goes back through ``permute_dims`` / ``reshape`` to ``y``'s shape; a later
-``permute_dims`` / ``reshape`` of that result folds into it too. The old chain is left for
+``permute_dims`` / ``reshape`` of that result folds into it too. Masks become an additive
+bias (0 / -inf), except a constant one that is exactly causal (GPT-2's ``masked_fill`` with
+a lower-triangular buffer), which becomes ``causal_mask`` so the kernel skips hidden key
+blocks. A row whose keys are all masked then gives zeros where the unfused chain gave NaN
+(PyTorch's ``scaled_dot_product_attention`` gives zeros too). The old chain is left for
 DeadCodeElimination. After a call, ``fused`` counts the rewritten chains.
 """
 from __future__ import annotations
@@ -143,12 +147,13 @@ class _Fuser(ExprMutator):
             if bs is None or len(bs) > 4 or any(
                     d not in (1, f) for d, f in zip(reversed(bs), reversed((b, n, s, t)))):
                 return None
+        causal = self.take_causal(chain.biases, s, t)
         bias = self.emit_bias(chain.biases, z)
         qb = self.to_bsnh(q, (b, n, s, h), [0, 2, 1, 3])
         kb = self.to_bsnh(kt, (b, n, h, t), [0, 3, 1, 2])
         vb = self.to_bsnh(vv, (b, n, t, hv), [0, 2, 1, 3])
         scale = chain.scale * q_scale * k_scale
-        att = self.builder_.emit(attention(qb, kb, vb, bias, scale), name_hint="attention")
+        att = self.builder_.emit(attention(qb, kb, vb, bias, scale, causal), name_hint="attention")
         self.views[id(att)] = ("attention", att, None)
         out = self.builder_.emit(M.permute_dims(att, [0, 2, 1, 3]), name_hint="attention_bnsh")
         self.views[id(out)] = ("relax.permute_dims", att, [0, 2, 1, 3])
@@ -272,6 +277,26 @@ class _Fuser(ExprMutator):
 
     # ---- emitting -------------------------------------------------------------------------------
 
+    def take_causal(self, biases: list[tuple[str, Any]], s: int, t: int) -> str | None:
+        """A constant mask that is exactly a causal one (only its last two dims differ from
+        1) leaves ``biases`` and becomes the op's ``causal_mask``, which skips the hidden key
+        blocks instead of reading a mask."""
+        for idx, (kind, item) in enumerate(biases):
+            if kind == "add":
+                value = item.data.numpy() if isinstance(item, Constant) else None
+                keep = None if value is None else np.where(value == 0, True,
+                                                          np.where(np.isneginf(value), False,
+                                                                   None))
+            else:
+                cond, keep_if_true = item
+                value = cond.data.numpy() if isinstance(cond, Constant) else None
+                keep = None if value is None else (value if keep_if_true else ~value)
+            mode = _causal_mode(keep, s, t)
+            if mode is not None:
+                del biases[idx]
+                return mode
+        return None
+
     def emit_bias(self, biases: list[tuple[str, Any]], z: Expr) -> Expr | None:
         dtype = z.struct_info.dtype
         total = None
@@ -296,14 +321,18 @@ class _Fuser(ExprMutator):
         if _shape(e) != bnxy:
             x = self.builder_.emit(M.reshape(x, list(bnxy)), name_hint="attention_in")
             return self.builder_.emit(M.permute_dims(x, axes), name_hint="attention_in")
-        src = self.bound(e)
-        if _op(src) == "relax.permute_dims" and len(_shape(src.args[0]) or ()) == 4:
+        # Compose through the producers' own transposes (a head split's BSNH -> BNSH, a
+        # K^T's swap of the last two dims) while they are 4-d.
+        while True:
+            src = self.bound(e)
+            if _op(src) != "relax.permute_dims" or len(_shape(src.args[0]) or ()) != 4:
+                break
             inner = src.attrs.get("axes") or [3, 2, 1, 0]
-            composed = [inner[a] for a in axes]
-            x = self.visit_expr(src.args[0])
-            if composed == [0, 1, 2, 3]:
-                return x
-            axes = composed
+            axes = [inner[a] for a in axes]
+            e = src.args[0]
+            x = self.visit_expr(e)
+        if axes == [0, 1, 2, 3]:
+            return x
         return self.builder_.emit(M.permute_dims(x, axes), name_hint="attention_in")
 
     def fold_view(self, call: Call) -> Expr | None:
@@ -327,6 +356,18 @@ class _Fuser(ExprMutator):
         if composed == list(range(len(composed))):
             return src
         return M.permute_dims(src, composed)
+
+
+def _causal_mode(keep: np.ndarray | None, s: int, t: int) -> str | None:
+    """"TopLeft" / "BottomRight" when ``keep`` (visible keys, bool) is that causal mask."""
+    if keep is None or keep.dtype == object or keep.shape[-2:] != (s, t) or \
+            any(d != 1 for d in keep.shape[:-2]):
+        return None
+    keep = keep.reshape(s, t).astype(bool)
+    for mode, offset in (("TopLeft", 0), ("BottomRight", t - s)):
+        if np.array_equal(keep, np.tri(s, t, offset, dtype=bool)):
+            return mode
+    return None
 
 
 def _last_axis_keepdims(call: Call) -> bool:
