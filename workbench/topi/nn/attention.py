@@ -236,11 +236,15 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
                 qs, op.mul(f32(q[vb, row(i), vn, h]), op.const(s.softmax_scale, _F32)), (i, h)),
                 ForKind.VECTORIZED))))
 
-    def key_block(ko: PrimExpr) -> Stmt:
+    def key_block(ko: PrimExpr, tail: bool) -> Stmt:
+        """One key block; only the ``tail`` one (past the last whole block) clamps its key
+        index and masks keys past T: in a whole block ``t0 + j`` stays a unit-stride index, so
+        a bias row is one vector load instead of a gather."""
         t0 = op.mul(ko, _i(bk))
 
         def key(j: PrimExpr) -> PrimExpr:
-            return op.min(op.add(t0, j), _i(s.seq_kv - 1))
+            t = op.add(t0, j)
+            return op.min(t, _i(s.seq_kv - 1)) if tail else t
 
         pack = _for("j", bk, lambda j: _for("h", H, lambda h: BufferStore(
             kt, f32(k[vb, key(j), kvh, h]), (h, j))))
@@ -258,8 +262,8 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
             x = sc[i, j]
             if bias is not None:
                 x = op.add(x, f32(bias[_bias_index(s, bias, vb, vn, row(i), key(j))]))
-            keep = _visible(s, op.add(s0, i), op.add(t0, j))
-            return op.if_then_else(keep, x, neg_inf)
+            keep = _visible(s, op.add(s0, i), op.add(t0, j), tail)
+            return x if keep is None else op.if_then_else(keep, x, neg_inf)
 
         def stats(i: PrimExpr) -> Stmt:
             mnew, alpha = (_i(0),), (_i(1),)
@@ -294,7 +298,9 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
         # Causal: a key block wholly after the tile's last row's last visible key is skipped.
         return IfThenElse(op.lt(t0, first_hidden), work)
 
-    stream = _for("ko", _ceil_div(s.seq_kv, bk), key_block)
+    whole, rest = divmod(s.seq_kv, bk)
+    stream = _seq(*([_for("ko", whole, lambda ko: key_block(ko, False))] if whole else []) +
+                  ([key_block(_i(whole), True)] if rest else []))
 
     def store(i: PrimExpr) -> Stmt:
         inv = op.if_then_else(op.gt(l_[i], op.const(0.0, _F32)),
@@ -316,13 +322,16 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
                                          "flash_attention.block_k": bk}))
 
 
-def _visible(s: FlashAttentionSpec, row: PrimExpr, col: PrimExpr) -> PrimExpr:
-    """Key ``col`` exists and the causal mask (if any) lets query ``row`` see it."""
-    exists = op.lt(col, _i(s.seq_kv))
+def _visible(s: FlashAttentionSpec, row: PrimExpr, col: PrimExpr,
+             tail: bool) -> PrimExpr | None:
+    """Key ``col`` exists (checked in the ``tail`` block only) and the causal mask (if any)
+    lets query ``row`` see it; None: always."""
+    exists = op.lt(col, _i(s.seq_kv)) if tail else None
     if s.causal is None:
         return exists
     offset = 0 if s.causal == "TopLeft" else s.seq_kv - s.seq_q
-    return op.logical_and(exists, op.le(col, op.add(row, _i(offset))))
+    seen = op.le(col, op.add(row, _i(offset)))
+    return seen if exists is None else op.logical_and(exists, seen)
 
 
 def _first_hidden_key(s: FlashAttentionSpec, last_row: PrimExpr) -> PrimExpr | None:
