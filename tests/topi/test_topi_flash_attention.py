@@ -116,6 +116,18 @@ def test_large_logits_do_not_overflow():
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
 
+def test_half_precision_inputs_compute_in_float32():
+    rng = np.random.default_rng(5)
+    q, k, v = (a.astype(np.float16) for a in inputs(rng, 1, 20, 2, 16, 24, 2, 16))
+    spec = FlashAttentionSpec(1, 20, 2, 16, 24, 2, 16, dtype="float16", causal="TopLeft")
+    lib = workbench.compile(flash_attention(spec), "llvm")
+    args = [workbench.nd.array(a) for a in (q, k, v, np.zeros((1, 20, 2, 16), np.float16))]
+    lib(*args)
+    ref = reference(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32),
+                    causal="TopLeft")
+    np.testing.assert_allclose(args[-1].numpy().astype(np.float32), ref, rtol=2e-3, atol=2e-3)
+
+
 def test_no_buffer_holds_the_score_matrix():
     s = t = 256
     spec = FlashAttentionSpec(1, s, 2, 64, t, 2, 64, causal="TopLeft")
