@@ -40,10 +40,13 @@ def reference(q, k, v, bias=None, scale=None, causal=None):
     return (p @ vh).transpose(0, 2, 1, 3)
 
 
-def run(func, *arrays, out_shape):
+def run(func, q, k, v, *rest, out_shape):
+    """Run the kernel on BSNH ``q``, ``k``, ``v`` (the keys passed transposed, (B, N_kv, H, T),
+    as the kernel takes them)."""
     lib = workbench.compile(func, "llvm")
-    args = [workbench.nd.array(a) for a in arrays] + \
-        [workbench.nd.array(np.full(out_shape, np.nan, np.float32))]
+    k_t = np.ascontiguousarray(k.transpose(0, 2, 3, 1))
+    args = [workbench.nd.array(a) for a in (q, k_t, v) + rest] + \
+        [workbench.nd.array(np.full(out_shape, np.nan, q.dtype))]
     lib(*args)
     return args[-1].numpy()
 
@@ -120,12 +123,11 @@ def test_half_precision_inputs_compute_in_float32():
     rng = np.random.default_rng(5)
     q, k, v = (a.astype(np.float16) for a in inputs(rng, 1, 20, 2, 16, 24, 2, 16))
     spec = FlashAttentionSpec(1, 20, 2, 16, 24, 2, 16, dtype="float16", causal="TopLeft")
-    lib = workbench.compile(flash_attention(spec), "llvm")
-    args = [workbench.nd.array(a) for a in (q, k, v, np.zeros((1, 20, 2, 16), np.float16))]
-    lib(*args)
+    got = run(flash_attention(spec), q, k, v, out_shape=(1, 20, 2, 16))
+    assert got.dtype == np.float16
     ref = reference(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32),
                     causal="TopLeft")
-    np.testing.assert_allclose(args[-1].numpy().astype(np.float32), ref, rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(got.astype(np.float32), ref, rtol=2e-3, atol=2e-3)
 
 
 def test_no_buffer_holds_the_score_matrix():

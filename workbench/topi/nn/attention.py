@@ -1,9 +1,13 @@
 """Fused, streaming scaled dot-product attention (FlashAttention's online softmax) as one
 hand-built TIR kernel.
 
-``softmax(Q K^T * scale + bias, masked) V`` for Q (B, S, N, H), K (B, T, N_kv, H),
-V (B, T, N_kv, H_v) -> (B, S, N, H_v) (Relax's BSNH layout), ``N % N_kv == 0`` (grouped-query
-attention: query head ``n`` reads kv head ``n // (N / N_kv)``).
+``softmax(Q K^T * scale + bias, masked) V`` for Q (B, S, N, H), V (B, T, N_kv, H_v) ->
+(B, S, N, H_v) (Relax's BSNH layout), ``N % N_kv == 0`` (grouped-query attention: query head
+``n`` reads kv head ``n // (N / N_kv)``). The keys come transposed, K^T (B, N_kv, H, T) (the
+legalizer transposes BSNH keys in a kernel of their own): the score tile is then outer
+products of a query element with unit-stride vectors of keys, read in place. (Packing each
+key block transposed inside the kernel instead repeated the transpose once per query block:
+~14% of the kernel's time at BERT's and GPT-2's sizes.)
 
 Why a hand-built kernel rather than ``te.compute`` stages: the streaming softmax is a
 recurrence over key blocks (each block rescales the running sum and accumulator by
@@ -15,12 +19,11 @@ parallelize those loops, and ``sch.regenerate`` (through :func:`retile_flash_att
 rebuilds the function for other block sizes: the tuner's decisions.
 
 Per block instance (``block_q`` query rows ``s0 ..``): the scaled query rows are copied once;
-then for every key block of ``block_k`` keys, the block's K rows are packed transposed
-(``kt[h, j]``, so the score tile is outer products with unit-stride vectors), the
-``block_q x block_k`` score tile is computed, biased and masked (-inf), each row's running
+then for every key block of ``block_k`` keys, the ``block_q x block_k`` score tile is
+computed, biased and masked (-inf), each row's running
 max ``m`` / sum ``l`` / accumulator ``acc`` (``block_q x H_v``) are rescaled by
 ``exp(m_old - m_new)`` and the tile's ``exp(score - m_new) @ V`` is added. The S x T score
-matrix is never written: the scratch is ``O(block_q * (block_k + H + H_v) + H * block_k)``.
+matrix is never written: the scratch is ``O(block_q * (block_k + H + H_v))``.
 With a causal mask, key blocks wholly after the query block's last visible key are skipped.
 
 Rows past S in the last query block read the last row (clamped) and are not stored; keys past
@@ -109,11 +112,11 @@ class FlashAttentionSpec:
 
 
 def default_block_sizes(spec: FlashAttentionSpec) -> tuple[int, int]:
-    """``(block_q, block_k)``: 64 query rows (fewer when S is shorter) share each packed key
-    block, so the pack costs ~1/64 of the score products; 64 keys keep the score tile (16 KB)
-    and the packed keys (16 KB at H = 64) in L1. On one Zen 4 core (thread time, best of 9)
-    64 x 64 ran BERT-base's attention in 0.72 ms against 0.80 ms for 32 x 64 and 1.0 ms for
-    16 x 64, and GPT-2's causal seq-512 one in 7.2 ms against 8.1 ms for 32 x 64 or 128 x 64.
+    """``(block_q, block_k)``: 64 query rows (fewer when S is shorter) per block instance, 64
+    keys per key block: the score tile (16 KB) and the key block (16 KB at H = 64) stay in L1.
+    On one Zen 4 core (thread time, best of 9) 64 x 64 ran BERT-base's attention in 0.72 ms
+    against 0.80 ms for 32 x 64 and 1.0 ms for 16 x 64, and GPT-2's causal seq-512 one in
+    7.2 ms against 8.1 ms for 32 x 64 or 128 x 64 (with the keys packed in the kernel).
     (A variant with key-major scores and packed queries, which vectorizes the softmax
     statistics over rows, was 10-20% slower.)"""
     return min(64, spec.seq_q), min(64, _round_up(spec.seq_kv, LANES))
@@ -122,7 +125,8 @@ def default_block_sizes(spec: FlashAttentionSpec) -> tuple[int, int]:
 def flash_attention(spec: FlashAttentionSpec, block_q: int | None = None,
                     block_k: int | None = None,
                     buffers: Sequence[Buffer] | None = None) -> PrimFunc:
-    """The fused attention PrimFunc ``(q, k, v[, bias], out)`` for ``spec`` with query blocks
+    """The fused attention PrimFunc ``(q, k_t, v[, bias], out)`` (``k_t``: the keys as
+    (B, N_kv, H, T)) for ``spec`` with query blocks
     of ``block_q`` rows and key blocks of ``block_k`` keys (a multiple of 16; defaults:
     :func:`default_block_sizes`). ``buffers``: the parameter buffers to use (a retiled
     function keeps its original ones)."""
@@ -137,7 +141,7 @@ def flash_attention(spec: FlashAttentionSpec, block_q: int | None = None,
     s = spec
     if buffers is None:
         q = decl_buffer((s.batch, s.seq_q, s.heads, s.head_dim), s.dtype, "q")
-        k = decl_buffer((s.batch, s.seq_kv, s.kv_heads, s.head_dim), s.dtype, "k")
+        k = decl_buffer((s.batch, s.kv_heads, s.head_dim, s.seq_kv), s.dtype, "k_t")
         v = decl_buffer((s.batch, s.seq_kv, s.kv_heads, s.head_dim_v), s.dtype, "v")
         bias = None if s.bias_shape is None else decl_buffer(s.bias_shape, s.bias_dtype, "bias")
         out = decl_buffer((s.batch, s.seq_q, s.heads, s.head_dim_v), s.dtype, "T_attention")
@@ -208,7 +212,6 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
     vb, vn, vqo = (iv.var for iv in ivs)
     H, Hv = s.head_dim, s.head_dim_v
     qs = decl_buffer((bq, H), _F32, "q_scaled")       # the block's query rows times scale
-    kt = decl_buffer((H, bk), _F32, "k_packed")       # one key block, transposed
     sc = decl_buffer((bq, bk), _F32, "score_tile")    # scores, then probabilities
     acc = decl_buffer((bq, Hv), _F32, "acc")
     m = decl_buffer((bq,), _F32, "row_max")
@@ -246,8 +249,6 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
             t = op.add(t0, j)
             return op.min(t, _i(s.seq_kv - 1)) if tail else t
 
-        pack = _for("j", bk, lambda j: _for("h", H, lambda h: BufferStore(
-            kt, f32(k[vb, key(j), kvh, h]), (h, j))))
         # Register tile: ``rt`` rows x the key block, accumulated over h (LLVM keeps the
         # tile in vector registers: the scratch is a private alloca).
         scores = _for("io", bq // rt, lambda io: _seq(
@@ -255,7 +256,8 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
                 sc, op.const(0.0, _F32), (op.add(op.mul(io, _i(rt)), ii), j)),
                 ForKind.VECTORIZED), ForKind.UNROLLED),
             _for("h", H, lambda h: _for("ii", rt, lambda ii: _for("j", bk, lambda j: (
-                lambda i: BufferStore(sc, op.add(sc[i, j], op.mul(qs[i, h], kt[h, j])), (i, j)))(
+                lambda i: BufferStore(sc, op.add(sc[i, j], op.mul(
+                    qs[i, h], f32(k[vb, kvh, h, key(j)]))), (i, j)))(
                 op.add(op.mul(io, _i(rt)), ii)), ForKind.VECTORIZED), ForKind.UNROLLED))))
 
         def masked(i: PrimExpr, j: PrimExpr) -> PrimExpr:
@@ -291,7 +293,7 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
             "ii", rt, lambda ii: _for("h", Hv, lambda h: (lambda i: BufferStore(
                 acc, op.add(acc[i, h], op.mul(sc[i, j], f32(v[vb, key(j), kvh, h]))), (i, h)))(
                 op.add(op.mul(io, _i(rt)), ii)), ForKind.VECTORIZED), ForKind.UNROLLED)))
-        work = _seq(pack, scores, _for("i", bq, stats), pv)
+        work = _seq(scores, _for("i", bq, stats), pv)
         first_hidden = _first_hidden_key(s, op.add(s0, _i(bq - 1)))
         if first_hidden is None:
             return work
@@ -315,7 +317,7 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
     body = _seq(init, stream, _for("i", bq, store))
     reads = [BufferRegion.full(b) for b in (q, k, v) + ((bias,) if bias is not None else ())]
     return Block(tuple(ivs), tuple(reads), (BufferRegion.full(out),), BLOCK_NAME, body,
-                 alloc_buffers=(qs, kt, sc, acc, m, l_, red, tmp),
+                 alloc_buffers=(qs, sc, acc, m, l_, red, tmp),
                  annotations=FrozenDict({"schedule_rule": SCHEDULE_RULE,
                                          "tir.generator": GENERATOR,
                                          "flash_attention.block_q": bq,

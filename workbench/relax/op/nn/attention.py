@@ -66,9 +66,9 @@ def _infer_attention(call: Call, ctx: Any) -> StructInfo:
 
 @def_legalize("relax.nn.attention")
 def _legalize_attention(bb: Any, call: Call) -> Expr:
-    """Static shapes: one fused streaming kernel (``workbench.topi.nn.attention``), marked
-    opaque so fusion leaves it whole. Symbolic shapes: the staged te formulation (it writes
-    the (B, N, S, T) scores)."""
+    """Static shapes: the keys transposed to (B, N_kv, H, T), then one fused streaming kernel
+    (``workbench.topi.nn.attention``), marked opaque so fusion leaves it whole. Symbolic
+    shapes: the staged te formulation (it writes the (B, N, S, T) scores)."""
     a = call.attrs
     q, k, v = call.args[:3]
     bias = call.args[3] if len(call.args) > 3 else None
@@ -80,9 +80,13 @@ def _legalize_attention(bb: Any, call: Call) -> Expr:
     from workbench.relax.op.base import call_tir
     from workbench.relax.transform.annotate_tir_op_pattern import OpPatternKind
     from workbench.topi.nn.attention import flash_attention
+    from workbench.topi.transform import transpose
+    # The kernel reads the keys as K^T (B, N_kv, H, T): one transpose here, instead of one per
+    # query block inside the kernel.
+    k_t = bb.emit(bb.call_te(transpose, k, [0, 2, 3, 1], primfunc_name_hint="transpose"))
     func = flash_attention(spec).with_attr("op_pattern", int(OpPatternKind.kOpaque))
     gv = bb.add_func(func, "attention")
-    return call_tir(gv, list(call.args), call.struct_info)
+    return call_tir(gv, [q, k_t, v] + list(call.args[3:]), call.struct_info)
 
 
 def _static_spec(call: Call) -> Any:
