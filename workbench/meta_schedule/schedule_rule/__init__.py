@@ -4,6 +4,8 @@ from workbench.meta_schedule.schedule_rule.apply_custom_rule import (
     ApplyCustomRule, register_custom_schedule_rule,
 )
 from workbench.meta_schedule.schedule_rule.auto_inline import AutoInline
+# Registers the custom rule "flash_attention" (the fused attention kernel's tuning space).
+from workbench.meta_schedule.schedule_rule import flash_attention as _flash_attention  # noqa: F401
 from workbench.meta_schedule.schedule_rule.inline_constant_scalars import InlineConstantScalars
 from workbench.meta_schedule.schedule_rule.multi_level_tiling import MultiLevelTiling, ReuseType
 from workbench.meta_schedule.schedule_rule.multi_level_tiling_with_intrin import (

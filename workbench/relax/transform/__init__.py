@@ -37,6 +37,10 @@ __all__ += ["FoldBatchnormToConv2D"]
 from workbench.relax.transform.convert_layout_nchwc import ConvertLayoutNCHWc  # noqa: E402
 
 __all__ += ["ConvertLayoutNCHWc"]
+# The explicit matmul-scale-mask-softmax-matmul chain as one relax.nn.attention call.
+from workbench.relax.transform.fuse_attention import FuseAttention  # noqa: E402
+
+__all__ += ["FuseAttention"]
 # Products with a constant weight computed over whole vector registers of columns.
 from workbench.relax.transform.pad_matmul_columns import PadMatmulColumns  # noqa: E402
 

@@ -67,7 +67,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None = None,
     (grouped-query attention shares a kv head between ``N / N_kv`` query heads); the result is
     (B, S, N, H_v). ``scale`` defaults to ``1/sqrt(H)``. ``causal_mask`` "TopLeft" keeps
     ``t <= s``, "BottomRight" keeps ``t <= s + T - S``. ``bias`` (broadcastable to (B, N, S, T))
-    is added to the scaled scores. Stages: scores, max, exp, sum, output.
+    is added to the scaled scores. A row that sees no key gives zeros (PyTorch's behaviour).
+    Stages: scores, max, exp, sum, output. (Static shapes legalize to the fused streaming
+    kernel of :mod:`workbench.topi.nn.attention` instead.)
     """
     b_, s_, n_, h_ = q.shape
     t_ = k.shape[1]
@@ -104,7 +106,11 @@ def attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None = None,
                     name="T_attention_max")
 
     def exp_f(b: PrimExpr, n: PrimExpr, s: PrimExpr, t: PrimExpr) -> PrimExpr:
-        e = op.exp(scores[b, n, s, t] - mx[b, n, s])
+        # A row of -inf scores (an all -inf bias) has max -inf: exponents against 0 instead,
+        # exp(-inf) = 0 rather than exp(nan).
+        m = mx[b, n, s]
+        m = op.if_then_else(m == op.neg(op.infinity(dtype)), op.const(0, dtype), m)
+        e = op.exp(scores[b, n, s, t] - m)
         m = visible(s, t)
         return e if m is None else op.if_then_else(m, e, op.const(0, dtype))
     ex = te.compute((b_, n_, s_, t_), exp_f, name="T_attention_exp")
@@ -114,8 +120,11 @@ def attention(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None = None,
     rv = te.reduce_axis((0, t_), name="rv")
 
     def out_f(b: PrimExpr, s: PrimExpr, n: PrimExpr, h: PrimExpr) -> PrimExpr:
-        return te.sum(ex[b, n, s, rv] / tot[b, n, s] * v[b, rv, op.floordiv(n, group), h],
-                      axis=rv)
+        # A row that sees no key (sum 0) gives zeros, as PyTorch's safe softmax does.
+        total = tot[b, n, s]
+        inv = op.if_then_else(total > op.const(0, dtype), op.const(1, dtype) / total,
+                              op.const(0, dtype))
+        return te.sum(ex[b, n, s, rv] * inv * v[b, rv, op.floordiv(n, group), h], axis=rv)
     return te.compute((b_, s_, n_, hv), out_f, name="T_attention")
 
 

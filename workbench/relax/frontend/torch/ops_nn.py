@@ -365,8 +365,6 @@ def _sdpa_check(imp: Any, node: Any) -> str | None:
     p = node.kwargs.get("dropout_p", args[4])
     if p:
         return f"attention dropout (dropout_p={p})"
-    if node.kwargs.get("enable_gqa"):
-        return "enable_gqa=True"
     return None
 
 
@@ -374,7 +372,9 @@ def _sdpa_check(imp: Any, node: Any) -> str | None:
 def _sdpa(imp: Any, node: Any, q: Expr, k: Expr, v: Expr, attn_mask: Any = None,
           dropout_p: float = 0.0, is_causal: bool = False, scale: Any = None,
           enable_gqa: bool = False) -> Expr:
-    """PyTorch's (..., heads, seq, dim) attention through Relax's BSNH ``nn.attention``."""
+    """PyTorch's (..., heads, seq, dim) attention through Relax's BSNH ``nn.attention``.
+    ``enable_gqa``: key/value heads shared by groups of query heads, as the op does (query
+    head ``n`` reads kv head ``n // (N / N_kv)``, PyTorch's ``repeat_interleave``)."""
     rank = ndim(q)
     if rank == 3:
         q, k, v = (imp.emit(R.expand_dims(t, 0)) for t in (q, k, v))

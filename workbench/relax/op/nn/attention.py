@@ -4,6 +4,7 @@
 ``N`` must be a multiple of ``N_kv`` (grouped-query attention). ``scale`` defaults to
 ``1/sqrt(H)``; ``causal_mask`` is None, "TopLeft" (keep ``t <= s``) or "BottomRight" (keep
 ``t <= s + T - S``); ``bias`` broadcasts to (B, N, S, T) and is added to the scaled scores.
+A query row whose keys are all masked gives zeros (PyTorch's behaviour), not NaN.
 """
 from __future__ import annotations
 
@@ -65,12 +66,47 @@ def _infer_attention(call: Call, ctx: Any) -> StructInfo:
 
 @def_legalize("relax.nn.attention")
 def _legalize_attention(bb: Any, call: Call) -> Expr:
-    from workbench.topi.nn.relax_extras import attention as te_attention
+    """Static shapes: the keys transposed to (B, N_kv, H, T), then one fused streaming kernel
+    (``workbench.topi.nn.attention``), marked opaque so fusion leaves it whole. Symbolic
+    shapes: the staged te formulation (it writes the (B, N, S, T) scores)."""
     a = call.attrs
     q, k, v = call.args[:3]
     bias = call.args[3] if len(call.args) > 3 else None
-    return bb.call_te(te_attention, q, k, v, bias, a["scale"], a["causal_mask"],
-                      primfunc_name_hint="attention")
+    spec = _static_spec(call)
+    if spec is None:
+        from workbench.topi.nn.relax_extras import attention as te_attention
+        return bb.call_te(te_attention, q, k, v, bias, a["scale"], a["causal_mask"],
+                          primfunc_name_hint="attention")
+    from workbench.relax.op.base import call_tir
+    from workbench.relax.transform.annotate_tir_op_pattern import OpPatternKind
+    from workbench.topi.nn.attention import flash_attention
+    from workbench.topi.transform import transpose
+    # The kernel reads the keys as K^T (B, N_kv, H, T): one transpose here, instead of one per
+    # query block inside the kernel.
+    k_t = bb.emit(bb.call_te(transpose, k, [0, 2, 3, 1], primfunc_name_hint="transpose"))
+    func = flash_attention(spec).with_attr("op_pattern", int(OpPatternKind.kOpaque))
+    gv = bb.add_func(func, "attention")
+    return call_tir(gv, [q, k_t, v] + list(call.args[3:]), call.struct_info)
+
+
+def _static_spec(call: Call) -> Any:
+    """The kernel's :class:`FlashAttentionSpec` when every shape is a known constant."""
+    from workbench.topi.nn.attention import FlashAttentionSpec
+    sis = [I.tensor_arg(call, i, n) for i, n in enumerate(("query", "key", "value", "bias")[
+        :len(call.args)])]
+    dims = []
+    for si in sis:
+        if si.shape is None:
+            return None
+        vals = [I.const_int(d) for d in si.values]
+        if any(d is None for d in vals):
+            return None
+        dims.append(tuple(vals))
+    (b, s, n, h), (_, t, nk, _), (_, _, _, hv) = dims[:3]
+    bias = dims[3] if len(dims) > 3 else None
+    return FlashAttentionSpec(b, s, n, h, t, nk, hv, sis[0].dtype, call.attrs["scale"],
+                              call.attrs["causal_mask"], bias,
+                              sis[3].dtype if bias is not None else "float32")
 
 
 @def_numpy("relax.nn.attention")
@@ -89,8 +125,11 @@ def _numpy_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, bias: Any = No
         offset = 0 if causal_mask == "TopLeft" else t - s
         keep = np.arange(t)[None, :] <= np.arange(s)[:, None] + offset
         scores = np.where(keep, scores, -np.inf)
-    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    p = e / e.sum(axis=-1, keepdims=True)
+    # A row with every key masked gives zeros, as PyTorch's safe softmax (>= 2.5) does.
+    mx = scores.max(axis=-1, keepdims=True)
+    e = np.exp(scores - np.where(np.isneginf(mx), 0.0, mx))
+    tot = e.sum(axis=-1, keepdims=True)
+    p = np.divide(e, tot, out=np.zeros_like(e), where=tot > 0)
     return (p @ vh).transpose(0, 2, 1, 3).astype(q.dtype)
 
 
