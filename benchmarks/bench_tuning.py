@@ -52,7 +52,7 @@ def tvm_anchor(python: str, name: str, trials: int, per_iter: int) -> dict | Non
     import subprocess
     from workbench.target import Target
     target = Target(TARGET)
-    mcpu = target.host_cpu()
+    mcpu = target.host_cpu
     cores = target.max_num_threads()
     argv = [python, ANCHOR] + (["matmul", "512"] if name == "matmul" else ["conv2d"]) + \
         [str(trials), str(per_iter), mcpu, str(cores)]

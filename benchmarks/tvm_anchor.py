@@ -64,6 +64,7 @@ def main() -> None:
         records = len(db.get_all_tuning_records())
     tune_s = time.perf_counter() - t0
     lib = tvm.compile(sch.mod, target=target)
+    lib = lib.jit() if hasattr(lib, "jit") else lib   # 0.27: an Executable to load first
     dev = tvm.cpu()
     args = [tvm.runtime.tensor(np.random.rand(*s).astype("float32"), dev) for s in shapes]
     lib["main"](*args)
