@@ -15,6 +15,8 @@ The default order, and why:
                               ``layout_transform`` per tensor at the region's boundaries
                               (after a CanonicalizeBindings + DeadCodeElimination that
                               forward batch norm's tuple)                    [convert_layout]
+   ``SinkReshapes``           a linear layer's flatten / unflatten views cancel, so its
+                              product, bias, activation and residual add are one chain
    ``PadMatmulColumns``       a product with a constant weight whose columns are not whole
                               vector registers computes zero-padded ones, sliced after
 1. ``LegalizeOps``            high-level ops -> ``call_tir`` of te-made PrimFuncs
@@ -130,7 +132,7 @@ def get_default_pipeline(target: Any = None, fuse: bool = True,
     if convert_layout:
         passes += [CanonicalizeBindings(), DeadCodeElimination(),
                    T.ConvertLayoutNCHWc(target)]
-    passes += [T.PadMatmulColumns(target), T.LegalizeOps(), T.AnnotateTIROpPattern(),
+    passes += [T.SinkReshapes(), T.PadMatmulColumns(target), T.LegalizeOps(), T.AnnotateTIROpPattern(),
                FoldConstant(target),
                CanonicalizeBindings(), DeadCodeElimination()]
     if fuse:
