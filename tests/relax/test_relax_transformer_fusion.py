@@ -5,11 +5,14 @@ one row-reduction kernel; the flatten / unflatten views PyTorch puts around ``nn
 (``SinkReshapes``). Every result is checked against PyTorch (float64 where rounding matters)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 import workbench as wb
 from workbench import relax
+from workbench.codegen.vector_math import _libmvec
 from workbench.relax import op as R
 from workbench.relax.transform import LegalizeOps, SinkReshapes
 from workbench.relax.transform.annotate_tir_op_pattern import is_row_normalization
@@ -79,14 +82,20 @@ class _Linear(nn.Module):
                 "gelu_tanh": lambda t: F.gelu(t, approximate="tanh")}[self.act](y)
 
 
-@pytest.mark.parametrize("act, kernel", [("gelu", "fused_matmul_add_gelu"),
-                                         ("gelu_tanh", "fused_matmul_add_gelu_tanh"),
-                                         ("relu", "fused_matmul_add_relu")])
-def test_linear_bias_activation_is_one_kernel_with_a_prepacked_weight(act, kernel):
+@pytest.mark.parametrize("act, kernel, math", [("gelu", "fused_matmul_add_gelu", "erff"),
+                                               ("gelu_tanh", "fused_matmul_add_gelu_tanh",
+                                                "tanhf"),
+                                               ("relu", "fused_matmul_add_relu", None)])
+def test_linear_bias_activation_is_one_kernel_with_a_prepacked_weight(act, kernel, math):
     exe, got, want, _ = _compile(_Linear(64, 256, act), (2, 32, 64))
     assert _kernels(exe) == [kernel]
     _assert_weight_prepacked(exe, kernel, 64, 256)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
+    if math is not None and _libmvec() is not None:
+        # the epilogue's erf / tanh run on whole vectors (libmvec), not element by element
+        ll = "".join(m.get_source("ll") for m in exe.imported_modules)
+        assert re.search(rf'@"?_ZGV\w+_{math}"?\(<', ll), f"no vector {math} in {kernel}"
+        assert not re.search(rf'@"?{math}"?\(float', ll), f"scalar {math} calls in {kernel}"
 
 
 def test_linear_bias_residual_add_is_one_kernel():
