@@ -39,7 +39,7 @@ from typing import Any
 
 from workbench.ir.module import IRModule
 from workbench.relax.expr import (
-    Call, DataflowVar, Expr, Function, ShapeExpr, Var, VarBinding,
+    Call, DataflowVar, Expr, Function, SeqExpr, ShapeExpr, Var, VarBinding,
 )
 from workbench.relax.expr_functor import ExprMutator
 from workbench.relax.op.registry import make_call
@@ -88,6 +88,8 @@ def _moves_only_unit_dims(shape: tuple[int, ...], axes: Any) -> bool:
 def _use_counts(func: Function) -> dict[int, int]:
     """id(Var) -> how many bindings (and the body) of ``func`` read it."""
     counts: dict[int, int] = {}
+    if not isinstance(func.body, SeqExpr):
+        return counts               # nothing is then known to be used once: nothing hoists
     values = [b.value for blk in func.body.blocks for b in blk.bindings] + [func.body.body]
     for value in values:
         for v in used_vars(value):
@@ -211,7 +213,6 @@ class _Sinker(ExprMutator):
         inner = self.emit(Call(value.op, args, value.attrs, value.sinfo_args,
                                span=value.span), "sunk")
         return self.reshape(inner, out)
-
 
     # ---- moving a reshape up a product's chain ------------------------------------------------
 
