@@ -18,6 +18,8 @@ The default order, and why:
    ``FuseAttention``          the explicit softmax(Q K^T * scale + mask) V chain (both
                               importers' hand-written / decomposed attention) -> one
                               ``nn.attention``, which legalizes to the fused streaming kernel
+   ``SinkReshapes``           a linear layer's flatten / unflatten views cancel, so its
+                              product, bias, activation and residual add are one chain
    ``PadMatmulColumns``       a product with a constant weight whose columns are not whole
                               vector registers computes zero-padded ones, sliced after
 1. ``LegalizeOps``            high-level ops -> ``call_tir`` of te-made PrimFuncs
@@ -133,7 +135,8 @@ def get_default_pipeline(target: Any = None, fuse: bool = True,
     if convert_layout:
         passes += [CanonicalizeBindings(), DeadCodeElimination(),
                    T.ConvertLayoutNCHWc(target)]
-    passes += [T.FuseAttention(), T.PadMatmulColumns(target), T.LegalizeOps(), T.AnnotateTIROpPattern(),
+    passes += [T.FuseAttention(), T.SinkReshapes(), T.PadMatmulColumns(target),
+               T.LegalizeOps(), T.AnnotateTIROpPattern(),
                FoldConstant(target),
                CanonicalizeBindings(), DeadCodeElimination()]
     if fuse:

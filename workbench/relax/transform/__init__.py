@@ -41,6 +41,10 @@ __all__ += ["ConvertLayoutNCHWc"]
 from workbench.relax.transform.fuse_attention import FuseAttention  # noqa: E402
 
 __all__ += ["FuseAttention"]
+# A linear layer's flatten / unflatten views moved past its epilogue, where they cancel.
+from workbench.relax.transform.sink_reshapes import SinkReshapes  # noqa: E402
+
+__all__ += ["SinkReshapes"]
 # Products with a constant weight computed over whole vector registers of columns.
 from workbench.relax.transform.pad_matmul_columns import PadMatmulColumns  # noqa: E402
 

@@ -145,6 +145,10 @@ class _PatternAnalyzer(IRVisitor):
         self.kind = K.kElemWise
         self.params = {id(b) for b in func.buffer_map.values()}
         self.root_seen = False
+        # Some reduction reuses its operands (a product, a window): an anchor for epilogues
+        # only. Without one, kOutEWiseFusable means "row reduction, then an injective output"
+        # (softmax, layer_norm), which elementwise producers may fuse into.
+        self.reuse = False
 
     def visit_Block(self, block: Block) -> None:
         if not self.root_seen and not block.iter_vars and block.name_hint == "root":
@@ -186,11 +190,10 @@ class _PatternAnalyzer(IRVisitor):
         if not reduce_vars:
             self.kind = K.kOpaque
             return
-        if _is_fma(block.body):
+        if _is_fma(block.body) or \
+                any(not _is_pure_reduce(reduce_vars, load.indices) for load in acc.loads):
             self.kind = max(self.kind, K.kOutEWiseFusable)
-            return
-        if any(not _is_pure_reduce(reduce_vars, load.indices) for load in acc.loads):
-            self.kind = max(self.kind, K.kOutEWiseFusable)
+            self.reuse = True
             return
         self.kind = max(self.kind, K.kCommReduce)
 
@@ -200,6 +203,17 @@ def analyze_op_pattern(func: PrimFunc) -> OpPatternKind:
     analyzer = _PatternAnalyzer(func)
     analyzer.visit(func.body)
     return analyzer.kind
+
+
+def is_row_normalization(func: PrimFunc) -> bool:
+    """``func`` is kOutEWiseFusable only because an injective output follows a plain row
+    reduction (layer_norm, softmax): no block reuses its operands as a product or a window
+    does. Such a kernel reads its input in a pass per reduction and once more for the output,
+    so an elementwise producer inlined into it is recomputed per pass (a few cheap ops per
+    element) instead of written and read back through memory (ORT's SkipLayerNormalization)."""
+    analyzer = _PatternAnalyzer(func)
+    analyzer.visit(func.body)
+    return analyzer.kind == K.kOutEWiseFusable and not analyzer.reuse
 
 
 class AnnotateTIROpPattern:
@@ -215,4 +229,5 @@ class AnnotateTIROpPattern:
         return out
 
 
-__all__ = ["AnnotateTIROpPattern", "OpPatternKind", "analyze_op_pattern"]
+__all__ = ["AnnotateTIROpPattern", "OpPatternKind", "analyze_op_pattern",
+           "is_row_normalization"]

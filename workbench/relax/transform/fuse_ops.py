@@ -18,6 +18,8 @@ CommReduce < OutEWiseFusable < Opaque): a node may fuse into its immediate post-
   is elementwise: every op on the way is at most Broadcast (an elementwise epilogue);
 - phase 0, it is at most Broadcast and the post-dominator is at most Injective or a reduction,
   with every op on the way at most Injective (the sink may be a fused OutEWiseFusable group);
+  a row normalisation (layer_norm, softmax: ``is_row_normalization``) counts as a reduction
+  here, so a residual add before a layer norm is inlined into it (ORT's SkipLayerNorm);
 - phase 1, it is Injective (or a tuple) and every op on the way is at most Injective.
 
 Values used outside the block (non-dataflow vars) end a chain: nothing fuses *through* them.
@@ -37,6 +39,7 @@ from workbench.relax.span import Span
 from workbench.relax.struct_info import TupleStructInfo
 from workbench.relax.transform._util import fresh_name, is_primitive, relax_functions, used_vars
 from workbench.relax.transform.annotate_tir_op_pattern import OpPatternKind as K
+from workbench.relax.transform.annotate_tir_op_pattern import is_row_normalization
 
 MAX_FUSE_DEPTH = 256
 
@@ -50,6 +53,7 @@ class _Node:
     pattern: K
     extern_ref: bool
     outputs: list[tuple[int, K]] = field(default_factory=list)  # (consumer, edge pattern)
+    row_norm: bool = False      # a call of a row normalisation kernel (layer_norm, softmax)
 
 
 def _leaves(e: Any) -> list[Any]:
@@ -83,6 +87,8 @@ def _build_graph(block: DataflowBlock, mod: IRModule, used_later: set[int]) -> l
                 pattern = K.kOpaque
         extern = not isinstance(b.var, DataflowVar) or id(b.var) in used_later
         node = _Node(i, b, pattern, extern)
+        if pattern == K.kOutEWiseFusable and is_call_tir(b.value):
+            node.row_norm = is_row_normalization(mod[b.value.args[0]])
         nodes.append(node)
         for a in args:
             src = index_of.get(id(a)) if isinstance(a, Var) else None
@@ -236,7 +242,9 @@ class _Partitioner:
                     self.check_path(i, sink, lambda k, is_sink: k <= K.kBroadcast):
                 self.commit(i, sink)
         elif group.pattern <= K.kBroadcast:
-            if phase == 0 and (dom.pattern <= K.kInjective or dom.pattern == K.kCommReduce):
+            into_norm = dom.pattern == K.kOutEWiseFusable and self.nodes[sink].row_norm
+            if phase == 0 and (dom.pattern <= K.kInjective or dom.pattern == K.kCommReduce or
+                               into_norm):
                 def cond(k: K, is_sink: bool) -> bool:
                     if not is_sink:
                         return k <= K.kInjective

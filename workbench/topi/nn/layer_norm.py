@@ -2,7 +2,12 @@
 
 As in TVM, one reduction stage ``T_layer_norm_red_temp`` accumulates the sum and the sum of
 squares together (a two-value reducer, one pass over the data); ``T_layer_norm`` then computes
-``(x - mean) * rsqrt(var + epsilon) * gamma + beta`` with ``var = E[x^2] - mean^2``.
+``(x - mean) * rsqrt(var + epsilon) * gamma + beta`` with ``var = E[d^2] - E[d]^2``.
+
+The sums are of ``d = x - s``, shifted by each row's first element ``s``: ``E[x^2] - mean^2``
+in float32 loses the variance when the mean is large against the spread (a row of mean 100
+and deviation 1 keeps about 3 digits of its variance); shifted by a value of the row, the two
+terms are of the spread's size (the "shifted data" algorithm) and one pass still suffices.
 """
 from __future__ import annotations
 
@@ -38,9 +43,11 @@ def layer_norm(data: Tensor, gamma: Tensor | None, beta: Tensor | None,
             idx.append(next(it_r) if d in axes else next(it_i))
         return tuple(idx)
 
+    zero = [0] * len(axes)
+
     def temp_f(*i: PrimExpr):
-        x = data[full_index(i, red)]
-        return _sum_pair((x, x * x), axis=red)
+        d = data[full_index(i, red)] - data[full_index(i, zero)]
+        return _sum_pair((d, d * d), axis=red)
     temp = te.compute(tuple(data.shape[d] for d in kept), temp_f,
                       name="T_layer_norm_red_temp", tag="comm_reduce")
     x_sum, x2_sum = temp
@@ -49,9 +56,10 @@ def layer_norm(data: Tensor, gamma: Tensor | None, beta: Tensor | None,
     def out_f(*i: PrimExpr) -> PrimExpr:
         outer = tuple(i[d] for d in kept)
         inner = tuple(i[d] for d in axes)
-        mean = x_sum[outer] / count
-        var = x2_sum[outer] / count - mean * mean
-        y = (data[i] - mean) * op.rsqrt(var + op.const(epsilon, data.dtype))
+        shift = data[full_index(outer, zero)]
+        mean = x_sum[outer] / count              # of x - shift
+        var = op.max(x2_sum[outer] / count - mean * mean, op.const(0, data.dtype))
+        y = (data[i] - shift - mean) * op.rsqrt(var + op.const(epsilon, data.dtype))
         if gamma is not None:
             y = y * gamma[inner]
         if beta is not None:
