@@ -101,3 +101,15 @@ def test_bad_arguments_are_named(model):
         check_in_model("db.json", mod, TARGET, inputs)
     with pytest.raises(ValueError, match="rounds must be an int >= 1"):
         check_in_model(MemoryDatabase(), mod, TARGET, inputs, rounds=0)
+
+
+def test_compile_relax_checks_the_records_in_the_model_when_given_inputs(model):
+    mod, inputs = model
+    db, names = _naive_records(mod)
+    exe = compile_relax(db, mod, TARGET, check_inputs=inputs)
+    assert exe.in_model_check.hidden == names
+    x, w = inputs
+    out = relax.VirtualMachine(exe, wb.cpu())["forward"](wb.nd.array(x), wb.nd.array(w))
+    np.testing.assert_allclose(out.numpy(), np.maximum(x @ w, 0) + 1, rtol=1e-4, atol=1e-3)
+    with pytest.raises(ValueError, match="check_inputs takes the default build"):
+        compile_relax(db, mod, TARGET, check_inputs=inputs, fuse=False)

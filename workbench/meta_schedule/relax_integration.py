@@ -318,14 +318,31 @@ def _dashboard_with_layers(dashboard: Any, tasks: Sequence[ExtractedTask]) -> An
 
 
 def compile_relax(database: Database, mod: Any, target: str | Target,
-                  params: Mapping[str, Any] | None = None, **build_kwargs: Any) -> Any:
+                  params: Mapping[str, Any] | None = None, *,
+                  check_inputs: Sequence[Any] | None = None, **build_kwargs: Any) -> Any:
     """``relax.build`` with every fused kernel that has a record in ``database`` replaced by
     its best schedule; returns the VM Executable (``exe.lowered_mod`` shows the kernels).
     With ``params`` bound, weights that a tuned kernel re-lays out (RewriteLayout) are packed
-    once here (PrepackConstantWeights) instead of on every call."""
+    once here (PrepackConstantWeights) instead of on every call.
+
+    ``check_inputs`` (Workbench): the entry function's arguments; each tuned kernel is then
+    timed inside the model against its default schedule first and the records that lose there
+    are not used (:func:`workbench.meta_schedule.in_model.check_in_model`; its table is
+    ``exe.in_model_check``). Not with ``build_kwargs``."""
     from workbench.relax.vm_build import build
     if not isinstance(target, Target):
         target = Target(target)
+    if check_inputs is not None:
+        if build_kwargs:
+            raise ValueError(f"compile_relax: check_inputs takes the default build; got "
+                             f"build arguments {sorted(build_kwargs)}")
+        from workbench.meta_schedule.in_model import check_in_model
+        from workbench.relax.vm_build import entry_function
+        relax_mod = _as_relax_module(mod, params)
+        check = check_in_model(database, relax_mod, target, check_inputs,
+                               func_name=entry_function(relax_mod))
+        check.exe.in_model_check = check
+        return check.exe
     mod = _as_relax_module(mod, params)
     with database:
         return build(mod, target, database=database, **build_kwargs)
