@@ -327,13 +327,15 @@ def test_post_opt_real_tuning_run(tmp_path):
                          num_trials_per_iter=4, strategy="replay-trace", runner=fast_runner(),
                          cost_model="random", seed=5, post_optimization=True)
     records = db.records_in_commit_order()
-    assert 4 < len(records) <= 4 + 8
+    (res,) = [rec.post_opt for rec in log if hasattr(rec, "post_opt")]
+    # it measured neighbours; a neighbour that only looked faster and lost the side-by-side
+    # comparison is not committed (on a loaded machine that can be every one of them)
+    assert 0 < res.trials <= 8
+    assert 4 <= len(records) <= 4 + res.trials
     valid = [r.mean_run_secs for r in records if r.is_valid()]
     before = min(r.mean_run_secs for r in records[:4] if r.is_valid())
     assert min(valid) <= before
-    (res,) = [rec.post_opt for rec in log if hasattr(rec, "post_opt")]
     assert res.best_before == pytest.approx(before) and res.best_after == min(valid)
-    assert res.trials <= 8
     # the JSON files hold the new records, and the best schedule computes a matmul
     again = ms.database.JSONDatabase(work_dir=str(tmp_path))
     assert len(again.get_all_tuning_records()) == len(records)
