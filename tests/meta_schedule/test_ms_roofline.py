@@ -92,7 +92,8 @@ def test_ranking_is_ordered_by_the_time_tuning_could_save(model):
     assert copy["FLOP"] == 0 and copy["Limit"] == "memory"
     assert copy["% of bound"] == pytest.approx(
         copy["Bytes"] / 10e9 / (copy["Time (us)"] * 1e-6) * 100)
-    assert list(tune_next(frame, 2)) == list(frame.index[:2])
+    positive = [n for n in frame.index if frame.loc[n, "Score"] > 0]
+    assert list(tune_next(frame, 2)) == positive[:2]
     assert tune_next(frame, 2).name == KERNEL_INDEX
 
 
@@ -100,6 +101,9 @@ def test_kernels_at_the_roof_or_without_a_score_are_not_proposed(model):
     _, exe, report = model
     frame = roofline(report, exe, LIMITS).copy()
     names = list(frame.index)
+    # Scores set by hand: on a fast machine a small kernel beats this test's made-up 100
+    # GFLOPS roof and scores 0 by itself (CI saw it).
+    frame["Score"] = np.arange(len(names), 0, -1, dtype=float)
     frame.loc[names[0], "Score"] = 0.0           # already at the roof
     frame.loc[names[1], "Score"] = math.nan      # symbolic shapes: FLOPs unknown
     assert list(tune_next(frame, 5)) == names[2:]
@@ -130,7 +134,8 @@ def test_argument_bytes_reads_the_report_shapes():
 
 def test_the_ranking_selects_exactly_its_kernels_tasks(model):
     mod, exe, report = model
-    frame = roofline(report, exe, LIMITS)
+    frame = roofline(report, exe, LIMITS).copy()
+    frame["Score"] = np.arange(len(frame), 0, -1, dtype=float)   # none at the roof (see above)
     tasks = extract_tasks(mod, "llvm")
     # Report kernel names are task names: the ranking picks exactly those tasks, in its order.
     for ranking in (frame.head(2), frame.head(2).index, tune_next(frame, 2), frame["Score"][:2]):
