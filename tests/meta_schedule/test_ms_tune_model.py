@@ -26,7 +26,8 @@ from workbench.meta_schedule.relax_integration import (  # noqa: E402
 )
 from workbench.meta_schedule.search_strategy import ReplayTrace  # noqa: E402
 from workbench.meta_schedule.task_budget import (  # noqa: E402
-    CappedStrategy, SeededStrategy, default_schedule_candidate, trials_done,
+    CappedStrategy, SeededStrategy, default_schedule_candidate, default_schedule_candidates,
+    trials_done,
 )
 from workbench.relax.frontend.torch import from_exported_program  # noqa: E402
 from workbench.relax.transform import MetaScheduleApplyDatabase  # noqa: E402
@@ -228,22 +229,30 @@ def test_a_stopped_run_resumes_from_its_work_directory(resnet, tmp_path, ms_log)
     """Tuning, stopped from the dashboard, resumed by the same call; then compiled."""
     mod, x, want = resnet
     # The gradient scheduler sends one batch of each task before joining any -- its first
-    # batch measures the task's default schedule -- and Stop during the first join lets the
-    # batches in flight finish: one trial per task, each the default schedule.
+    # batch measures the task's default schedule and its neighbouring register tiles (at most
+    # half the task's 8 trials) -- and Stop during the first join lets the batches in flight
+    # finish: each task's records are exactly those seeds, the default schedule first.
     stopped = _tune(mod, tmp_path, budget=24, per_task=8, dashboard=stop_in_first_batch())
-    assert len(stopped) == 3
-    assert set(_records_by_task(stopped, mod).values()) == {1}
-    for record in stopped.get_all_tuning_records():
-        cand = default_schedule_candidate(record.workload.mod, Target(TARGET))
-        assert cand.sch.trace.as_json() == record.trace.as_json()
+    seeds = {}
+    for task in extract_tasks(mod, TARGET):
+        if "conv2d" in task.task_name:
+            seeds[task.task_name] = [c.sch.trace.as_json() for c in default_schedule_candidates(
+                task.dispatched[0], Target(TARGET), 4)]
+            first = default_schedule_candidate(task.dispatched[0], Target(TARGET))
+            assert seeds[task.task_name][0] == first.sch.trace.as_json()
+    assert _records_by_task(stopped, mod) == {n: len(s) for n, s in seeds.items()}
+    assert all(1 < len(s) <= 4 for s in seeds.values())       # every conv has neighbours
+    recorded = sorted(str(r.trace.as_json()) for r in stopped.get_all_tuning_records())
+    assert recorded == sorted(str(t) for s in seeds.values() for t in s)
+    n_seeds = len(stopped)
 
     board = wb_dashboard()
     resumed = _tune(mod, tmp_path, budget=24, per_task=8, dashboard=board)
-    assert any("holds 3 trial(s)" in m and "21 of the global budget left" in m
-               for m in ms_log)
+    assert any(f"holds {n_seeds} trial(s)" in m and f"{24 - n_seeds} of the global budget "
+               "left" in m for m in ms_log)
     assert resumed is not stopped and len(resumed) == 24   # read back from the work dir
     assert set(_records_by_task(resumed, mod).values()) == {8}
-    assert board.progress.snapshot().trials == 21   # only what was left
+    assert board.progress.snapshot().trials == 24 - n_seeds   # only what was left
     table = board.frame.set_index("Name")   # tasks weighted by calls, named by layers
     assert table.loc[BLOCK_CONV1, "Weight"] == 2
     assert table.loc[BLOCK_CONV1, "Layers"] == "layer1.0.conv1 + bn1 + relu (+1 more)"

@@ -13,19 +13,21 @@ Every schedule is made with public ``tir.Schedule`` primitives, so it is legal a
   ``relax.build`` runs after ``MetaScheduleApplyDatabase`` (``default_schedule=False`` or the
   option ``default_schedule`` turns it off);
 - :func:`default_schedule` ``(mod_or_func, target=None)``: schedule a PrimFunc or IRModule
-  directly (``workbench.build(..., default_schedule=True)`` does it before compiling).
+  directly (``workbench.build(..., default_schedule=True)`` does it before compiling);
+- :func:`default_schedule_variants` ``(func, target, limit)``: the default schedule of one
+  kernel and its neighbouring register tiles (what ``tune_relax`` measures first).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from workbench.dlight import cpu
+from workbench.dlight import base, cpu
 from workbench.dlight.base import ApplyDefaultSchedule, CPUInfo, ScheduleRule
 from workbench.ir.module import IRModule
 from workbench.tir.function import PrimFunc
 
 __all__ = ["ScheduleRule", "ApplyDefaultSchedule", "DefaultCPUSchedule", "default_schedule",
-           "CPUInfo", "cpu"]
+           "default_schedule_variants", "CPUInfo", "cpu"]
 
 
 def DefaultCPUSchedule(target: Any = None) -> ApplyDefaultSchedule:  # noqa: N802 - a pass
@@ -40,3 +42,33 @@ def default_schedule(mod: IRModule | PrimFunc, target: Any = None) -> IRModule:
         raise TypeError(f"default_schedule expects an IRModule or a PrimFunc, got "
                         f"{type(mod).__name__}")
     return DefaultCPUSchedule(target)(mod)
+
+
+def default_schedule_variants(func: PrimFunc, target: Any = None, limit: int = 8) -> list:
+    """Schedules of ``func``: the first default CPU rule that fits it, with its own schedule
+    first and then (rules that register-tile one reduction) up to ``limit - 1`` schedules with
+    the neighbouring register tiles (:mod:`workbench.dlight.cpu.variants`). Empty when no rule
+    fits; a rule that raises is skipped, as in :class:`ApplyDefaultSchedule`."""
+    from workbench.target import Target
+    if not isinstance(func, PrimFunc):
+        raise TypeError(f"default_schedule_variants expects a PrimFunc, got "
+                        f"{type(func).__name__}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"default_schedule_variants: limit must be an int >= 1, got {limit!r}")
+    target = Target("llvm") if target is None else (
+        target if isinstance(target, Target) else Target(target))
+    for rule in cpu.default_rules():
+        if not rule.is_target_available(target):
+            continue
+        try:
+            if hasattr(rule, "variants"):
+                scheds = rule.variants(func, target, limit)
+            else:
+                sch = rule.apply(func, target, False)
+                scheds = [] if sch is None else [sch]
+        except Exception as err:  # noqa: BLE001 - as ApplyDefaultSchedule: try the next rule
+            base.logger.warning("default schedule rule %s failed: %s", rule.name, err)
+            continue
+        if scheds:
+            return scheds
+    return []

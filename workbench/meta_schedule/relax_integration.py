@@ -35,7 +35,7 @@ from workbench.meta_schedule.database.module_equality import ModuleEquality
 from workbench.meta_schedule.extracted_task import ExtractedTask
 from workbench.meta_schedule.logging import get_loggers_from_work_dir
 from workbench.meta_schedule.task_budget import (
-    CappedStrategy, SeededStrategy, default_schedule_candidate, trials_done,
+    CappedStrategy, SeededStrategy, default_schedule_candidates, trials_done,
 )
 from workbench.meta_schedule.relax_passes import MetaScheduleApplyDatabase
 from workbench.meta_schedule.tir_integration import task_module
@@ -231,7 +231,9 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
     ``default_schedule_first`` (Workbench; default: the option ``default_schedule``, which
     decides whether builds give untuned kernels default schedules): a task without records
     measures its default schedule (``workbench.dlight``) as its first trial, so its best
-    record never measured slower than what the build would use without one."""
+    record never measured slower than what the build would use without one, then the same
+    rule's neighbouring register tiles (option ``ms_default_variants`` candidates in all, at
+    most half the task's budget) before its search starts."""
     if not isinstance(target, Target):
         target = Target(target)
     tasks = extract_tasks(mod, target, params, module_equality=module_equality)
@@ -268,9 +270,9 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
         if cap < max_trials_per_task:   # resumed: its first trials (the seed among them) ran
             ctx.search_strategy = CappedStrategy(ctx.search_strategy, cap)
         elif default_schedule_first:
-            seed_candidate = _default_schedule_candidate(ctx)
-            if seed_candidate is not None:
-                ctx.search_strategy = SeededStrategy(ctx.search_strategy, [seed_candidate])
+            seeds = _default_schedule_candidates(ctx, max_trials_per_task)
+            if seeds:
+                ctx.search_strategy = SeededStrategy(ctx.search_strategy, seeds)
     if dashboard:
         dashboard = _dashboard_with_layers(dashboard, [t for t, _ in todo])
     return tune_tasks(tasks=contexts, task_weights=weights, work_dir=work_dir,
@@ -283,13 +285,17 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
                       rpc_config=rpc_config)
 
 
-def _default_schedule_candidate(ctx: TuneContext) -> Any:
+def _default_schedule_candidates(ctx: TuneContext, max_trials: int) -> list:
+    """The task's default schedule and its neighbouring tiles (option ``ms_default_variants``
+    in all, at most half the task's budget), or just the default schedule."""
+    from workbench import options
+    limit = max(1, min(int(options.get("ms_default_variants")), max_trials // 2))
     try:
-        return default_schedule_candidate(ctx.mod, ctx.target)
+        return default_schedule_candidates(ctx.mod, ctx.target, limit)
     except Exception as err:  # noqa: BLE001 - a missing seed costs speed, never the run
         logger.warning("tune_relax: no default-schedule trial for %s: %s: %s", ctx.task_name,
                        type(err).__name__, err)
-        return None
+        return []
 
 
 def _open_database(database: Any, work_dir: str, module_equality: str) -> Database:

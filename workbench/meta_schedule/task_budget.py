@@ -13,9 +13,9 @@ then ends its search there (``generate_measure_candidates`` returns None) and th
 terminates the task, as it does for any finished search.
 
 A kernel nobody tuned is built with its default schedule (``workbench.dlight``), so a tuning
-record only helps when it beats that. :func:`default_schedule_candidate` makes the default
-schedule a measure candidate of the task, and :class:`SeededStrategy` measures such seeds as
-the task's first batch (trials like any other, recorded in the database, seen by the cost
+record only helps when it beats that. :func:`default_schedule_candidates` makes the default
+schedule and its neighbouring register tiles measure candidates of the task, and
+:class:`SeededStrategy` measures such seeds as the task's first batch (trials like any other, recorded in the database, seen by the cost
 model) before its search starts: the task's best record is then never a schedule that
 measured slower than the default one.
 """
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
+from workbench import options
 from workbench.meta_schedule.database.module_equality import ModuleEquality
 from workbench.meta_schedule.search_strategy import SearchStrategy
 
@@ -33,7 +34,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from workbench.meta_schedule.tune_context import TuneContext
     from workbench.target import Target
 
-__all__ = ["trials_done", "CappedStrategy", "SeededStrategy", "default_schedule_candidate"]
+options.register("ms_default_variants", int, 8, env="WORKBENCH_MS_DEFAULT_VARIANTS",
+                 doc="tune_relax measures each task's default schedule first and then its "
+                     "neighbouring register tiles (workbench.dlight.default_schedule_variants):"
+                     " this many candidates in all, at most half the task's trials; 1: the "
+                     "default schedule only.",
+                 validate=options.positive)
+
+__all__ = ["trials_done", "CappedStrategy", "SeededStrategy", "default_schedule_candidate",
+           "default_schedule_candidates"]
 
 
 def trials_done(database: "Database", mods: Sequence["IRModule"],
@@ -103,20 +112,28 @@ def default_schedule_candidate(mod: "IRModule", target: "Target") -> "MeasureCan
     function ``main``) as a measure candidate: a schedule of ``mod`` that replayed the rule's
     trace, so the database stores a trace ``MetaScheduleApplyDatabase`` can replay. None when
     no rule fits the kernel."""
-    from workbench.dlight import DefaultCPUSchedule
+    cands = default_schedule_candidates(mod, target, 1)
+    return cands[0] if cands else None
+
+
+def default_schedule_candidates(mod: "IRModule", target: "Target", limit: int
+                                ) -> list["MeasureCandidate"]:
+    """:func:`default_schedule_candidate` first, then up to ``limit - 1`` candidates with the
+    neighbouring register tiles of the same rule (``workbench.dlight.default_schedule_variants``):
+    the kernels a tuned model is most likely to gain from, measured before the generic search.
+    Each replays its rule's trace on ``mod``. Empty when no rule fits the kernel."""
+    from workbench.dlight import default_schedule_variants
     from workbench.meta_schedule.arg_info import ArgInfo
     from workbench.meta_schedule.search_strategy import MeasureCandidate
     from workbench.tir.schedule import Schedule
 
-    rules = DefaultCPUSchedule(target)
-    rules(mod)
-    trace = rules.traces.get("main")
-    if trace is None:
-        return None
-    sch = Schedule(mod)
-    trace.apply_to_schedule(sch, remove_postproc=False)
-    # a rule may pack a weight in a preproc block: measured with the kernel's own arguments
-    return MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+    out = []
+    for variant in default_schedule_variants(mod["main"], target, limit):
+        sch = Schedule(mod)
+        variant.trace.apply_to_schedule(sch, remove_postproc=False)
+        # a rule may pack a weight in a preproc block: measured with the kernel's own arguments
+        out.append(MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+    return out
 
 
 class SeededStrategy(SearchStrategy):

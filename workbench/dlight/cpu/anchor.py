@@ -19,6 +19,7 @@ from workbench.dlight.analysis import (
 from workbench.dlight.base import CPUInfo, ScheduleRule
 from workbench.dlight.cpu.common import inline_cheap_stages, schedule_spatial
 from workbench.dlight.cpu.tiling import TilePlan, apply_tile_plan
+from workbench.dlight.cpu.variants import tile_variants
 from workbench.target import Target
 from workbench.tir.function import PrimFunc
 from workbench.tir.schedule import BlockRV, Schedule, ScheduleError
@@ -78,17 +79,43 @@ class AnchorRule(ScheduleRule):
         raise NotImplementedError
 
     def apply(self, func: PrimFunc, target: Target, tunable: bool) -> Schedule | None:
+        scheds = self.variants(func, target, 1)
+        return scheds[0] if scheds else None
+
+    def variants(self, func: PrimFunc, target: Target, limit: int) -> list[Schedule]:
+        """The rule's schedule of ``func`` first, then up to ``limit - 1`` schedules with the
+        neighbouring register tiles of :func:`~workbench.dlight.cpu.variants.tile_variants`
+        (each a fresh schedule of ``func``, traced; a neighbour a primitive refuses is left
+        out). Empty when the rule does not fit ``func``."""
         if count_reductions(func) != 1:
-            return None
+            return []
         cpu = CPUInfo.of(target)
         sch = Schedule(func)
         inline_cheap_stages(sch)
         shape = match_anchor(sch)
         if shape is None:
-            return None
+            return []
         plan = self.plan(sch, shape.anchor, cpu)
         if plan is None:
-            return None
+            return []
+        plans = tile_variants(plan, shape.anchor, cpu, limit) if limit > 1 else [plan]
+        out = [self._schedule(sch, shape, plan, cpu)]
+        for other in plans[1:]:
+            # the same steps on a fresh schedule find the same blocks (deterministic)
+            sch = Schedule(func)
+            inline_cheap_stages(sch)
+            shape = match_anchor(sch)
+            # the plan's accesses must be this schedule's: plan again, then resize the tile
+            base = self.plan(sch, shape.anchor, cpu)
+            try:
+                out.append(self._schedule(sch, shape, replace(base, V=other.V, U=other.U,
+                                                              W=other.W), cpu))
+            except ScheduleError:
+                continue
+        return out
+
+    def _schedule(self, sch: Schedule, shape: AnchorShape, plan: TilePlan, cpu: CPUInfo
+                  ) -> Schedule:
         pad = _plane_padding(sch, shape, cpu) if self.pad_per_plane else None
         if pad is not None:
             plan = replace(plan, plane=pad[1])
