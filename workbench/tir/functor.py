@@ -11,6 +11,7 @@ identity consistent across loads, stores and regions.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any, Callable
 
@@ -131,6 +132,31 @@ def substitute(node: Any, vmap: dict[Var, Any]) -> Any:
     if not vmap:
         return node
     return Substitute(vmap).visit(node)
+
+
+class _RenewDefs(IRMutator):
+    """Every Var replaced by a new one of the same name and type (memoised: one per old var),
+    so Buffers, IterVars and loops get new definitions too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.vars: dict[Var, Var] = {}
+
+    def visit_Var(self, v: Var) -> Var:
+        got = self.vars.get(v)
+        if got is None:
+            got = self.vars[v] = copy.copy(v)   # Vars compare by identity: a new variable
+        return got
+
+
+def renew_defs(func: Any) -> Any:
+    """A copy of PrimFunc ``func`` with new Vars and Buffers throughout (TVM's
+    ``tir.stmt_functor.renew_defs``): two copies may be inlined into one function without
+    sharing a definition. A tree walk, not a serialization round trip."""
+    r = _RenewDefs()
+    params = tuple(r.visit(p) for p in func.params)
+    buffer_map = FrozenDict({r.visit(k): r.visit(v) for k, v in func.buffer_map.items()})
+    return func.replace(params=params, buffer_map=buffer_map, body=r.visit(func.body))
 
 
 def post_order_visit(node: Any, fvisit: Callable[[Any], None]) -> None:

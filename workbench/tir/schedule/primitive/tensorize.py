@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.ir import dtype as dt
-from workbench.ir.json import load_json, save_json
 from workbench.ir.node import FrozenDict
 from workbench.tir import expr as E
 from workbench.tir import op
 from workbench.tir.arith import Analyzer
 from workbench.tir.buffer import Buffer, BufferRegion, MatchBufferRegion, Range
 from workbench.tir.function import PrimFunc
+from workbench.tir.functor import renew_defs
 from workbench.tir.schedule.error import ScheduleError
 from workbench.tir.schedule.primitive.blockize import blockize
 from workbench.tir.schedule.state import FuncIndex, replace_stmt
@@ -413,17 +413,9 @@ def _check_contiguous(source: BufferRegion, impl_buf: Buffer, name: str, subject
                             f"region of {buf.name!r} is not contiguous")
 
 
-# id(impl) -> (impl, its JSON); the impl is kept so the id stays its own.
-_IMPL_TEXT: dict[int, tuple[PrimFunc, str]] = {}
-
-
 def _fresh_copy(func: PrimFunc) -> PrimFunc:
-    """A copy with new Vars and Buffers, so each tensorized block owns its implementation
-    (the serialized form is kept per implementation: loading is the cheaper half)."""
-    got = _IMPL_TEXT.get(id(func))
-    if got is None or got[0] is not func:
-        got = _IMPL_TEXT[id(func)] = (func, save_json(func))
-    return load_json(got[1])
+    """A copy with new Vars and Buffers, so each tensorized block owns its implementation."""
+    return renew_defs(func)
 
 
 __all__ = ["tensorize"]
