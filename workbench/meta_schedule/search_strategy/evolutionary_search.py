@@ -102,7 +102,7 @@ class EvolutionarySearch(BuiltinStrategy):
         self._database = database if database is not None else MemoryDatabase()
         self._cost_model = cost_model if cost_model is not None else RandomModel()
         self._token = self._database.commit_workload(self.context.mod)
-        if not self._cost_model.informed():
+        if not self._cost_model.informed(self.context):
             self._learn_from_database()
 
     def _learn_from_database(self) -> None:
@@ -166,7 +166,7 @@ class EvolutionarySearch(BuiltinStrategy):
             return None
         log = self.logger
         log.info("Generating candidates......")
-        if not self._cost_model.informed():
+        if not self._cost_model.informed(self.context):
             picks = self._random_picks(num)
             if picks is None:
                 log.warning("Cannot sample any valid candidate, evolutionary search failed.")
@@ -220,17 +220,20 @@ class EvolutionarySearch(BuiltinStrategy):
         self.logger.info("Picked top %d candidate(s) from database", len(out))
         return out
 
+    def _samples(self, applier: TraceApplier, num: int) -> list[Schedule]:
+        """``num`` random replays of the design spaces; those that replay and pass the
+        postprocessors."""
+        jobs = [(self._traces[self.rand.randint(0, len(self._traces))], self.rand.fork_seed(),
+                 False) for _ in range(num)]
+        return [sch for sch in self._apply(applier, jobs) if sch is not None]
+
     def _sample_init_population(self, num: int) -> list[Schedule]:
         out: list[Schedule] = []
         fail_count = 0
         applier = self._applier()
         with Profiler.timeit("EvoSearch/SampleInitPopulation"):
             while len(out) < self.init_min_unmeasured and fail_count < self.max_fail_count:
-                jobs = []
-                for _ in range(num):
-                    trace = self._traces[self.rand.randint(0, len(self._traces))]
-                    jobs.append((trace, self.rand.fork_seed(), False))
-                found = [sch for sch in self._apply(applier, jobs) if sch is not None]
+                found = self._samples(applier, num)
                 out.extend(found)
                 if not found:
                     fail_count += 1
@@ -248,9 +251,7 @@ class EvolutionarySearch(BuiltinStrategy):
         applier = self._applier()
         with Profiler.timeit("EvoSearch/SampleInitPopulation"):
             while len(out) < num and fail_count < self.max_fail_count:
-                jobs = [(self._traces[self.rand.randint(0, len(self._traces))],
-                         self.rand.fork_seed(), False) for _ in range(num - len(out))]
-                samples = [sch for sch in self._apply(applier, jobs) if sch is not None]
+                samples = self._samples(applier, num - len(out))
                 valid += len(samples)
                 fresh = [sch for sch in samples if self._measured.add(sch.mod)]
                 out.extend(fresh)
