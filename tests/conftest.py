@@ -24,3 +24,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # (tests/meta_schedule/test_ms_confirm.py). Through the environment, so scripts and notebook
 # kernels the tests start inherit it.
 os.environ.setdefault("WORKBENCH_MS_CONFIRM_ROUNDS", "0")
+# Likewise the pretrained cost model (meta_schedule.cost_model.pretrained) is off, so a tuning
+# test's first rounds are the cold search its assertions were written for (and cheap);
+# tests/meta_schedule/test_ms_pretrained.py turns it on, as users have it.
+os.environ.setdefault("WORKBENCH_MS_PRETRAINED_COST_MODEL", "0")

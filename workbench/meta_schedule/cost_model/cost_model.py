@@ -39,10 +39,12 @@ class CostModel(abc.ABC):
                 candidates: list["MeasureCandidate"]) -> np.ndarray:
         """One float64 score per candidate (higher means faster)."""
 
-    def informed(self) -> bool:
+    def informed(self, context: "TuneContext | None" = None) -> bool:
         """Whether ``predict`` ranks candidates by what the model learnt. False while its
         scores are noise (the random model; XGB / MLP before ``num_warmup_samples``
-        measurements): a search then samples at random instead of evolving against noise."""
+        measurements): a search then samples at random instead of evolving against noise.
+        ``context`` (the task being searched) lets a model answer per target (XGB's
+        pretrained models are per vector ISA)."""
         return True
 
     def __str__(self) -> str:

@@ -151,7 +151,7 @@ class MLPModel(CostModel):
                 mh, vh = m[k] / (1 - b1 ** t), v[k] / (1 - b2 ** t)
                 self.net.p[k] -= self.learning_rate * mh / (np.sqrt(vh) + eps)
 
-    def informed(self) -> bool:
+    def informed(self, context: "TuneContext | None" = None) -> bool:
         return self.net is not None and self.data_size >= self.num_warmup_samples
 
     def predict(self, context: "TuneContext",

@@ -3,11 +3,14 @@ default model of a search started without one."""
 from __future__ import annotations
 
 import pickle
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from workbench.meta_schedule.cost_model.cost_model import CostModel
+
+if TYPE_CHECKING:  # pragma: no cover
+    from workbench.meta_schedule.tune_context import TuneContext
 
 
 class RandomModel(CostModel):
@@ -29,7 +32,7 @@ class RandomModel(CostModel):
     def update(self, context: Any, candidates: list, results: list) -> None:
         pass
 
-    def informed(self) -> bool:
+    def informed(self, context: "TuneContext | None" = None) -> bool:
         return False
 
     def predict(self, context: Any, candidates: list) -> np.ndarray:

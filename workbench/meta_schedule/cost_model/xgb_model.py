@@ -6,7 +6,11 @@ of that sum, ``grad_row = (sum_pred[c] - y_c) * y_c``, ``hess_row = y_c``, with 
 ``y = min_cost / cost`` per workload group. So fast schedules dominate the loss and failures
 (y ~ 0) barely count. Training restarts from scratch on all data whenever the data grew by a
 fifth since the last training (adaptive training), with early stopping on the training
-p-rmse. Until ``num_warmup_samples`` samples exist ``predict`` returns uniform noise.
+p-rmse. Until ``num_warmup_samples`` samples exist ``predict`` returns uniform noise --
+unless a pretrained model is at hand (``pretrained="auto"``: the one shipped for the target's
+vector ISA, :mod:`~workbench.meta_schedule.cost_model.pretrained`; or a path): it then ranks
+from the first round, and the model's own training continues from its trees (fine-tuning on
+the task's measurements) instead of starting from nothing.
 """
 from __future__ import annotations
 
@@ -62,8 +66,14 @@ class XGBModel(CostModel):
                  early_stopping_rounds: int = 50, verbose_eval: int = 25,
                  average_peak_n: int = 32, adaptive_training: bool = True,
                  num_tuning_cores: int | None = None, tree_method: str | None = None,
-                 max_num_boost_round: int = 10000, seed: int | None = None) -> None:
+                 max_num_boost_round: int = 10000, seed: int | None = None,
+                 pretrained: str | None = "auto") -> None:
         import xgboost  # noqa: F401 - fail at construction, not mid-tuning, if it is missing
+        if pretrained is not None and not isinstance(pretrained, str):
+            raise TypeError(f"XGBModel: pretrained must be 'auto', a path or None, got "
+                            f"{pretrained!r}")
+        if pretrained not in (None, "auto") and not os.path.exists(pretrained):
+            raise ValueError(f"XGBModel: pretrained model {pretrained!r} does not exist")
         self.extractor = FeatureExtractor.create(extractor)
         nthread = config.nthread if config.nthread is not None else \
             (num_tuning_cores or cpu_count(logical=False))
@@ -82,6 +92,9 @@ class XGBModel(CostModel):
         # RankCorrelation of each update's batch, measured before training on it.
         self.rank_correlations: list = []
         self._rng = np.random.RandomState(seed)
+        self.pretrained = pretrained
+        self._base: Any = None          # the pretrained booster in use, once resolved
+        self._base_resolved = pretrained is None
 
     # -- persistence ---------------------------------------------------------------------------
     def save(self, path: str) -> None:
@@ -134,6 +147,7 @@ class XGBModel(CostModel):
             return
         key = shash2hex(context.mod)
         group = self.data.get(key)
+        self._resolve_pretrained(context)
         if self.booster is not None:
             # Accuracy on the newest batch, before training on it (held-out data).
             self._log_rank_correlation(context, feats, costs)
@@ -192,35 +206,73 @@ class XGBModel(CostModel):
             hess = y_rows.copy()
             return grad, hess
 
+        base = self._base
+        start = base.num_boosted_rounds() if base is not None else 0
         stopper = _early_stopping(dtrain, ids, ys, self.early_stopping_rounds,
                                  self.verbose_eval, self.average_peak_n)
         booster = xgb.train(self.config.to_dict(), dtrain,
                             num_boost_round=self.max_num_boost_round, obj=objective,
-                            callbacks=[stopper], verbose_eval=False)
-        # Keep the trees up to the best round, so a saved model predicts the same.
+                            callbacks=[stopper], verbose_eval=False,
+                            # fine-tuning: the pretrained trees, then trees of the residual
+                            xgb_model=base.copy() if base is not None else None)
+        # Keep the trees up to the best round, so a saved model predicts the same (epochs
+        # count this training's rounds, after a pretrained model's ``start``).
         best = stopper.best_iteration
-        self.booster = booster[: best + 1] if best is not None else booster
+        self.booster = booster[: start + best + 1] if best is not None else booster
         logger.debug("XGB trained on %d samples: %d rounds, best p-rmse %.6f", n,
                      stopper.rounds, stopper.best_score)
 
     # -- prediction ----------------------------------------------------------------------------
-    def _predict_raw(self, feats: list[np.ndarray]) -> np.ndarray:
+    def _predict_raw(self, feats: list[np.ndarray], booster: Any = None) -> np.ndarray:
         import xgboost as xgb
         rows, ids = pack(feats)
         if len(rows) == 0:
             return np.zeros(len(feats))
-        pred = self.booster.predict(xgb.DMatrix(rows), output_margin=True)
+        pred = (booster or self.booster).predict(xgb.DMatrix(rows), output_margin=True)
         return pack_sum(pred, ids, len(feats))
 
-    def informed(self) -> bool:
+    def _own_informed(self) -> bool:
         return self.data_size >= self.num_warmup_samples and self.booster is not None
+
+    def informed(self, context: "TuneContext | None" = None) -> bool:
+        if self._own_informed():
+            return True
+        self._resolve_pretrained(context)
+        return self._base is not None
+
+    def _resolve_pretrained(self, context: "TuneContext | None") -> None:
+        """Pick the pretrained booster once a context tells the target (module docstring)."""
+        if self._base_resolved or context is None or getattr(context, "target", None) is None:
+            return
+        self._base_resolved = True
+        from workbench.meta_schedule.cost_model import pretrained as pre
+        if self.pretrained == "auto":
+            from workbench import options
+            if not options.get("ms_pretrained_cost_model"):
+                return
+            base = pre.load_pretrained(pre.isa_of(context.target))
+        else:
+            import xgboost as xgb
+            base = xgb.Booster()
+            base.load_model(self.pretrained)
+        if base is None:
+            return
+        width = getattr(self.extractor, "feature_vector_length", None)
+        trained = int(base.attr("num_features") or -1)
+        if width is not None and width != trained:
+            logger.warning("XGBModel: the pretrained model has %d feature columns, the "
+                           "extractor %d: not used", trained, width)
+            return
+        self._base = base
 
     def predict(self, context: "TuneContext",
                 candidates: list["MeasureCandidate"]) -> np.ndarray:
         n = len(candidates)
-        if not self.informed():
+        if not self.informed(context):
             return self._rng.uniform(0, 1, n)
         feats = self.extractor.extract_from(context, candidates)
+        if not self._own_informed():
+            return self._predict_raw(feats, self._base).astype("float64")
         return self._predict_raw(feats).astype("float64")
 
 

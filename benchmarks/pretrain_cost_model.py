@@ -1,0 +1,228 @@
+"""Regenerate the pretrained cost models (issue 27) and measure what they save.
+
+    python benchmarks/pretrain_cost_model.py collect --out DIR [--target T] [--trials 24]
+        [--sets matmul,resnet18,gpt2,mobilenet_v2]
+    python benchmarks/pretrain_cost_model.py train --data DIR [--target T] [--out FILE]
+    python benchmarks/pretrain_cost_model.py evaluate [--target T] [--cold-trials 256]
+        [--trials 64] [--repeats 2]
+
+``collect`` tunes the kernels of each training set with random sampling (plus each task's
+default schedule and its neighbouring tiles, which ``tune_relax`` measures first), one work
+directory per set under DIR: the JSON databases are the dataset. ``train`` replays every
+record, extracts its per-store features and fits the pack-sum XGB model, written where the
+package loads it (``workbench/meta_schedule/cost_model/pretrained/xgb_<isa>.ubj``).
+``evaluate`` tunes workloads held out of every training set (other shapes, another network):
+a long cold search finds a reference best; then searches with the pretrained model and cold
+ones (``ms_pretrained_cost_model`` off) run in turns, and it prints how many trials each
+needed to reach 95% of that best.
+
+Training sets are the operator families of the models users bring: ResNet-18 (blocked direct
+and Winograd convolutions, pooling, the classifier), MobileNetV2 (depthwise, 1x1), a GPT-2
+block (dense + bias + GELU, attention, layer norm) and plain matmuls over many shapes. The
+held-out workloads are ResNet-50 bottleneck convolutions and matmuls of shapes no set has.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import numpy as np  # noqa: E402
+
+import workbench  # noqa: E402,F401 - before torch (its thread pool, see bench_models)
+
+TRAIN_MATMULS = [(64, 64, 64), (128, 128, 128), (256, 256, 256), (128, 768, 768),
+                 (128, 768, 3072), (128, 3072, 768), (1, 1280, 1000), (1024, 64, 256),
+                 (256, 1024, 128), (200, 300, 500)]
+HELD_OUT_MATMULS = [(512, 512, 512), (384, 1024, 256)]
+
+
+def matmul_module(m: int, k: int, n: int, bias_relu: bool = True) -> Any:
+    from workbench import relax
+    from workbench.relax import op as R
+    a = relax.Var("a", relax.TensorStructInfo((m, k), "float32"))
+    b = relax.Var("b", relax.TensorStructInfo((k, n), "float32"))
+    c = relax.Var("c", relax.TensorStructInfo((n,), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [a, b, c]):
+        with bb.dataflow():
+            y = R.matmul(a, b)
+            out = bb.emit_output(R.nn.relu(R.add(y, c)) if bias_relu else y)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def model_module(name: str) -> Any:
+    from bench_models import export_program, make_model
+    from workbench.relax.frontend.torch import from_exported_program
+    model, args = make_model(name)
+    return from_exported_program(export_program(model, args))
+
+
+def training_sets(names: list[str]) -> list[tuple[str, Any]]:
+    out = []
+    for name in names:
+        if name == "matmul":
+            out += [(f"matmul_{m}x{k}x{n}", matmul_module(m, k, n, bias_relu=i % 2 == 0))
+                    for i, (m, k, n) in enumerate(TRAIN_MATMULS)]
+        else:
+            out.append((name, model_module(name)))
+    return out
+
+
+def collect(args: argparse.Namespace) -> None:
+    from workbench import options
+    from workbench.meta_schedule.relax_integration import extract_tasks, tune_relax
+    os.makedirs(args.out, exist_ok=True)
+    for name, mod in training_sets(args.sets.split(",")):
+        work = os.path.join(args.out, name)
+        n_tasks = len([t for t in extract_tasks(mod, args.target)])
+        t0 = time.perf_counter()
+        # random samples (the random model is never informed: no evolution against noise),
+        # no confirmation: every trial is a new labelled sample
+        with options.override(ms_confirm_rounds=0):
+            tune_relax(mod, None, args.target, work, max_trials_global=args.trials * n_tasks,
+                       max_trials_per_task=args.trials, num_trials_per_iter=args.trials // 2,
+                       cost_model="random", seed=args.seed)
+        print(f"{name}: {n_tasks} task(s), {time.perf_counter() - t0:.0f} s", flush=True)
+
+
+def train(args: argparse.Namespace) -> None:
+    from workbench.meta_schedule.cost_model import pretrained as pre
+    from workbench.meta_schedule.database import JSONDatabase
+    from workbench.target import Target
+    target = Target(args.target)
+    groups: dict = {}
+    for sub in sorted(os.listdir(args.data)):
+        work = os.path.join(args.data, sub)
+        if not os.path.exists(os.path.join(work, "database_workload.json")):
+            continue
+        got = pre.groups_from_database(JSONDatabase(work_dir=work), target)
+        print(f"{sub}: {len(got)} workload(s), {sum(len(g.costs) for g in got.values())} "
+              "sample(s)", flush=True)
+        groups.update(got)
+    t0 = time.perf_counter()
+    booster = pre.train_booster(groups, max_rounds=args.rounds)
+    out = args.out or pre.pretrained_path(pre.isa_of(target))
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    cpu = _cpu_name()
+    pre.save_booster(booster, out, {
+        "num_features": str(pre.feature_count(groups)),
+        "workloads": str(len(groups)), "samples": str(sum(len(g.costs) for g in
+                                                           groups.values())),
+        "sets": ",".join(sorted(os.listdir(args.data))), "target": str(target),
+        "host": cpu, "made": time.strftime("%Y-%m-%d")})
+    print(f"trained on {len(groups)} workloads in {time.perf_counter() - t0:.0f} s: "
+          f"{booster.num_boosted_rounds()} rounds, {os.path.getsize(out) / 1e6:.2f} MB -> {out}")
+
+
+def _cpu_name() -> str:
+    import platform
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f
+                         if line.startswith("model name")), platform.processor())
+    except OSError:
+        return platform.processor()
+
+
+def _held_out() -> list[tuple[str, Any]]:
+    from workbench.meta_schedule.relax_integration import extract_tasks
+    out = [(f"matmul_{m}x{k}x{n}", matmul_module(m, k, n)) for m, k, n in HELD_OUT_MATMULS]
+    r50 = model_module("resnet50")
+    tasks = [t for t in extract_tasks(r50, "llvm") if "conv2d" in t.task_name]
+    # two bottleneck convolutions no training set has (1x1 over 256 channels, 3x3 at 28^2)
+    picks = [t for t in tasks if "winograd" not in t.task_name][1:3]
+    for t in picks:
+        out.append((f"resnet50.{t.task_name}", t.dispatched[0]))
+    return out
+
+
+def _tune_one(mod: Any, target: str, work: str, trials: int, pretrained: bool,
+              seed: int) -> list[float]:
+    """Best-so-far run time (s) after each trial of one tuning run."""
+    from workbench import options
+    from workbench.meta_schedule import tune_tir
+    from workbench.meta_schedule.database import JSONDatabase
+    done = len(JSONDatabase(work_dir=work)) if os.path.isdir(work) else 0
+    if done < trials:     # a finished run in ``work`` is read back, not repeated
+        with options.override(ms_pretrained_cost_model=pretrained, ms_confirm_rounds=0):
+            tune_tir(mod, target, work, max_trials_global=trials - done,
+                     num_trials_per_iter=8, seed=seed)
+    db = JSONDatabase(work_dir=work)
+    costs = []
+    for record in db.get_all_tuning_records():      # in the order they were measured
+        ok = record.run_secs and all(s < 1e9 for s in record.run_secs)
+        costs.append(float(np.median(record.run_secs)) if ok else np.inf)
+    return list(np.minimum.accumulate(costs))
+
+
+def evaluate(args: argparse.Namespace) -> None:
+    import tempfile
+    logging.getLogger("workbench.meta_schedule").setLevel(logging.WARNING)
+    root = args.work or tempfile.mkdtemp(prefix="wb_pretrain_eval_")
+    print(f"host {_cpu_name()}, target {args.target}; records in {root}")
+    rows = []
+    for name, mod in _held_out():
+        if args.only and args.only not in name:
+            continue
+        func = mod["main"] if hasattr(mod, "functions") and "main" in mod else mod
+        # the long cold search: resumed (not repeated) when its work directory is there
+        ref = _tune_one(func, args.target, os.path.join(root, name, "reference"),
+                        args.cold_trials, False, 1000)
+        best = ref[-1]
+        print(f"{name}: reference best {best * 1e6:.1f} us after {len(ref)} trials", flush=True)
+        if args.reference_only:
+            continue
+        need = {True: [], False: []}
+        for rep in range(args.repeats):
+            for pre in (True, False):   # in turns
+                curve = _tune_one(func, args.target,
+                                  os.path.join(root, name, f"{'pre' if pre else 'cold'}{rep}"),
+                                  args.trials, pre, rep)
+                best = min(best, curve[-1])
+                need[pre].append(curve)
+        counts = {}
+        for pre, curves in need.items():
+            hits = [next((i + 1 for i, c in enumerate(cur) if best / c >= 0.95), None)
+                    for cur in curves]
+            counts[pre] = hits
+        rows.append((name, best, counts))
+        print(f"{name}: best {best * 1e6:.1f} us; trials to 95%: pretrained {counts[True]}, "
+              f"cold {counts[False]} (None: not within {args.trials})", flush=True)
+    print("\nworkload | best (us) | pretrained | cold")
+    for name, best, counts in rows:
+        print(f"{name} | {best * 1e6:.1f} | {counts[True]} | {counts[False]}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("collect")
+    c.add_argument("--out", required=True)
+    c.add_argument("--sets", default="matmul,resnet18,gpt2,mobilenet_v2")
+    c.add_argument("--trials", type=int, default=24)
+    c.add_argument("--seed", type=int, default=0)
+    t = sub.add_parser("train")
+    t.add_argument("--data", required=True)
+    t.add_argument("--out", default=None)
+    t.add_argument("--rounds", type=int, default=300)
+    e = sub.add_parser("evaluate")
+    e.add_argument("--cold-trials", type=int, default=256)
+    e.add_argument("--trials", type=int, default=64)
+    e.add_argument("--repeats", type=int, default=2)
+    e.add_argument("--only", default=None)
+    e.add_argument("--work", default=None, help="keep (and reuse) the runs' records here")
+    e.add_argument("--reference-only", action="store_true")
+    for q in (c, t, e):
+        q.add_argument("--target", default="llvm -num-cores=2")
+    args = p.parse_args()
+    {"collect": collect, "train": train, "evaluate": evaluate}[args.cmd](args)
+
+
+main()
