@@ -32,6 +32,7 @@ from workbench.relax import analysis, testing, transform
 from workbench.relax import frontend
 # Compilation to the VM (issue 5): relax.build, the pipeline, and TVM's VM aliases.
 from workbench.relax.pipeline import get_default_pipeline
+from workbench.relax.named_pipelines import get_pipeline, register_pipeline
 from workbench.relax.vm_build import build
 from workbench.runtime.relax_vm import Executable, ExecBuilder, VirtualMachine, VMExecutable
 
@@ -42,6 +43,6 @@ __all__ = [
     "TupleGetItem", "Call", "If", "Binding", "VarBinding", "MatchCast", "BindingBlock",
     "DataflowBlock", "SeqExpr", "Function", "get_struct_info", "BlockBuilder", "op",
     "call_tir", "OpError", "ExprMutator", "ExprVisitor", "analysis", "testing", "transform",
-    "frontend", "build", "get_default_pipeline", "VirtualMachine", "Executable",
+    "frontend", "build", "get_default_pipeline", "get_pipeline", "register_pipeline", "VirtualMachine", "Executable",
     "VMExecutable", "ExecBuilder", "Span", "Source",
 ]
