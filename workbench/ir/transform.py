@@ -305,8 +305,7 @@ class Pass:
         """Run ``body`` as this pass: instruments before, the body, instruments after."""
         info = self.info
         if not isinstance(mod, IRModule):
-            raise TypeError(f"pass {info.name}: expected an IRModule, got "
-                            f"{type(mod).__name__}")
+            raise TypeError(f"{info.name} expects an IRModule, got {type(mod).__name__}")
         if not ctx._before(mod, info):
             return mod
         out = body(mod, ctx)
