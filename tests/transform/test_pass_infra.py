@@ -162,7 +162,10 @@ def test_relax_build_passes_are_seen_by_the_context_instruments():
         exe = wb.compile(_relax_mod(), "llvm")
     before = [n for kind, n in rec.events if kind == "before"]
     assert before[0] == "default" and "LegalizeOps" in before and "FuseTIR" in before
-    assert before[-1] == "AttachGlobalSymbol"
+    # then the kernels' TIR lowering, once the graph is in VM form
+    assert before.index("AttachGlobalSymbol") < len(before) - 1 - before[::-1].index(
+        "tir.lowering")
+    assert before[-1] == "VerifyLowered"
     x = np.random.default_rng(0).standard_normal((4, 8)).astype("float32")
     out = relax.VirtualMachine(exe, wb.cpu())["main"](wb.nd.array(x)).numpy()
     np.testing.assert_allclose(out, 2 * np.maximum(x, 0), rtol=1e-6)
@@ -319,3 +322,21 @@ def test_tvm_module_paths_reach_the_same_objects():
     assert wb.ir.transform.PassContext is PassContext is wb.transform.PassContext
     assert wb.ir.instrument.PassInstrument is PassInstrument
     assert relax.transform.Sequential is Sequential
+
+
+def test_tir_lowering_passes_are_seen_by_instruments_and_compute_the_same():
+    from workbench import te
+    a = te.placeholder((32,), "float32", name="a")
+    b = te.compute((32,), lambda i: a[i] + 1.0, name="b")
+    func = te.create_prim_func([a, b])
+    rec = _Recorder()
+    with PassContext(instruments=[rec]):
+        rt = wb.build(func, "llvm")
+    before = [n for kind, n in rec.events if kind == "before"]
+    assert before[:3] == ["tir.lowering", "VerifyInput", "PlanBufferAllocation"]
+    assert before[-1] == "VerifyLowered"
+    assert isinstance(tir.transform.LOWERING_PIPELINE[0], Pass)
+    x = np.arange(32, dtype="float32")
+    y = wb.nd.empty((32,), "float32")
+    rt["main"](wb.nd.array(x), y)
+    np.testing.assert_allclose(y.numpy(), x + 1)
