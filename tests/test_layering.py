@@ -24,6 +24,7 @@ FLOORS = {
     "options": 0,
     "ir": 1, "runtime": 1, "workers": 1,
     "nd": 1,            # TVM's alias module for runtime.ndarray / runtime.device
+    "transform": 1, "instrument": 1,  # TVM's tvm.transform / tvm.instrument (ir's passes)
     "tir": 2, "te": 2,
     "dlight": 3, "codegen": 3, "target": 3,
     "rpc": 4, "relax": 4, "topi": 4,

@@ -13,6 +13,7 @@ Typical use::
 from workbench import nd, options, runtime
 from workbench.runtime import Device, cpu, device, get_global_func, register_func
 from workbench.ir import IRModule
+from workbench import instrument, transform
 from workbench import ir, target, te, tir, topi, relax
 from workbench import rpc  # Dask is imported only when a cluster is used
 from workbench.target import Target
@@ -43,6 +44,6 @@ del _name
 
 __all__ = [
     "nd", "options", "runtime", "Device", "cpu", "device", "get_global_func", "register_func",
-    "IRModule", "ir", "target", "te", "tir", "topi", "relax", "rpc", "Target", "build",
+    "IRModule", "instrument", "transform", "ir", "target", "te", "tir", "topi", "relax", "rpc", "Target", "build",
     "compile", "lower",
 ]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from workbench.ir.module import IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.target import Target
 from workbench.tir.function import PrimFunc
 from workbench.tir.schedule import Schedule, Trace
@@ -85,7 +86,7 @@ class ScheduleRule:
         return f"{type(self).__name__}()"
 
 
-class ApplyDefaultSchedule:
+class ApplyDefaultSchedule(Pass):
     """Module pass: schedule every unscheduled PrimFunc with the first rule that fits.
 
     ``ApplyDefaultSchedule(*rules, target=None)`` (target: a Target or string, default the
@@ -112,15 +113,14 @@ class ApplyDefaultSchedule:
     def _target(self) -> Target:
         t = self.target
         if t is None:
-            return Target("llvm")
+            return Target.current() or Target("llvm")
         return t if isinstance(t, Target) else Target(t)
 
     def __call__(self, mod: IRModule | PrimFunc) -> IRModule:
-        if isinstance(mod, PrimFunc):
-            mod = IRModule.from_expr(mod)
-        if not isinstance(mod, IRModule):
-            raise TypeError(f"{self.name} expects an IRModule or PrimFunc, got "
-                            f"{type(mod).__name__}")
+        # A PrimFunc alone is accepted as a module of one function (a convenience of ours).
+        return super().__call__(IRModule.from_expr(mod) if isinstance(mod, PrimFunc) else mod)
+
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         target = self._target()
         rules = [r for r in self.rules if r.is_target_available(target)]
         self.applied, self.traces, self.failures, self.skipped = {}, {}, {}, []

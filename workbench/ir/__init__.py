@@ -5,7 +5,8 @@ from workbench.ir.structural import (
     assert_structural_equal, register_structural, structural_equal, structural_hash,
 )
 from workbench.ir.json import load_json, save_json
+from workbench.ir import instrument, transform
 
 __all__ = ["FrozenDict", "Node", "GlobalVar", "IRModule", "structural_equal",
            "structural_hash", "assert_structural_equal", "register_structural", "save_json",
-           "load_json"]
+           "load_json", "instrument", "transform"]

@@ -26,12 +26,14 @@ from workbench.relax.block_builder import BlockBuilder
 from workbench.relax import op
 from workbench.relax.op.base import call_tir
 from workbench.relax.op.registry import OpError
-from workbench.relax.expr_functor import ExprMutator, ExprVisitor
+from workbench.relax.expr_functor import ExprMutator, ExprVisitor, PyExprMutator, PyExprVisitor
+from workbench.relax import expr_functor
 from workbench.relax.span import Source, Span
 from workbench.relax import analysis, testing, transform
 from workbench.relax import frontend
 # Compilation to the VM (issue 5): relax.build, the pipeline, and TVM's VM aliases.
 from workbench.relax.pipeline import get_default_pipeline
+from workbench.relax.named_pipelines import get_pipeline, register_pipeline
 from workbench.relax.vm_build import build
 from workbench.runtime.relax_vm import Executable, ExecBuilder, VirtualMachine, VMExecutable
 
@@ -41,7 +43,7 @@ __all__ = [
     "Constant", "const", "PrimValue", "StringImm", "ShapeExpr", "ExternFunc", "Op", "Tuple",
     "TupleGetItem", "Call", "If", "Binding", "VarBinding", "MatchCast", "BindingBlock",
     "DataflowBlock", "SeqExpr", "Function", "get_struct_info", "BlockBuilder", "op",
-    "call_tir", "OpError", "ExprMutator", "ExprVisitor", "analysis", "testing", "transform",
-    "frontend", "build", "get_default_pipeline", "VirtualMachine", "Executable",
+    "call_tir", "OpError", "ExprMutator", "ExprVisitor", "PyExprMutator", "PyExprVisitor", "expr_functor", "analysis", "testing", "transform",
+    "frontend", "build", "get_default_pipeline", "get_pipeline", "register_pipeline", "VirtualMachine", "Executable",
     "VMExecutable", "ExecBuilder", "Span", "Source",
 ]

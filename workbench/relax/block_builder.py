@@ -94,7 +94,9 @@ class BlockBuilder:
     _stack: list["BlockBuilder"] = []
 
     def __init__(self, mod: IRModule | None = None):
-        self._mod = mod if mod is not None else IRModule()
+        # A copy (of the function table; functions are shared): TVM's IRModule is
+        # copy-on-write, so a builder never changes the module its caller still holds.
+        self._mod = mod.copy() if mod is not None else IRModule()
         self._global_names = NameSupply(list(self._mod))
         self._frames: list[_Frame] = []
         self._func: _FunctionState | None = None

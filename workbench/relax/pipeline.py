@@ -50,47 +50,47 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Protocol
+from typing import Any, Callable, Iterable
 
 from workbench.ir.module import IRModule
-
-
-class ModulePass(Protocol):
-    name: str
-
-    def __call__(self, mod: IRModule) -> IRModule: ...
-
+from workbench.ir.transform import Pass, PassContext, Sequential
 
 # (pass name, module after the pass, seconds)
 RelaxInstrument = Callable[[str, IRModule, float], None]
 
 
-class Pipeline:
-    """An ordered list of module passes; ``pipeline(mod)`` runs them all."""
+class Pipeline(Sequential):
+    """An ordered, flat list of passes; ``pipeline(mod)`` runs them all, as a
+    :class:`workbench.transform.Sequential` (instruments see the pipeline and each pass; the
+    context's opt level, required and disabled passes apply).
 
-    def __init__(self, passes: Iterable[ModulePass], name: str = "pipeline"):
-        self.passes = list(passes)
-        self.name = name
+    ``pipeline(mod, instrument)`` also calls ``instrument(pass_name, module, seconds)`` after
+    each pass it runs (how :func:`run_with_log` and ``relax.build(instrument=...)`` observe a
+    build)."""
+
+    def __init__(self, passes: Iterable[Pass], name: str = "pipeline"):
+        super().__init__(list(passes), name=name)
 
     def __call__(self, mod: IRModule, instrument: RelaxInstrument | None = None) -> IRModule:
         if not isinstance(mod, IRModule):
             raise TypeError(f"{self.name}: expected an IRModule, got {type(mod).__name__}")
-        for p in self.passes:
-            start = time.perf_counter()
-            mod = p(mod)
-            if instrument is not None:
-                instrument(p.name, mod, time.perf_counter() - start)
-        return mod
+        if instrument is None:
+            return super().__call__(mod)
+        started = [time.perf_counter()]
+
+        def after(p: Pass, m: IRModule) -> None:
+            instrument(p.info.name, m, time.perf_counter() - started[0])
+            started[0] = time.perf_counter()  # the instrument's own time is not the next pass's
+
+        def body(m: IRModule, ctx: PassContext) -> IRModule:
+            started[0] = time.perf_counter()
+            return self._run_members(m, ctx, after)
+
+        return self._run(mod, PassContext.current(), body)
 
     @property
     def pass_names(self) -> list[str]:
-        return [p.name for p in self.passes]
-
-    def __iter__(self) -> Iterator[ModulePass]:
-        return iter(self.passes)
-
-    def __len__(self) -> int:
-        return len(self.passes)
+        return [p.info.name for p in self.passes]
 
     def __repr__(self) -> str:
         return f"Pipeline({self.name!r}, [{', '.join(self.pass_names)}])"
@@ -131,7 +131,7 @@ def get_default_pipeline(target: Any = None, fuse: bool = True,
     if convert_layout is None:
         from workbench import options
         convert_layout = options.get("convert_layout")
-    passes: list[ModulePass] = [FoldBatchnormToConv2D()]
+    passes: list[Pass] = [FoldBatchnormToConv2D()]
     if convert_layout:
         passes += [CanonicalizeBindings(), DeadCodeElimination(),
                    T.ConvertLayoutNCHWc(target)]
@@ -141,6 +141,8 @@ def get_default_pipeline(target: Any = None, fuse: bool = True,
                CanonicalizeBindings(), DeadCodeElimination()]
     if fuse:
         passes += [FuseOps(), FuseTIR()]
+    if database is None:
+        database = _current_database()
     if database is not None:
         from workbench.relax.transform import MetaScheduleApplyDatabase  # the tuner's pass
         passes.append(MetaScheduleApplyDatabase(database, target))
@@ -158,6 +160,14 @@ def get_default_pipeline(target: Any = None, fuse: bool = True,
         passes.append(StaticPlanBlockMemory())
     passes += [LowerAllocTensor(), VMShapeLower(), AttachGlobalSymbol()]
     return Pipeline(passes, "default")
+
+
+def _current_database() -> Any:
+    """The tuner's ``Database.current()`` (TVM's ``with database:``), without importing the
+    tuner: if it was never imported, no database can be in scope."""
+    import sys
+    db_module = sys.modules.get("workbench.meta_schedule.database")
+    return None if db_module is None else db_module.Database.current()
 
 
 @dataclass
@@ -188,3 +198,13 @@ def run_with_log(mod: IRModule, pipeline: Pipeline | None = None
 
 
 __all__ = ["Pipeline", "get_default_pipeline", "run_with_log", "PassRecord", "RelaxInstrument"]
+
+
+
+def __getattr__(name: str) -> Any:
+    """TVM's ``relax.pipeline.get_pipeline`` / ``zero_pipeline`` / ... live in
+    :mod:`workbench.relax.named_pipelines` (which builds on this module)."""
+    from workbench.relax import named_pipelines
+    if name in named_pipelines.__all__:
+        return getattr(named_pipelines, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,9 +22,11 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from workbench.ir.module import IRModule
+from workbench.ir.transform import Pass
 from workbench.relax.expr import Function
 from workbench.relax.pipeline import Pipeline, RelaxInstrument, get_default_pipeline
 from workbench.runtime.relax_vm import Executable
+from workbench.target import Target
 
 
 def entry_function(mod: IRModule) -> str:
@@ -37,22 +39,26 @@ def entry_function(mod: IRModule) -> str:
     return names[0]
 
 
-def build(mod: IRModule, target: Any = "llvm", params: Mapping[str, Any] | None = None,
-          fuse: bool = True, plan_memory: bool = True, relax_pipeline: Pipeline | None = None,
+def build(mod: IRModule, target: Any = None, params: Mapping[str, Any] | None = None,
+          relax_pipeline: Any = None, tir_pipeline: Any = None, exec_mode: str = "bytecode",
+          *, fuse: bool = True, plan_memory: bool = True,
           instrument: RelaxInstrument | None = None, database: Any = None,
-          default_schedule: bool | None = None) -> Executable:
+          default_schedule: bool | None = None, system_lib: bool | None = None) -> Executable:
     """Compile the Relax functions of ``mod`` for ``target`` into an Executable.
 
-    ``params`` binds parameters of the entry function (``main``, else the first public
-    function) to constant values by name, as TVM does. ``fuse`` / ``plan_memory`` switch
-    operator fusion and memory planning; ``relax_pipeline`` replaces the whole pipeline;
-    ``instrument(pass_name, module, seconds)`` is called after every pass. ``database`` (a
-    meta-schedule Database) replaces each fused kernel by its best tuned schedule
-    (``MetaScheduleApplyDatabase`` after FuseTIR; ignored with ``relax_pipeline``); a tuned
-    kernel that packs a weight on every call (RewriteLayout) gets the weight packed at compile
-    time instead when ``params`` binds it (``PrepackConstantWeights``). ``default_schedule``
-    (default: the option ``default_schedule``, on) gives every kernel not covered by the
-    database a default CPU schedule (``workbench.dlight``; ignored with ``relax_pipeline``).
+    ``target`` (default: the target of the innermost ``with target:``, else the host
+    ``llvm``) is in scope while the pipeline runs, as in TVM. ``params`` binds parameters of
+    the entry function (``main``, else the first public function) to constant values by
+    name. ``relax_pipeline``: None or ``"default"`` -- Workbench's default pipeline, shaped
+    by ``fuse`` / ``plan_memory`` (operator fusion, memory planning), ``database`` (a
+    meta-schedule Database, or the one in scope: each fused kernel replaced by its best
+    tuned schedule, a weight the kernel packs on every call packed at compile time when
+    ``params`` binds it) and ``default_schedule`` (default: the option; untuned kernels get a
+    default CPU schedule); another name -- ``relax.get_pipeline(name)``; a Pass -- run as
+    given, which must leave the module in VM form (end with the default_build pipeline).
+    ``tir_pipeline``: None or ``"default"`` (the TIR lowering always runs), or a Pass run on
+    the kernels before it. ``instrument(pass_name, module, seconds)`` is called after every
+    pass of a :class:`Pipeline`. ``exec_mode`` is ``"bytecode"`` only.
     """
     from workbench.codegen.build import build as build_kernels
     from workbench.relax.transform.bind_params import BindParams
@@ -64,20 +70,51 @@ def build(mod: IRModule, target: Any = "llvm", params: Mapping[str, Any] | None 
     if not any(isinstance(f, Function) for _, f in mod.items()):
         raise ValueError("relax.build: the module has no Relax function; compile PrimFunc-only "
                          "modules with workbench.build / workbench.compile")
+    if exec_mode != "bytecode":
+        raise ValueError(f"relax.build: exec_mode {exec_mode!r} is not supported; Workbench's "
+                         "VM runs bytecode (exec_mode='bytecode')")
+    if target is None:
+        target = Target.current() or Target("llvm")
+    target = target if isinstance(target, Target) else Target(target)
     if params:
         mod = BindParams(entry_function(mod), params)(mod)
-    pipeline = relax_pipeline or get_default_pipeline(target, fuse=fuse,
-                                                      plan_memory=plan_memory,
-                                                      database=database,
-                                                      default_schedule=default_schedule)
-    lowered = pipeline(mod, instrument)
+    pipeline = _relax_pipeline(relax_pipeline, target, fuse, plan_memory, database,
+                               default_schedule)
+    with target:
+        if isinstance(pipeline, Pipeline):
+            lowered = pipeline(mod, instrument)
+        elif pipeline is not None:
+            lowered = pipeline(mod)
+        else:
+            lowered = mod
     exe, kernels = vm_codegen(lowered)
     if len(kernels):
+        if tir_pipeline not in (None, "default"):
+            if not isinstance(tir_pipeline, Pass):
+                raise TypeError(f"relax.build: tir_pipeline must be 'default', None or a Pass, "
+                                f"got {tir_pipeline!r}")
+            with target:
+                kernels = tir_pipeline(kernels)
         exe.import_module(build_kernels(kernels, target))
     exe.memory_usage = memory_usage(lowered)
     exe.kernel_names = list(kernels)
     exe.lowered_mod = lowered
     return exe
+
+
+def _relax_pipeline(relax_pipeline: Any, target: Target, fuse: bool, plan_memory: bool,
+                    database: Any, default_schedule: bool | None) -> Any:
+    if relax_pipeline is None or relax_pipeline == "default":
+        return get_default_pipeline(target, fuse=fuse, plan_memory=plan_memory,
+                                    database=database, default_schedule=default_schedule)
+    if isinstance(relax_pipeline, str):
+        from workbench.relax.named_pipelines import get_pipeline
+        with target:
+            return get_pipeline(relax_pipeline)
+    if isinstance(relax_pipeline, Pass):
+        return relax_pipeline
+    raise TypeError(f"relax.build: relax_pipeline must be a pipeline name, a Pass or None, got "
+                    f"{type(relax_pipeline).__name__}")
 
 
 __all__ = ["build"]

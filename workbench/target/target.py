@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -150,9 +151,48 @@ class Target:
     def __hash__(self) -> int:
         return hash(str(self))
 
+    # -- scope (TVM's ``with target:``) ----------------------------------------------------
+    def __enter__(self) -> "Target":
+        _scope().append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        stack = _scope()
+        if not stack or stack[-1] is not self:
+            raise RuntimeError(f"{self!r}: exited out of order (not the innermost target)")
+        stack.pop()
+
     @staticmethod
-    def current() -> "Target":
-        return Target("llvm")
+    def current(allow_none: bool = True) -> "Target | None":
+        """The innermost ``with target:`` of this thread; without one, None (or a
+        ``ValueError`` when ``allow_none`` is False), as in TVM."""
+        stack = _scope()
+        if stack:
+            return stack[-1]
+        if not allow_none:
+            raise ValueError("Target.current(allow_none=False): no target is in scope; use "
+                             "`with Target('llvm'):`")
+        return None
+
+    @staticmethod
+    def from_device(device: Any) -> "Target":
+        """The target that compiles for ``device`` (a Device, a device type number, or a name
+        such as ``"cpu"`` / ``"llvm"``): the host CPU, the only kind Workbench has."""
+        kind = getattr(device, "device_type", device)
+        if kind in (1, "cpu", "llvm") or str(kind).startswith("cpu"):
+            return Target("llvm")
+        raise ValueError(f"Target.from_device: {device!r} is not a CPU device; Workbench "
+                         "compiles for the CPU only (Target('llvm'))")
+
+
+_local = threading.local()
+
+
+def _scope() -> list[Target]:
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    return stack
 
 
 def _parse(target: Any) -> dict[str, Any]:

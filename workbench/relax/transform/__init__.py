@@ -55,9 +55,20 @@ from workbench.relax.transform.fold_constant import FoldConstant  # noqa: E402
 __all__ += ["FoldConstant"]
 
 
+# Writing passes: per-function passes, and the module-level infrastructure under TVM's names.
+from workbench.relax.transform.function_pass import FunctionPass, function_pass  # noqa: E402
+from workbench.ir.transform import Pass, PassContext, PassInfo, Sequential  # noqa: E402
+from workbench.ir.transform import module_pass  # noqa: E402
+
+__all__ += ["FunctionPass", "function_pass", "module_pass", "Pass", "PassContext", "PassInfo",
+            "Sequential", "MetaScheduleTuneTIR", "MetaScheduleTuneIRMod"]
+
+_TUNER_PASSES = ("MetaScheduleApplyDatabase", "MetaScheduleTuneTIR", "MetaScheduleTuneIRMod")
+
+
 def __getattr__(name: str):
     """TVM's names for the tuner's Relax passes, imported from the tuner on first use."""
-    if name == "MetaScheduleApplyDatabase":
-        from workbench.meta_schedule.relax_passes import MetaScheduleApplyDatabase
-        return MetaScheduleApplyDatabase
+    if name in _TUNER_PASSES:
+        import workbench.meta_schedule.relax_passes as relax_passes
+        return getattr(relax_passes, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,6 +23,7 @@ from enum import IntEnum
 from typing import Any
 
 from workbench.ir.module import IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.ir.structural import structural_equal
 from workbench.tir.expr import Add, BufferLoad, Mul, Var
 from workbench.tir.function import PrimFunc
@@ -216,12 +217,12 @@ def is_row_normalization(func: PrimFunc) -> bool:
     return analyzer.kind == K.kOutEWiseFusable and not analyzer.reuse
 
 
-class AnnotateTIROpPattern:
+class AnnotateTIROpPattern(Pass):
     """The pass object: ``mod = AnnotateTIROpPattern()(mod)``; sets ``op_pattern`` attrs."""
 
     name = "AnnotateTIROpPattern"
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         out = mod.copy()
         for name, func in mod.items():
             if isinstance(func, PrimFunc) and "op_pattern" not in func.attrs:

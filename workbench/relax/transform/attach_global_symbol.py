@@ -8,15 +8,16 @@ compiled library) and every non-private Relax function keeps or gets its name as
 from __future__ import annotations
 
 from workbench.ir.module import IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.tir.function import PrimFunc
 
 
-class AttachGlobalSymbol:
+class AttachGlobalSymbol(Pass):
     """The pass object: ``mod = AttachGlobalSymbol()(mod)``."""
 
     name = "AttachGlobalSymbol"
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         out = mod.copy()
         for name, func in mod.items():
             if isinstance(func, PrimFunc) and func.attrs.get("global_symbol") != name:

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from workbench.ir.module import IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.relax.analysis import ShapeMismatch, match_value
 from workbench.relax.expr import Constant, Function, Var
 from workbench.relax.struct_info import TensorStructInfo
@@ -27,7 +28,7 @@ def _as_numpy(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-class BindParams:
+class BindParams(Pass):
     """The pass object: ``mod = BindParams("main", {"w": w_np})(mod)``."""
 
     name = "BindParams"
@@ -36,7 +37,7 @@ class BindParams:
         self.func_name = func_name
         self.params = dict(params)
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         func = mod[self.func_name]
         if not isinstance(func, Function):
             raise TypeError(f"BindParams: {self.func_name!r} is not a Relax function")

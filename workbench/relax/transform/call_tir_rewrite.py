@@ -23,6 +23,7 @@ inside If branches are rewritten too.
 from __future__ import annotations
 
 from workbench.ir.module import IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import (
     Binding, BindingBlock, Call, DataflowBlock, ExternFunc, SeqExpr, Tuple, Var, VarBinding,
 )
@@ -39,12 +40,12 @@ def _to_plain(seq: SeqExpr) -> SeqExpr:
     return SeqExpr(blocks, seq.body, seq.struct_info)
 
 
-class ToNonDataflow:
+class ToNonDataflow(Pass):
     """The pass object: ``mod = ToNonDataflow()(mod)`` (see the module docstring)."""
 
     name = "ToNonDataflow"
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         out = mod.copy()
         for name, func in relax_functions(mod):
             if isinstance(func.body, SeqExpr):
@@ -76,12 +77,12 @@ def _rewrite(b: Binding) -> list[Binding]:
     return out
 
 
-class CallTIRRewrite:
+class CallTIRRewrite(Pass):
     """The pass object: ``mod = CallTIRRewrite()(mod)`` (see the module docstring)."""
 
     name = "CallTIRRewrite"
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         out = mod.copy()
         for name, func in relax_functions(mod):
             if isinstance(func.body, SeqExpr):

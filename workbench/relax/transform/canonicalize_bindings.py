@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.ir.module import IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import DataflowVar, Expr, Tuple, TupleGetItem, Var, VarBinding
 from workbench.relax.expr_functor import ExprMutator
 from workbench.relax.transform._util import is_primitive, relax_functions
@@ -45,12 +46,12 @@ class _Canonicalizer(ExprMutator):
         return None
 
 
-class CanonicalizeBindings:
+class CanonicalizeBindings(Pass):
     """The pass object: ``mod = CanonicalizeBindings()(mod)`` (see the module docstring)."""
 
     name = "CanonicalizeBindings"
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         out = mod.copy()
         for name, func in relax_functions(mod):
             if not is_primitive(func):

@@ -45,6 +45,7 @@ from typing import Any, Callable
 import numpy as np
 
 from workbench.ir.module import IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import (
     Call, Constant, DataflowVar, Expr, ShapeExpr, Tuple, Var, VarBinding,
 )
@@ -435,7 +436,7 @@ def _has_vnni(target: Any) -> bool:
     return t.has_feature("avx512vnni")
 
 
-class ConvertLayoutNCHWc:
+class ConvertLayoutNCHWc(Pass):
     """The pass object: ``mod = ConvertLayoutNCHWc(target)(mod)`` (see the module docstring).
     ``block`` overrides the target's block size; ``winograd`` and ``int8`` the options of the
     same names (``int8``: QDQ convolutions as integer ones, by default on AVX-512 VNNI
@@ -455,7 +456,7 @@ class ConvertLayoutNCHWc:
         self.winograd_convs = 0
         self.int8_convs = 0
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         if not isinstance(mod, IRModule):
             raise TypeError(f"{self.name} expects an IRModule, got {type(mod).__name__}")
         block = self.block or block_for_target(self.target)

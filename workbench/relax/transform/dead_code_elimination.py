@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from workbench.ir.module import GlobalVar, IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import (
     Binding, Call, Function, If, MatchCast, Op, SeqExpr,
 )
@@ -81,17 +82,18 @@ def reachable_functions(mod: IRModule, entries: Sequence[str]) -> set[str]:
     return seen
 
 
-class DeadCodeElimination:
+class DeadCodeElimination(Pass):
     """The pass object: ``mod = DeadCodeElimination()(mod)`` (see the module docstring)."""
 
     name = "DeadCodeElimination"
+    opt_level = 1  # TVM's level: a PassContext(opt_level=0) keeps dead code
 
     def __init__(self, entry_functions: Sequence[str] | None = None):
         self.entry_functions = list(entry_functions) if entry_functions else None
         self.removed_bindings = 0
         self.removed_functions: list[str] = []
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         if not isinstance(mod, IRModule):
             raise TypeError(f"DeadCodeElimination expects an IRModule, got "
                             f"{type(mod).__name__}")

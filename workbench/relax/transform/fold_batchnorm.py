@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from workbench.ir.module import IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import Call, Constant, Expr, Tuple, Var, VarBinding
 from workbench.relax.expr_functor import ExprMutator, ExprVisitor
 from workbench.relax.op import add
@@ -173,7 +174,7 @@ class _Folder(ExprMutator):
         return Call(c.op, c.args, c.attrs, c.sinfo_args, span=fold.bn.value.span)
 
 
-class FoldBatchnormToConv2D:
+class FoldBatchnormToConv2D(Pass):
     """The pass object: ``mod = FoldBatchnormToConv2D()(mod)`` (see the module docstring)."""
 
     name = "FoldBatchnormToConv2D"
@@ -181,7 +182,7 @@ class FoldBatchnormToConv2D:
     def __init__(self) -> None:
         self.folded: list[str] = []
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         if not isinstance(mod, IRModule):
             raise TypeError(f"{self.name} expects an IRModule, got {type(mod).__name__}")
         self.folded = []

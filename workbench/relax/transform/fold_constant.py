@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from workbench.ir.module import IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import Constant, Function, VarBinding
 from workbench.relax.expr_functor import ExprMutator, ExprVisitor
 from workbench.relax.op.base import call_tir_parts, is_call_tir
@@ -132,7 +133,7 @@ def _static_shape(si: TensorStructInfo) -> tuple[int, ...] | None:
     return tuple(dims)
 
 
-class FoldConstant:
+class FoldConstant(Pass):
     """The pass object: ``mod = FoldConstant(target)(mod)`` (see the module docstring)."""
 
     name = "FoldConstant"
@@ -152,7 +153,7 @@ class FoldConstant:
         self._compiled[name](*args, out)
         return out.numpy()
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         if not isinstance(mod, IRModule):
             raise TypeError(f"FoldConstant expects an IRModule, got {type(mod).__name__}")
         self.folded = []

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from workbench.ir.module import IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import Call, Constant, Expr, Var, VarBinding
 from workbench.relax.expr_functor import ExprMutator
 from workbench.relax.op import manipulate as M
@@ -395,7 +396,7 @@ def _const(value: float, dtype: str) -> Constant:
     return const(np.asarray(value, dtype=dtype))
 
 
-class FuseAttention:
+class FuseAttention(Pass):
     """The pass object: ``mod = FuseAttention()(mod)`` (see the module docstring)."""
 
     name = "FuseAttention"
@@ -403,7 +404,7 @@ class FuseAttention:
     def __init__(self) -> None:
         self.fused = 0
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         if not isinstance(mod, IRModule):
             raise TypeError(f"{self.name} expects an IRModule, got {type(mod).__name__}")
         self.fused = 0

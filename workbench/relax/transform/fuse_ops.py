@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.ir.module import GlobalVar, IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import (
     Binding, Call, Constant, DataflowBlock, DataflowVar, Function, SeqExpr, Tuple,
     TupleGetItem, Var, VarBinding,
@@ -431,7 +432,7 @@ def _fuse_function(func: Function, mod: IRModule, new_funcs: IRModule) -> Functi
     return func.replace(body=SeqExpr(tuple(blocks), seq.body, seq.struct_info))
 
 
-class FuseOps:
+class FuseOps(Pass):
     """The pass object: ``mod = FuseOps()(mod)`` (see the module docstring)."""
 
     name = "FuseOps"
@@ -439,7 +440,7 @@ class FuseOps:
     def __init__(self, fuse_opt_level: int = -1):
         self.fuse_opt_level = fuse_opt_level
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         if not isinstance(mod, IRModule):
             raise TypeError(f"FuseOps expects an IRModule, got {type(mod).__name__}")
         out = mod.copy()

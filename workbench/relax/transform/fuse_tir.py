@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.ir.module import GlobalVar, IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.ir.node import FrozenDict
 from workbench.relax.analysis import bind_symbolic
 from workbench.relax.expr import (
@@ -348,12 +349,12 @@ def _flatten_args(args: tuple, pre: list[Binding], dataflow: bool) -> list[Any]:
     return out
 
 
-class FuseTIR:
+class FuseTIR(Pass):
     """The pass object: ``mod = FuseTIR()(mod)`` (see the module docstring)."""
 
     name = "FuseTIR"
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         if not isinstance(mod, IRModule):
             raise TypeError(f"FuseTIR expects an IRModule, got {type(mod).__name__}")
         from workbench.ir.structural import structural_equal, structural_hash

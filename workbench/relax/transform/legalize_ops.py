@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from workbench.ir.module import IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import Call, Expr, Op
 from workbench.relax.expr_functor import ExprMutator
 from workbench.relax.op.registry import LEGALIZE_RULES
@@ -58,7 +59,7 @@ class _Legalizer(ExprMutator):
             return self.builder_.normalize(rule(self.builder_, call))
 
 
-class LegalizeOps:
+class LegalizeOps(Pass):
     """The pass object: ``mod = LegalizeOps()(mod)`` (TVM's ``relax.transform.LegalizeOps``)."""
 
     name = "LegalizeOps"
@@ -69,7 +70,7 @@ class LegalizeOps:
         self.enable_warning = enable_warning
         self.skipped: list[str] = []
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         if not isinstance(mod, IRModule):
             raise TypeError(f"LegalizeOps expects an IRModule, got {type(mod).__name__}")
         import workbench.relax.op  # noqa: F401  (every family registers its rules)

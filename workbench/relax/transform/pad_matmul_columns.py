@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from workbench.ir.module import IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import Call, Constant, Expr, Var, VarBinding
 from workbench.relax.expr_functor import ExprMutator
 from workbench.relax.op.index import strided_slice
@@ -116,7 +117,7 @@ class _Padder(ExprMutator):
             span=call.span)
 
 
-class PadMatmulColumns:
+class PadMatmulColumns(Pass):
     """The pass object: ``mod = PadMatmulColumns(target)(mod)`` (see the module docstring);
     ``lanes`` overrides the target's float32 lanes."""
 
@@ -129,7 +130,7 @@ class PadMatmulColumns:
         self.lanes = lanes
         self.padded = 0
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         if not isinstance(mod, IRModule):
             raise TypeError(f"{self.name} expects an IRModule, got {type(mod).__name__}")
         from workbench.relax.transform.convert_layout_nchwc import block_for_target

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.ir.module import GlobalVar, IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import Call, Constant, Tuple, Var, VarBinding
 from workbench.relax.expr_functor import ExprMutator, ExprVisitor
 from workbench.relax.op.base import call_tir_parts, is_call_tir
@@ -165,7 +166,7 @@ class _Rewriter(ExprMutator):
         return got
 
 
-class PrepackConstantWeights:
+class PrepackConstantWeights(Pass):
     """The pass object: ``mod = PrepackConstantWeights()(mod)`` (see the module docstring)."""
 
     name = "PrepackConstantWeights"
@@ -173,7 +174,7 @@ class PrepackConstantWeights:
     def __init__(self) -> None:
         self.prepacked: list[tuple[str, int, tuple[int, ...], tuple[int, ...]]] = []
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         if not isinstance(mod, IRModule):
             raise TypeError(f"{self.name} expects an IRModule, got {type(mod).__name__}")
         self.prepacked = []

@@ -38,6 +38,7 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.ir.module import IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import (
     Call, DataflowVar, Expr, Function, SeqExpr, ShapeExpr, Var, VarBinding,
 )
@@ -273,7 +274,7 @@ class _Sinker(ExprMutator):
         return None
 
 
-class SinkReshapes:
+class SinkReshapes(Pass):
     """The pass object: ``mod = SinkReshapes()(mod)`` (see the module docstring)."""
 
     name = "SinkReshapes"
@@ -281,7 +282,7 @@ class SinkReshapes:
     def __init__(self) -> None:
         self.sunk = 0
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         if not isinstance(mod, IRModule):
             raise TypeError(f"{self.name} expects an IRModule, got {type(mod).__name__}")
         self.sunk = 0

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from workbench.ir.module import IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import (
     Binding, Call, Function, If, SeqExpr, ShapeExpr, Var, VarBinding,
 )
@@ -231,12 +232,12 @@ def _plan_function(func: Function) -> Function:
     return with_body(func, map_bindings(seq, rewrite, nested=False))
 
 
-class StaticPlanBlockMemory:
+class StaticPlanBlockMemory(Pass):
     """The pass object: ``mod = StaticPlanBlockMemory()(mod)`` (see the module docstring)."""
 
     name = "StaticPlanBlockMemory"
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         out = mod.copy()
         for name, func in relax_functions(mod):
             if not is_primitive(func) and isinstance(func.body, SeqExpr):
@@ -257,12 +258,12 @@ def _lower_alloc(b: Binding) -> list[Binding]:
             VarBinding(b.var, memory_alloc_tensor(storage, 0, shape, dtype))]
 
 
-class LowerAllocTensor:
+class LowerAllocTensor(Pass):
     """The pass object: ``mod = LowerAllocTensor()(mod)`` (see the module docstring)."""
 
     name = "LowerAllocTensor"
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         out = mod.copy()
         for name, func in relax_functions(mod):
             if isinstance(func.body, SeqExpr):

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.ir.module import GlobalVar, IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import (
     Binding, BindingBlock, Call, Expr, Function, If, MatchCast, PrimValue, SeqExpr, ShapeExpr,
     StringImm, Tuple, Var, VarBinding,
@@ -408,12 +409,12 @@ def _frozen(d: dict) -> Any:
     return FrozenDict(d)
 
 
-class VMShapeLower:
+class VMShapeLower(Pass):
     """The pass object: ``mod = VMShapeLower()(mod)`` (see the module docstring)."""
 
     name = "VMShapeLower"
 
-    def __call__(self, mod: IRModule) -> IRModule:
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         out = mod.copy()
         for name, func in relax_functions(mod):
             out[name] = _Lowerer(mod, func.attrs.get("global_symbol", name), func, out).run()

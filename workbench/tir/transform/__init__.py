@@ -12,3 +12,4 @@ from workbench.tir.transform.vectorize_loop import vectorize_loop
 from workbench.tir.transform.remove_weight_layout_rewrite_block import (
     RemoveWeightLayoutRewriteBlock, remove_weight_layout_rewrite_block,
 )
+from workbench.tir.transform.prim_func_pass import PrimFuncPass, prim_func_pass

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from workbench.ir.module import IRModule
+from workbench.ir.transform import Pass as _IRPass, PassContext, Sequential
 from workbench.tir.analysis.verify import verify_prim_func
 from workbench.tir.function import PrimFunc
 from workbench.tir.transform.flatten_buffer import flatten_buffer
@@ -27,18 +28,23 @@ def _lower_opaque_block_keeping_views(func: PrimFunc) -> PrimFunc:
     return lower_opaque_block(func, keep_match_buffers=True)
 
 
-@dataclass(frozen=True)
-class Pass:
-    """A named function-level pass."""
+class Pass(_IRPass):
+    """A named function-level pass: ``fn`` on every PrimFunc of a module. It is a
+    ``workbench.transform.Pass`` (a Sequential runs it, instruments see it); called on a
+    PrimFunc alone it is just ``fn``."""
 
-    name: str
-    fn: Callable[[PrimFunc], PrimFunc]
+    def __init__(self, name: str, fn: Callable[[PrimFunc], PrimFunc]) -> None:
+        self.name = name
+        self.fn = fn
 
     def __call__(self, obj: PrimFunc | IRModule) -> PrimFunc | IRModule:
         if isinstance(obj, PrimFunc):
             return self.fn(obj)
-        out = obj.copy()
-        for name, func in obj.items():
+        return super().__call__(obj)
+
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
+        out = mod.copy()
+        for name, func in mod.items():
             if isinstance(func, PrimFunc):
                 out[name] = self.fn(func)
         return out
@@ -73,10 +79,20 @@ Instrument = Callable[[str, str, PrimFunc, float], None]
 
 def lower(mod: IRModule | PrimFunc, instrument: Instrument | None = None,
           passes: Iterable[Pass] = LOWERING_PIPELINE) -> IRModule:
-    """Lower every PrimFunc in ``mod`` through ``passes``; other functions pass through."""
+    """Lower every PrimFunc in ``mod`` through ``passes``; other functions pass through.
+
+    The build's lowering (``passes`` the default) under a PassContext with instruments and
+    no ``instrument`` here runs as a Sequential named ``tir.lowering``, so the instruments
+    see each pass (on the whole module, as TVM's TIR pipeline runs)."""
     mod = IRModule.from_expr(mod) if isinstance(mod, PrimFunc) else mod
     if not isinstance(mod, IRModule):
         raise TypeError(f"lower expects an IRModule or PrimFunc, got {type(mod).__name__}")
+    if passes is LOWERING_PIPELINE and instrument is None and PassContext.current().instruments:
+        named = mod.copy()
+        for name, func in mod.items():
+            if isinstance(func, PrimFunc) and "global_symbol" not in func.attrs:
+                named[name] = func.with_attr("global_symbol", name)
+        return Sequential(list(passes), name="tir.lowering")(named)
     out = mod.copy()
     for name, func in mod.items():
         if not isinstance(func, PrimFunc):
