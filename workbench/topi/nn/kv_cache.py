@@ -27,7 +27,7 @@ from typing import Sequence
 
 from workbench.tir import op
 from workbench.tir.buffer import BufferRegion, decl_buffer
-from workbench.tir.expr import BufferLoad, PrimExpr, Var
+from workbench.tir.expr import BufferLoad, Var
 from workbench.tir.function import PrimFunc, prim_func
 from workbench.tir.stmt import Block, BlockRealize, BufferStore, For, ForKind, IfThenElse
 
