@@ -23,6 +23,13 @@ a shared machine hits all of them alike; the median over rounds is printed):
   with ``--threads`` threads and with 1 (the ratios use the fastest of them);
 - **onnxruntime**: the model exported by ``torch.onnx.export`` (dynamo), CPU provider.
 
+``gpt2_decode`` is one greedy decode step of a GPT-2-style decoder with a key/value cache
+(issue 22; ``relax.frontend.nn.gpt2``: 4 layers at GPT-2 small's width, GPT-2's vocabulary of
+50257 with the tied output projection, a cache of 256 positions, random weights), after a
+prompt of 64 tokens: the time per token (the step's call and the argmax of its logits), ours
+on the VM with the cache written in place against PyTorch eager with its own fixed-capacity
+cache (``torch_reference``), each step at the same position. It is not tuned.
+
 ``resnet18_int8`` is ResNet-18 quantized by onnxruntime's ``quantize_static`` (QDQ format,
 per-channel int8 weights, int8 activations calibrated on 8 random images): Workbench imports
 that ONNX file (``from_onnx``) and is compared with onnxruntime running the same file (its
@@ -55,7 +62,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 MODELS = ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0",
-          "gpt2", "bert", "resnet18_int8")
+          "gpt2", "bert", "resnet18_int8", "gpt2_decode")
 
 
 def gpt2_block() -> tuple[Any, tuple]:
@@ -353,6 +360,77 @@ def bench_model(name: str, args_ns: argparse.Namespace) -> list[str]:
     return notes + lines
 
 
+def gpt2_decode_config() -> Any:
+    from workbench.relax.frontend.nn.gpt2 import GPT2Config
+    return GPT2Config(vocab_size=50257, n_positions=256, n_embd=768, n_layer=4, n_head=12)
+
+
+DECODE_PROMPT = 64
+
+
+def bench_decode(args_ns: argparse.Namespace) -> list[str]:
+    """The ``gpt2_decode`` row: time per generated token (see the module docstring)."""
+    import torch
+
+    import workbench as wb
+    from workbench import relax
+    from workbench.relax.frontend.nn.gpt2 import (
+        GPT2Decoder, export_gpt2, from_torch, torch_reference,
+    )
+    name, cfg = "gpt2_decode", gpt2_decode_config()
+    threads = args_ns.threads
+    reference = torch_reference(cfg, seed=0)
+    t0 = time.perf_counter()
+    exe = relax.build(export_gpt2(from_torch(reference, cfg), prefill_len=DECODE_PROMPT),
+                      wb.Target(f"llvm -num-cores={threads}"))
+    build_secs = time.perf_counter() - t0
+    prompt = list(np.random.default_rng(0).integers(0, cfg.vocab_size, DECODE_PROMPT))
+    decoder = GPT2Decoder(exe, cfg, prefill_len=DECODE_PROMPT)
+    decoder.prefill(prompt)
+    reference.reset()
+    with torch.inference_mode():
+        reference(torch.tensor([prompt]), 0)
+    token = int(prompt[-1])
+
+    def ours() -> int:
+        decoder.pos = DECODE_PROMPT          # every step at the same position
+        return int(np.argmax(decoder.step(token)))
+    tok = torch.tensor([[token]])
+
+    class Step(torch.nn.Module):
+        def forward(self, t: Any) -> Any:
+            return reference(t, DECODE_PROMPT)[0, -1].argmax()
+    step = Step()
+    decoder.pos = DECODE_PROMPT
+    got = decoder.step(token)
+    with torch.inference_mode():
+        want = reference(tok, DECODE_PROMPT)[0, -1].numpy()
+    notes = [f"{name}: {cfg.n_layer} layers, width {cfg.n_embd}, vocabulary {cfg.vocab_size}, "
+             f"cache {cfg.n_positions} positions, step at position {DECODE_PROMPT}; export + "
+             f"build {build_secs:.1f} s",
+             f"{name}: Workbench vs PyTorch step logits: max abs error "
+             f"{float(np.max(np.abs(got - want))):.2e} (logits up to "
+             f"{float(np.max(np.abs(want))):.2f}); same argmax: "
+             f"{int(np.argmax(got)) == int(np.argmax(want))}"]
+    if args_ns.trials > 0:
+        notes.append(f"{name}: not tuned (--trials applies to the other models)")
+    runners = [Runner("Workbench untuned", ours)] + torch_runners(step, (tok,), cnn=False)
+    slowest = max(_once(r) for r in runners)
+    number = max(1, int(0.2 / slowest))
+    for _ in range(args_ns.rounds):
+        for r in runners:
+            r.time_turn(number)
+    eager = min((r for r in runners if r.name.startswith("PyTorch")), key=lambda r: r.ms)
+    lines = [f"\n{name}: time per token (median of {args_ns.rounds} rounds, {number} step(s) "
+             f"per turn, {threads} thread(s)):",
+             f"  {'runner':32s} {'ms':>9s} {'/ PyTorch eager':>16s}"]
+    for r in runners:
+        mark = " *" if r is eager else ""
+        lines.append(f"  {r.name:32s} {r.ms:9.2f} {r.ms / eager.ms:15.2f}x{mark}")
+    lines.append(f"  (* the PyTorch eager reference: {eager.name})")
+    return notes + lines
+
+
 def _once(r: Runner) -> float:
     t0 = time.perf_counter()
     r.call()
@@ -391,7 +469,7 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()}")
     report = []
     for name in names:
-        report += bench_model(name, ns)
+        report += bench_decode(ns) if name == "gpt2_decode" else bench_model(name, ns)
     print("\n".join(report))
     print(f"\nload average after: {os.getloadavg()}")
 

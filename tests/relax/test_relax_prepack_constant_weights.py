@@ -170,9 +170,11 @@ def test_compile_relax_with_params_packs_the_constant_weight_once(tmp_path):
     seen = []
     exe = compile_relax(_conv_relu_db(), mod, TARGET, params={"conv.weight": w},
                         instrument=lambda name, m, s: seen.append(name))
-    # Tuned kernels first, then default schedules for the rest, then packing for both.
+    # Tuned kernels first, then default schedules for the rest (told which parameters are
+    # constants), then packing for both.
     assert seen.index("PrepackConstantWeights") == seen.index("ApplyDefaultSchedule") + 1 \
-        == seen.index("MetaScheduleApplyDatabase") + 2
+        == seen.index("AnnotateConstantParams") + 2 \
+        == seen.index("MetaScheduleApplyDatabase") + 3
     kernel = exe.lowered_mod["fused_conv2d_relu"]
     assert kernel.attrs["tir.is_scheduled"]
     # The kernel no longer packs: it takes the packed weight as its parameter ...
@@ -425,12 +427,12 @@ def test_cnn_fused_conv_kernel_is_layout_rewritten_and_prepacked():
 def test_default_pipeline_names_the_pass():
     names = get_default_pipeline().pass_names
     assert names.index("PrepackConstantWeights") == names.index("ApplyDefaultSchedule") + 1 \
-        == names.index("FuseTIR") + 2
+        == names.index("AnnotateConstantParams") + 2 == names.index("FuseTIR") + 3
     assert names.index("PrepackConstantWeights") < names.index("CallTIRRewrite")
     db_names = get_default_pipeline(database=MemoryDatabase()).pass_names
     assert db_names.index("PrepackConstantWeights") == \
         db_names.index("ApplyDefaultSchedule") + 1 == \
-        db_names.index("MetaScheduleApplyDatabase") + 2
+        db_names.index("MetaScheduleApplyDatabase") + 3
     plain = get_default_pipeline(default_schedule=False).pass_names
     assert "ApplyDefaultSchedule" not in plain
     assert plain.index("PrepackConstantWeights") == plain.index("FuseTIR") + 1

@@ -288,5 +288,24 @@ def param_buffers(sch: Schedule) -> set[int]:
     return {id(b) for b in func.buffer_map.values()}
 
 
+#: PrimFunc attribute: the indices of the parameters that every caller passes a compile-time
+#: constant (set by Relax's ``AnnotateConstantParams``). Repacking one of those costs nothing
+#: at run time (``PrepackConstantWeights`` packs it once, at compile time).
+CONSTANT_PARAMS_ATTR = "constant_params"
+
+
+def constant_param_buffers(sch: Schedule) -> set[int]:
+    """ids of the parameter buffers :data:`CONSTANT_PARAMS_ATTR` names."""
+    func: PrimFunc = sch.mod[sch.func_working_on]
+    indices = func.attrs.get(CONSTANT_PARAMS_ATTR, ())
+    out = set()
+    for i in indices:
+        if 0 <= int(i) < len(func.params):
+            buf = func.buffer_map.get(func.params[int(i)])
+            if buf is not None:
+                out.add(id(buf))
+    return out
+
+
 def blocks_by_name(sch: Schedule, names: Iterable[str]) -> list[BlockRV]:
     return [sch.get_sblock(n) for n in names]

@@ -31,6 +31,8 @@ The default order, and why:
 5. ``FuseOps``                group producers/consumers into Primitive functions   [fuse]
 6. ``FuseTIR``                one PrimFunc per group                                [fuse]
    ``MetaScheduleApplyDatabase`` tuned schedules from a database                 [database]
+   ``AnnotateConstantParams`` each kernel's parameters that are constants at every call
+                              (repacking them is free: the default schedule may) [default_schedule]
    ``ApplyDefaultSchedule``   every kernel the database did not cover gets a default
                               schedule from its block structure (``workbench.dlight``)
                                                                           [default_schedule]
@@ -151,7 +153,8 @@ def get_default_pipeline(target: Any = None, fuse: bool = True,
         default_schedule = options.get("default_schedule")
     if default_schedule:
         from workbench.dlight import DefaultCPUSchedule
-        passes.append(DefaultCPUSchedule(target))
+        from workbench.relax.transform.annotate_constant_params import AnnotateConstantParams
+        passes += [AnnotateConstantParams(), DefaultCPUSchedule(target)]
     # Always, not only with a database: a module may bring its own scheduled kernels; without
     # a packing block the pass only walks each PrimFunc's statements once.
     passes += [PrepackConstantWeights(), DeadCodeElimination(), ToNonDataflow(),

@@ -108,7 +108,7 @@ def _var(env: _Env, v: Var) -> Any:
 def _call(env: _Env, c: Call) -> Any:
     op = c.op
     if isinstance(op, Op):
-        if op.name == "relax.call_tir":
+        if op.name in ("relax.call_tir", "relax.call_tir_inplace"):
             return _call_tir(env, c)
         impl = NUMPY_RULES.get(op.name)
         if impl is None:
@@ -130,9 +130,16 @@ def _call_tir(env: _Env, c: Call) -> Any:
     gvar, inputs, tir_vars, outs = call_tir_parts(c)
     prim = env.mod[gvar]
     ins = [np.ascontiguousarray(v).reshape(np.shape(v)) for v in (_eval(env, a) for a in inputs)]
-    results = [np.zeros(analysis.eval_dims(o.values, env.dims), dtype=o.dtype) for o in outs]
+    inplace = c.attrs.get("inplace_indices", (-1,) * len(outs))
+    for i in inplace:
+        if i >= 0:  # values are immutable here: the kernel writes a copy
+            ins[i] = ins[i].copy()
+    fresh = [np.zeros(analysis.eval_dims(o.values, env.dims), dtype=o.dtype)
+             for o, i in zip(outs, inplace) if i < 0]
     scalars = [int(v) for v in analysis.eval_dims(tir_vars, env.dims)]
-    run(prim, *ins, *results, *scalars)
+    run(prim, *ins, *fresh, *scalars)
+    it = iter(fresh)
+    results = [ins[i] if i >= 0 else next(it) for i in inplace]
     return results[0] if len(results) == 1 else tuple(results)
 
 

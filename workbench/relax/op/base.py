@@ -9,6 +9,14 @@
 Its value is a new tensor (one output: ``sinfo_args[0]``) or a tuple of new tensors (several:
 ``TupleStructInfo(sinfo_args)``). The PrimFunc takes the inputs, then one buffer per output
 (written by the kernel), then the ``tir_vars`` values as int64 scalars.
+
+``call_tir_inplace(gvar, args, inplace_indices, out_sinfo, tir_vars=None)`` (TVM's
+``R.call_tir_inplace``) is the same call with op ``relax.call_tir_inplace`` and the attribute
+``inplace_indices``: one entry per output, the index of the input the kernel writes in place
+(that output *is* that input's tensor afterwards), or -1 for a fresh output. The PrimFunc takes
+the inputs, then one buffer per fresh output only. The caller must not read the overwritten
+input again (Relax's rule for in-place calls); it reads the call's result instead, which keeps
+the order of reads and writes in the data flow.
 """
 from __future__ import annotations
 
@@ -56,6 +64,52 @@ def _call_tir_numpy(*args: Any, **attrs: Any) -> Any:
                               "module and the output struct info)")
 
 
+def call_tir_inplace(gvar: GlobalVar, args: Expr | Sequence[Expr],
+                     inplace_indices: int | Sequence[int],
+                     out_sinfo: TensorStructInfo | Sequence[TensorStructInfo],
+                     tir_vars: ShapeExpr | Sequence[Any] | None = None) -> Call:
+    """A call of PrimFunc ``gvar`` that overwrites the inputs ``inplace_indices`` names (one
+    entry per output; -1 is a fresh output) and returns them as its outputs."""
+    plain = call_tir(gvar, args, out_sinfo, tir_vars)
+    indices = (inplace_indices,) if isinstance(inplace_indices, int) else \
+        tuple(inplace_indices)
+    n_in = len(plain.args[1].fields)
+    if len(indices) != len(plain.sinfo_args):
+        raise ValueError(f"call_tir_inplace: {len(indices)} inplace_indices for "
+                         f"{len(plain.sinfo_args)} outputs of {gvar.name_hint!r}")
+    for i in indices:
+        if not isinstance(i, int) or isinstance(i, bool) or not -1 <= i < n_in:
+            raise ValueError(f"call_tir_inplace: inplace index {i!r} of {gvar.name_hint!r} is "
+                             f"not -1 or an input index in [0, {n_in})")
+    written = [i for i in indices if i >= 0]
+    if not written:
+        raise ValueError(f"call_tir_inplace: no output of {gvar.name_hint!r} is in place "
+                         "(use call_tir)")
+    if len(set(written)) != len(written):
+        raise ValueError(f"call_tir_inplace: input written twice in {gvar.name_hint!r}: "
+                         f"{list(indices)}")
+    return Call(register_op("relax.call_tir_inplace"), plain.args,
+                {"inplace_indices": indices}, plain.sinfo_args)
+
+
+@def_infer("relax.call_tir_inplace")
+def _infer_call_tir_inplace(call: Call, ctx: Any) -> StructInfo:
+    inputs = call.args[1].fields if isinstance(call.args[1], Tuple) else (call.args[1],)
+    for out, i in zip(call.sinfo_args, call.attrs["inplace_indices"]):
+        if i < 0:
+            continue
+        si = inputs[i].struct_info
+        if isinstance(si, TensorStructInfo) and si.dtype != out.dtype:
+            raise I.error(call, f"input {i} is {si.dtype} but the output written into it is "
+                                f"{out.dtype}")
+        if isinstance(si, TensorStructInfo) and si.shape is not None and \
+                out.shape is not None and len(si.values) == len(out.values) and \
+                any(I.prove_equal(a, b) is False for a, b in zip(si.values, out.values)):
+            raise I.error(call, f"input {i} has shape {I.dims_text(si.values)} but the "
+                                f"output written into it has {I.dims_text(out.values)}")
+    return _infer_call_tir(call, ctx)
+
+
 def call_tir_parts(call: Call) -> tuple[GlobalVar, tuple[Expr, ...], tuple[Any, ...],
                                          tuple[TensorStructInfo, ...]]:
     """``(gvar, input exprs, tir_vars dims, out sinfos)`` of a ``call_tir`` call."""
@@ -69,4 +123,9 @@ def is_call_tir(e: Any) -> bool:
     return isinstance(e, Call) and getattr(e.op, "name", None) == "relax.call_tir"
 
 
-__all__ = ["call_tir", "call_tir_parts", "is_call_tir"]
+def is_call_tir_inplace(e: Any) -> bool:
+    return isinstance(e, Call) and getattr(e.op, "name", None) == "relax.call_tir_inplace"
+
+
+__all__ = ["call_tir", "call_tir_inplace", "call_tir_parts", "is_call_tir",
+           "is_call_tir_inplace"]

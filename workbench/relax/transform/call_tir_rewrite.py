@@ -19,15 +19,21 @@ keeps the ``call_tir``'s ``span``). A call with
 ``tir_vars`` calls ``R.call_packed("vm.builtin.call_tir_dyn", cls.f, x, w, alloc,
 R.shape([...]))`` so the kernel receives the extra int64 scalars after its buffers. Bindings
 inside If branches are rewritten too.
+
+``lv = R.call_tir_inplace(cls.f, (cache, x), inplace_indices=0, out_sinfo=...)`` allocates
+nothing for its in-place outputs: ``_ = cls.f(cache, x)`` then ``lv = cache`` (fresh outputs,
+index -1, are allocated and passed after the inputs as above).
 """
 from __future__ import annotations
+
+from typing import Any
 
 from workbench.ir.module import IRModule
 from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import (
     Binding, BindingBlock, Call, DataflowBlock, ExternFunc, SeqExpr, Tuple, Var, VarBinding,
 )
-from workbench.relax.op.base import call_tir_parts, is_call_tir
+from workbench.relax.op.base import call_tir_parts, is_call_tir, is_call_tir_inplace
 from workbench.relax.transform._util import map_bindings, relax_functions, with_body
 from workbench.relax.transform.lowered_ops import VOID_SINFO, builtin_alloc_tensor
 
@@ -55,15 +61,22 @@ class ToNonDataflow(Pass):
 
 
 def _rewrite(b: Binding) -> list[Binding]:
-    if not (isinstance(b, VarBinding) and is_call_tir(b.value)):
+    if not (isinstance(b, VarBinding) and (is_call_tir(b.value) or
+                                           is_call_tir_inplace(b.value))):
         return [b]
     gvar, inputs, tir_vars, outs = call_tir_parts(b.value)
-    allocs: list[Var] = []
+    inplace = b.value.attrs.get("inplace_indices", (-1,) * len(outs))
+    allocs: list[Var] = []      # the kernel's output buffers (fresh ones only)
+    results: list[Any] = []     # the call's outputs, in order
     out: list[Binding] = []
-    for si in outs:
+    for si, i in zip(outs, inplace):
+        if i >= 0:
+            results.append(inputs[i])
+            continue
         alloc = Var("alloc", si)
         out.append(VarBinding(alloc, builtin_alloc_tensor(si.shape, si.dtype)))
         allocs.append(alloc)
+        results.append(alloc)
     span = b.value.span  # the kernel call implements what the call_tir did
     if tir_vars:
         call = Call(ExternFunc("vm.builtin.call_tir_dyn"),
@@ -72,7 +85,7 @@ def _rewrite(b: Binding) -> list[Binding]:
     else:
         call = Call(gvar, (*inputs, *allocs), {}, (VOID_SINFO,), VOID_SINFO, span=span)
     out.append(VarBinding(Var("_", VOID_SINFO), call))
-    result = allocs[0] if len(allocs) == 1 else Tuple(tuple(allocs), b.var.struct_info)
+    result = results[0] if len(results) == 1 else Tuple(tuple(results), b.var.struct_info)
     out.append(VarBinding(b.var, result))
     return out
 

@@ -1,14 +1,12 @@
 """``PadMatmulColumns``: a product with a constant weight whose output columns are not a whole
-number of vector registers (or, for a product of few rows, whose rows are a multiple of 4 KiB
-apart: :data:`ALIASING_BYTES`) computes a zero-padded number of them, and the padding is cut
-off after (MLAS's zero-padded weight panels in effect).
+number of vector registers computes a zero-padded number of them, and the padding is cut off
+after (MLAS's zero-padded weight panels in effect).
 
 Contract: ``PadMatmulColumns(target)(mod)`` returns a module computing the same values, where in
 every Relax function each float32 ``y = R.matmul(x, W)`` such that ``W`` is a 2-d constant
 (a ``Constant``, or ``permute_dims`` of one: a linear layer's transposed weight) of ``K x N``
-columns, ``N`` at least four vectors of the target's float32 lanes ``L`` and either not a
-multiple of ``L`` (padded to the next multiple) or, when ``x`` has fewer than
-``MIN_PACK_REUSE`` rows, a multiple of 1,024 (padded by ``L``), becomes::
+columns, ``N`` at least four vectors of the target's float32 lanes ``L`` and not a multiple
+of ``L`` (padded to the next multiple), becomes::
 
     y = R.strided_slice(R.matmul(x, W_padded), axes=[-1], begin=[0], end=[N])
 
@@ -17,6 +15,12 @@ default schedule vectorizes the product along ``N`` with a tile that divides it;
 classifier's 1,000 outputs that is 10 or 8 lanes of a 16-lane register (1,280 x 1,000: 189 us
 against 103 us for 1,008 columns on one Zen 4 core), and a predicated tail is slower still. The slice reads the product's first ``N`` columns, an injective stage
 that fusion keeps with the product. After a call, ``padded`` counts the rewritten products.
+
+(A product of few rows whose weight rows are a multiple of 4 KiB apart used to get one more
+vector of columns too: walking the weight unpacked, every row's tile mapped to the same cache
+sets. The default schedule now packs every constant weight into contiguous panels
+(``AnnotateConstantParams``), so there is no such walk: 1 x 1,280 x 1,024 ran in 0.25-0.36 ms
+packed against 0.40-0.52 ms padded, on one loaded Zen 4 core.)
 """
 from __future__ import annotations
 
@@ -30,7 +34,6 @@ from workbench.relax.expr import Call, Constant, Expr, Var, VarBinding
 from workbench.relax.expr_functor import ExprMutator
 from workbench.relax.op.index import strided_slice
 from workbench.relax.transform._util import is_primitive, relax_functions
-from workbench.dlight.cpu.matmul import MIN_PACK_REUSE
 
 __all__ = ["PadMatmulColumns"]
 
@@ -42,11 +45,6 @@ def _op(e: Any) -> str:
     return getattr(getattr(e, "op", None), "name", "") if isinstance(e, Call) else ""
 
 
-#: A weight whose rows are a multiple of this many bytes apart maps every row's panel to the
-#: same cache sets; a product of few rows walks it unpacked (dlight packs a weight into panels
-#: only for MIN_PACK_REUSE rows or more), so it gets one more vector of columns instead
-#: (1 x 1,280 x 1,024: 4x faster with 1,040 columns on a Zen 4 core; 2,048: 3x).
-ALIASING_BYTES = 4096
 
 
 def _rows(si: Any) -> int | None:
@@ -99,13 +97,9 @@ class _Padder(ExprMutator):
         lanes = self.lanes
         if n < MIN_VECTORS * lanes:
             return None
-        if n % lanes:
-            padded = -(-n // lanes) * lanes
-        elif (n * 4) % ALIASING_BYTES == 0 and _rows(si) is not None and \
-                _rows(si) < MIN_PACK_REUSE:
-            padded = n + lanes
-        else:
+        if not n % lanes:
             return None
+        padded = -(-n // lanes) * lanes
         wp = np.zeros((w.shape[0], padded), np.float32)
         wp[:, :n] = w
         self.padded += 1

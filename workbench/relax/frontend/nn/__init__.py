@@ -3,6 +3,7 @@ from workbench.relax.frontend.nn import op, spec
 from workbench.relax.frontend.nn.core import (
     Module, ModuleList, Parameter, Sequential, Tensor,
 )
+from workbench.relax.frontend.nn.kv_cache import FixedKVCache
 from workbench.relax.frontend.nn.modules import (
     GELU, Conv2D, Embedding, LayerNorm, Linear, ReLU, RMSNorm, SiLU,
 )
@@ -10,4 +11,4 @@ from workbench.relax.frontend.nn.op import gelu, relu, silu, softmax
 
 __all__ = ["Module", "ModuleList", "Parameter", "Sequential", "Tensor", "Linear", "Conv2D",
            "LayerNorm", "RMSNorm", "Embedding", "ReLU", "GELU", "SiLU", "op", "spec", "relu",
-           "gelu", "silu", "softmax"]
+           "gelu", "silu", "softmax", "FixedKVCache"]
