@@ -21,6 +21,7 @@ from typing import Any
 
 from workbench.dlight.analysis import CONSTANT_PARAMS_ATTR
 from workbench.ir.module import IRModule
+from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import Constant, Var, VarBinding
 from workbench.relax.expr_functor import ExprVisitor
 from workbench.relax.op.base import call_tir_parts, is_call_tir, is_call_tir_inplace
@@ -53,14 +54,12 @@ class _Calls(ExprVisitor):
         return isinstance(e, Constant)
 
 
-class AnnotateConstantParams:
+class AnnotateConstantParams(Pass):
     """The pass object: ``mod = AnnotateConstantParams()(mod)`` (see the module docstring)."""
 
     name = "AnnotateConstantParams"
 
-    def __call__(self, mod: IRModule) -> IRModule:
-        if not isinstance(mod, IRModule):
-            raise TypeError(f"{self.name} expects an IRModule, got {type(mod).__name__}")
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
         calls = _Calls()
         for _, func in relax_functions(mod):
             calls.visit_expr(func)
