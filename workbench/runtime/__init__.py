@@ -8,7 +8,8 @@ subpackages imported on their own.
 from .device import Device, cpu, device
 from .evaluator import BenchmarkResult, TimeEvaluator, time_evaluator
 from .module import Module, load_module
-from .ndarray import NDArray, Tensor, empty, tensor
+from .convert import convert
+from .ndarray import NDArray, Tensor, empty, from_dlpack, tensor
 from .packed_func import PackedFunc, ParamInfo
 from .registry import get_global_func, list_global_func_names, register_func, remove_global_func
 from .loader import preload_gomp
@@ -18,7 +19,7 @@ preload_gomp()
 
 __all__ = [
     "Device", "cpu", "device",
-    "NDArray", "Tensor", "tensor", "empty",
+    "NDArray", "Tensor", "tensor", "empty", "from_dlpack", "convert",
     "Module", "load_module", "PackedFunc", "ParamInfo",
     "BenchmarkResult", "TimeEvaluator", "time_evaluator",
     "register_func", "get_global_func", "list_global_func_names", "remove_global_func",
