@@ -220,12 +220,14 @@ def _op_name(name: str) -> str:
 
 def _call(p: _Printer, c: Call) -> str:
     op = c.op
-    if isinstance(op, Op) and op.name == "relax.call_tir":
+    if isinstance(op, Op) and op.name in ("relax.call_tir", "relax.call_dps_packed"):
         gv, args = c.args[0], c.args[1]
         outs = c.sinfo_args
         out_text = p.sinfo(outs[0]) if len(outs) == 1 else \
             "[" + ", ".join(p.sinfo(o) for o in outs) + "]"
-        text = f"R.call_tir({p.expr(gv)}, {p.expr(args)}, out_sinfo={out_text}"
+        # TVM prints the packed callee of call_dps_packed by its name, as a string.
+        callee = quote(gv.global_symbol) if isinstance(gv, ExternFunc) else p.expr(gv)
+        text = f"{_op_name(op.name)}({callee}, {p.expr(args)}, out_sinfo={out_text}"
         if len(c.args) > 2:
             text += f", tir_vars={p.expr(c.args[2])}"
         return text + ")"

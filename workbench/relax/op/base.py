@@ -1,4 +1,4 @@
-"""``call_tir``: call a PrimFunc of the module in destination-passing style.
+"""``call_tir`` and ``call_dps_packed``: calls in destination-passing style.
 
 ``call_tir(gvar, args, out_sinfo, tir_vars=None)`` is
 
@@ -9,13 +9,18 @@
 Its value is a new tensor (one output: ``sinfo_args[0]``) or a tuple of new tensors (several:
 ``TupleStructInfo(sinfo_args)``). The PrimFunc takes the inputs, then one buffer per output
 (written by the kernel), then the ``tir_vars`` values as int64 scalars.
+
+``call_dps_packed(func, args, out_sinfo)`` is the same for a packed function registered by
+name (``register_func``): ``Call(Op("relax.call_dps_packed"), (ExternFunc(name),
+Tuple(inputs)), sinfo_args=outs)``; the function receives the inputs and then the output
+tensors, which it must fill. It is pure as far as Relax knows (it may only write its outputs).
 """
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from workbench.ir.module import GlobalVar
-from workbench.relax.expr import Call, Expr, ShapeExpr, Tuple
+from workbench.relax.expr import Call, Expr, ExternFunc, ShapeExpr, Tuple
 from workbench.relax.op import _infer as I
 from workbench.relax.op.registry import def_infer, def_numpy, register_op
 from workbench.relax.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
@@ -56,6 +61,59 @@ def _call_tir_numpy(*args: Any, **attrs: Any) -> Any:
                               "module and the output struct info)")
 
 
+def _out_sinfos(out_sinfo: Any, where: str) -> tuple[TensorStructInfo, ...]:
+    outs = [out_sinfo] if isinstance(out_sinfo, StructInfo) else list(out_sinfo)
+    if not outs:
+        raise ValueError(f"{where}: out_sinfo is empty; give at least one TensorStructInfo")
+    for o in outs:
+        if not isinstance(o, TensorStructInfo):
+            raise TypeError(f"{where}: out_sinfo must be TensorStructInfo(s), got {o!r}")
+    return tuple(outs)
+
+
+def call_dps_packed(func: str | ExternFunc, args: Expr | Sequence[Expr],
+                    out_sinfo: TensorStructInfo | Sequence[TensorStructInfo]) -> Call:
+    """A call of the packed function ``func`` (a registered name, or an ExternFunc) on
+    ``args``, which writes the new tensors described by ``out_sinfo`` (TVM's
+    ``relax.call_dps_packed``). The function is looked up when the VM is created."""
+    if isinstance(func, str):
+        func = ExternFunc(func)
+    if not isinstance(func, ExternFunc):
+        raise TypeError(f"call_dps_packed: func must be a registered function's name or an "
+                        f"ExternFunc, got {func!r}")
+    if not isinstance(args, Expr):
+        args = Tuple(tuple(args))
+    elif not isinstance(args, Tuple):
+        args = Tuple((args,))
+    outs = _out_sinfos(out_sinfo, "call_dps_packed")
+    return Call(register_op("relax.call_dps_packed"), (func, args), {}, outs)
+
+
+@def_infer("relax.call_dps_packed")
+def _infer_call_dps_packed(call: Call, ctx: Any) -> StructInfo:
+    return _infer_call_tir(call, ctx)
+
+
+@def_numpy("relax.call_dps_packed")
+def _call_dps_packed_numpy(*args: Any, **attrs: Any) -> Any:
+    raise NotImplementedError("call_dps_packed is evaluated by the evaluator itself (it needs "
+                              "the output struct info)")
+
+
+def dps_parts(call: Call) -> tuple[Expr, tuple[Expr, ...], tuple[Any, ...],
+                                   tuple[TensorStructInfo, ...]]:
+    """``(callee, input exprs, tir_vars dims, out sinfos)`` of a ``call_tir`` or a
+    ``call_dps_packed`` call (the callee is a GlobalVar or an ExternFunc)."""
+    callee, args = call.args[0], call.args[1]
+    inputs = args.fields if isinstance(args, Tuple) else (args,)
+    tir_vars = call.args[2].values if len(call.args) > 2 else ()
+    return callee, tuple(inputs), tuple(tir_vars), tuple(call.sinfo_args)
+
+
+def is_call_dps_packed(e: Any) -> bool:
+    return isinstance(e, Call) and getattr(e.op, "name", None) == "relax.call_dps_packed"
+
+
 def call_tir_parts(call: Call) -> tuple[GlobalVar, tuple[Expr, ...], tuple[Any, ...],
                                          tuple[TensorStructInfo, ...]]:
     """``(gvar, input exprs, tir_vars dims, out sinfos)`` of a ``call_tir`` call."""
@@ -69,4 +127,5 @@ def is_call_tir(e: Any) -> bool:
     return isinstance(e, Call) and getattr(e.op, "name", None) == "relax.call_tir"
 
 
-__all__ = ["call_tir", "call_tir_parts", "is_call_tir"]
+__all__ = ["call_tir", "call_tir_parts", "is_call_tir", "call_dps_packed", "dps_parts",
+           "is_call_dps_packed"]

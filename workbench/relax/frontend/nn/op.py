@@ -9,6 +9,7 @@ import numpy as np
 from workbench.relax import op as R
 from workbench.relax.expr import Expr, Tuple, const
 from workbench.relax.frontend.nn.core import Tensor, wrap
+from workbench.relax.frontend.nn.extern_ops import extern, tensor_expr_op, tensor_ir_op
 
 
 def _e(x: Any, like: Tensor | None = None) -> Expr:
@@ -167,4 +168,5 @@ __all__ = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "matmu
            "exp", "sqrt", "square", "sigmoid", "tanh", "relu", "silu", "gelu", "softmax",
            "astype", "reshape", "permute_dims", "unsqueeze", "squeeze", "concat", "split",
            "take", "sum", "mean", "broadcast_to", "layer_norm", "rms_norm", "conv2d",
-           "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "scaled_dot_product_attention"]
+           "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "scaled_dot_product_attention",
+           "extern", "tensor_expr_op", "tensor_ir_op"]
