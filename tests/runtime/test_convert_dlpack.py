@@ -93,3 +93,14 @@ def test_from_dlpack_capsule():
     base[:] = 3
     nd = runtime.from_dlpack(base.__dlpack__())
     np.testing.assert_array_equal(nd.numpy(), np.full(5, 3, "float32"))
+
+
+def test_runtime_enabled_and_shape_tuple():
+    assert runtime.enabled("llvm") and runtime.enabled("llvm -mcpu=znver4")
+    assert runtime.enabled("cpu")
+    assert not runtime.enabled("cuda") and not runtime.enabled("gpu")
+    with pytest.raises(TypeError):
+        runtime.enabled(None)
+    from workbench.runtime import ShapeTuple
+    from workbench.runtime.relax_vm import ShapeTuple as VMShapeTuple
+    assert ShapeTuple is VMShapeTuple and tuple(ShapeTuple([2, 3])) == (2, 3)
