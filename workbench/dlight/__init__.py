@@ -14,18 +14,20 @@ Every schedule is made with public ``tir.Schedule`` primitives, so it is legal a
   option ``default_schedule`` turns it off);
 - :func:`default_schedule` ``(mod_or_func, target=None)``: schedule a PrimFunc or IRModule
   directly (``workbench.build(..., default_schedule=True)`` does it before compiling).
+- :mod:`workbench.dlight.gpu`: TVM's GPU rule names, available for no Workbench target (so
+  CUDA pipelines run on ``llvm`` unchanged, as TVM's rules decline CPU targets).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from workbench.dlight import cpu
+from workbench.dlight import cpu, gpu
 from workbench.dlight.base import ApplyDefaultSchedule, CPUInfo, ScheduleRule
 from workbench.ir.module import IRModule
 from workbench.tir.function import PrimFunc
 
 __all__ = ["ScheduleRule", "ApplyDefaultSchedule", "DefaultCPUSchedule", "default_schedule",
-           "CPUInfo", "cpu"]
+           "CPUInfo", "cpu", "gpu"]
 
 
 def DefaultCPUSchedule(target: Any = None) -> ApplyDefaultSchedule:  # noqa: N802 - a pass
