@@ -30,6 +30,7 @@ FLOORS = {
     "testing": 3,       # TVM's tvm.testing: markers read the host target
     "rpc": 4, "relax": 4, "topi": 4,
     "meta_schedule": 5,
+    "s_tir": 5,         # TVM's newer names for schedule / meta_schedule / dlight (aliases)
     "driver": 6,
     "widgets": 7, "cli": 7, "demo": 7,
     "labextension": 7,  # JupyterLab's static files for the widgets; no Python
