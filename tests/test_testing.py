@@ -1,5 +1,6 @@
 """workbench.testing: TVM's test helpers (comparisons checked against numpy's own)."""
 import platform
+import sys
 
 import numpy as np
 import pytest
@@ -82,16 +83,10 @@ def test_parametrize_targets_default(target):
 
 
 size = wt.parameter(1, 4, ids=["one", "four"])
-_seen_sizes = []
 
 
-def test_parameter_runs_once_per_value(size):
-    _seen_sizes.append(size)
+def test_parameter_values(size):
     assert size in (1, 4)
-
-
-def test_parameter_saw_both_values():
-    assert sorted(_seen_sizes) == [1, 4]
 
 
 def test_parameter_rejects_mixed_arguments():
@@ -108,3 +103,82 @@ def test_requires_package_skips():
 
 def test_testing_reachable_from_the_package():
     assert workbench.testing is wt
+
+
+size_p, dtype_p = wt.parameters((16, "float32"), (512, "float16"), ids=["small", "half"])
+
+
+def test_parameters_vary_together(size_p, dtype_p):
+    assert (size_p, dtype_p) in [(16, "float32"), (512, "float16")]
+
+
+def test_parameters_checks_its_sets():
+    with pytest.raises(ValueError, match="same"):
+        wt.parameters((1, 2), (3,))
+    with pytest.raises(ValueError, match="at least one"):
+        wt.parameters()
+
+
+@wt.fixture
+def plain():
+    return 7
+
+
+def test_plain_fixture(plain):
+    assert plain == 7
+
+
+def _run_demo(tmp_path, body):
+    import subprocess
+    import textwrap
+    f = tmp_path / "test_demo.py"
+    f.write_text(textwrap.dedent(body))
+    return subprocess.run([sys.executable, str(f), "-v", "-p", "no:cacheprovider"],
+                          capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+
+
+def test_main_runs_pytest_on_the_calling_file(tmp_path):
+    r = _run_demo(tmp_path, """
+        import workbench.testing
+        def test_ok():
+            assert True
+        def test_bad():
+            assert False
+        if __name__ == "__main__":
+            workbench.testing.main()
+    """)
+    assert r.returncode == 1 and "1 failed, 1 passed" in r.stdout
+
+
+def test_parameter_parameters_and_cached_fixture_run_counts(tmp_path):
+    # In a file of its own, so the counts do not depend on which tests of this file run.
+    r = _run_demo(tmp_path, """
+        import workbench.testing as wt
+        size = wt.parameter(1, 4)
+        n, dtype = wt.parameters((16, "float32"), (512, "float16"))
+        calls = []
+
+        @wt.fixture(cache_return_value=True)
+        def expensive(size):
+            calls.append(size)
+            return {"data": [size]}
+
+        def test_combinations(size, n, dtype):
+            assert (n, dtype) in [(16, "float32"), (512, "float16")]
+
+        def test_cached_a(expensive, size):
+            expensive["data"].append(-1)    # a deep copy: test_cached_b sees the original
+
+        def test_cached_b(expensive, size):
+            assert expensive["data"] == [size]
+
+        def test_z_setup_ran_once_per_value():
+            assert sorted(calls) == [1, 4]
+
+        if __name__ == "__main__":
+            wt.main()
+    """)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # 2 sizes x 2 sets (not 2 x 2 x 2 combinations) + 2 + 2 + 1
+    assert r.stdout.count("test_combinations[") == 4
+    assert "9 passed" in r.stdout

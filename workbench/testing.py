@@ -12,16 +12,22 @@ module itself). What it offers, with TVM's behaviour on a CPU-only compiler:
   ``requires_cuda``, ...) always skip, naming why.
 - :func:`device_enabled`, :func:`enabled_targets`, :func:`parametrize_targets`: the runnable
   targets, which here is ``llvm`` on ``cpu(0)``.
-- :func:`parameter` (a parametrized pytest fixture) and :func:`requires_package`.
+- :func:`parameter` / :func:`parameters` (parametrized pytest fixtures: every combination of
+  ``parameter`` values, one run per set of ``parameters``), :func:`fixture` (optionally
+  caching its value), :func:`requires_package`, and :func:`main` (run this test file).
 
-Not provided: ``parameters`` (grouped fixtures need TVM's pytest plugin), ``fixture`` caching,
-``CompareBeforeAfter``; TVM's ``TVM_TEST_TARGETS`` variable is not read (one target exists).
+Not provided: ``CompareBeforeAfter`` (it needs TVMScript), ``assert_prim_expr_equal``;
+TVM's ``TVM_TEST_TARGETS`` variable is not read (one target exists).
 """
 from __future__ import annotations
 
+import copy
+import functools
 import importlib.util
 import inspect
+import itertools
 import platform
+import sys
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -31,7 +37,7 @@ from workbench.runtime import Device, device
 
 __all__ = [
     "assert_allclose", "Feature", "device_enabled", "enabled_targets", "parametrize_targets",
-    "parameter", "requires_package", "requires_llvm_minimum_version", "uses_gpu",
+    "parameter", "parameters", "fixture", "main", "requires_package", "requires_llvm_minimum_version", "uses_gpu",
     "requires_llvm", "requires_x86", "requires_aarch64", "requires_x86_avx512",
     "requires_x86_vnni", "requires_arm_dot", "requires_arm_fp16", "requires_rpc",
     "requires_gpu", "requires_multi_gpu", "requires_cuda", "requires_cudnn", "requires_cublas",
@@ -268,3 +274,70 @@ def parameter(*values: Any, ids: Iterable[str] | None = None,
         return request.param
 
     return as_fixture
+
+
+_GROUPS = itertools.count()
+
+
+def parameters(*value_sets: Sequence[Any], ids: Iterable[str] | None = None) -> list[Any]:
+    """Parametrized fixtures that vary together: ``size, dtype = parameters((16, "float32"),
+    (512, "float16"))`` runs a test taking ``size`` and ``dtype`` once per set, not once per
+    combination. Call it at module level and unpack the result into module-level names.
+
+    (TVM groups them with its pytest plugin; here a hidden fixture holding the set, put into
+    the calling module, is what every returned fixture reads.)"""
+    if not value_sets:
+        raise ValueError("parameters: give at least one set of values")
+    sets = [tuple(v) for v in value_sets]
+    width = len(sets[0])
+    if width == 0 or any(len(v) != width for v in sets):
+        raise ValueError(f"parameters: every set must have the same, non-zero number of "
+                         f"values; got lengths {[len(v) for v in sets]}")
+    group = f"_workbench_parameters_{next(_GROUPS)}"
+
+    @pytest.fixture(params=range(len(sets)), ids=list(ids) if ids is not None else None,
+                    scope="session", name=group)
+    def group_fixture(request: Any) -> tuple:
+        return sets[request.param]
+
+    sys._getframe(1).f_globals[group] = group_fixture  # pytest finds fixtures in the module
+
+    def member(i: int) -> Any:
+        def pick(**kwargs: Any) -> Any:
+            return kwargs[group][i]
+        pick.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [inspect.Parameter(group, inspect.Parameter.POSITIONAL_OR_KEYWORD)])
+        pick.__name__ = f"{group}_{i}"
+        return pytest.fixture(pick, scope="session")
+
+    return [member(i) for i in range(width)]
+
+
+def fixture(func: Callable | None = None, *, cache_return_value: bool = False) -> Any:
+    """A pytest fixture (``@fixture`` or ``@fixture(cache_return_value=True)``). With caching
+    the function runs once per distinct set of argument values (compared by ``repr``) and
+    every test gets a deep copy of that value, so tests stay independent."""
+    def wraps(f: Callable) -> Any:
+        if cache_return_value:
+            f = _cached(f)
+        return pytest.fixture(f, scope="function")
+    return wraps if func is None else wraps(func)
+
+
+def _cached(f: Callable) -> Callable:
+    cache: dict[str, Any] = {}
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        key = repr((args, sorted(kwargs.items())))
+        if key not in cache:
+            cache[key] = f(*args, **kwargs)
+        return copy.deepcopy(cache[key])
+    return wrapper
+
+
+def main() -> None:
+    """Run pytest on the calling file with this process's arguments (TVM's
+    ``if __name__ == "__main__": tvm.testing.main()``)."""
+    test_file = inspect.getsourcefile(sys._getframe(1))
+    sys.exit(pytest.main([test_file] + sys.argv[1:]))
