@@ -150,3 +150,32 @@ def test_nn_escape_hatches_check_arguments():
         Bad("prim").export_tvm(spec)
     with pytest.raises(RuntimeError, match="tracing"):
         nn.extern("f", [], out=nn.Tensor.placeholder((2,), "float32"))
+
+
+def test_call_pure_packed_returns_the_functions_value():
+    def scaled_sum(x, y):
+        return workbench.nd.array(x.numpy() * 2 + y.numpy())
+
+    workbench.register_func("test_dps.scaled_sum", scaled_sum, override=True)
+    try:
+        si = relax.TensorStructInfo((3,), "float32")
+        x, y = relax.Var("x", si), relax.Var("y", si)
+        bb = relax.BlockBuilder()
+        with bb.function("main", [x, y]):
+            with bb.dataflow():
+                lv = bb.emit(relax.call_pure_packed("test_dps.scaled_sum", x, y, sinfo_args=si))
+                gv = bb.emit_output(relax.op.add(lv, x))
+            bb.emit_func_output(gv)
+        mod = bb.get()
+        assert 'R.call_pure_packed("test_dps.scaled_sum", x, y, sinfo_args=(R.Tensor((3,)' in \
+            mod.script()
+        a = np.array([1, 2, 3], "float32")
+        b = np.array([10, 20, 30], "float32")
+        np.testing.assert_array_equal(_run(mod, "main", a, b), a * 3 + b)
+        np.testing.assert_array_equal(evaluate_numpy(mod, "main", a, b), a * 3 + b)
+    finally:
+        workbench.runtime.remove_global_func("test_dps.scaled_sum")
+    with pytest.raises(ValueError, match="sinfo_args"):
+        relax.call_pure_packed("f", x)
+    with pytest.raises(TypeError, match="argument 0"):
+        relax.call_pure_packed("f", 3, sinfo_args=si)

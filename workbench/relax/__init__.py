@@ -24,7 +24,7 @@ from workbench.relax import structural_rules as _structural_rules  # noqa: F401 
 from workbench.relax import printer as _printer  # noqa: F401 (registers)
 from workbench.relax.block_builder import BlockBuilder
 from workbench.relax import op
-from workbench.relax.op.base import call_dps_packed, call_tir
+from workbench.relax.op.base import call_dps_packed, call_pure_packed, call_tir
 from workbench.relax.op.registry import OpError
 from workbench.relax.expr_functor import ExprMutator, ExprVisitor
 from workbench.relax.span import Source, Span
@@ -41,7 +41,7 @@ __all__ = [
     "Constant", "const", "PrimValue", "StringImm", "ShapeExpr", "ExternFunc", "Op", "Tuple",
     "TupleGetItem", "Call", "If", "Binding", "VarBinding", "MatchCast", "BindingBlock",
     "DataflowBlock", "SeqExpr", "Function", "get_struct_info", "BlockBuilder", "op",
-    "call_tir", "call_dps_packed", "OpError", "ExprMutator", "ExprVisitor", "analysis", "testing", "transform",
+    "call_tir", "call_dps_packed", "call_pure_packed", "OpError", "ExprMutator", "ExprVisitor", "analysis", "testing", "transform",
     "frontend", "build", "get_default_pipeline", "VirtualMachine", "Executable",
     "VMExecutable", "ExecBuilder", "Span", "Source",
 ]

@@ -231,6 +231,10 @@ def _call(p: _Printer, c: Call) -> str:
         if len(c.args) > 2:
             text += f", tir_vars={p.expr(c.args[2])}"
         return text + ")"
+    if isinstance(op, Op) and op.name == "relax.call_pure_packed":
+        sinfo = ", ".join(p.sinfo(s) for s in c.sinfo_args)
+        rest = "".join(", " + p.expr(a) for a in c.args[1:])
+        return f"R.call_pure_packed({quote(c.args[0].global_symbol)}{rest}, sinfo_args=({sinfo},))"
     args = [p.expr(a) for a in c.args]
     if isinstance(op, Op):
         args += [f"{k}={p.attr_value(v)}" for k, v in c.attrs.items()]

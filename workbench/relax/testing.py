@@ -112,6 +112,8 @@ def _call(env: _Env, c: Call) -> Any:
             return _call_tir(env, c)
         if op.name == "relax.call_dps_packed":
             return _call_dps_packed(env, c)
+        if op.name == "relax.call_pure_packed":
+            return _call_pure_packed(env, c)
         impl = NUMPY_RULES.get(op.name)
         if impl is None:
             raise NotImplementedError(f"evaluate_numpy: op {op.name} has no numpy rule")
@@ -149,6 +151,15 @@ def _call_dps_packed(env: _Env, c: Call) -> Any:
     packed(*ins, *results)
     arrays = [r.numpy() for r in results]
     return arrays[0] if len(arrays) == 1 else tuple(arrays)
+
+
+def _call_pure_packed(env: _Env, c: Call) -> Any:
+    from workbench.runtime import get_global_func, tensor
+    packed = get_global_func(c.args[0].global_symbol)
+    args = [_eval(env, a) for a in c.args[1:]]
+    out = packed(*[tensor(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a
+                   for a in args])
+    return _as_numpy(out)
 
 
 def _if(env: _Env, e: If) -> Any:

@@ -14,6 +14,10 @@ Its value is a new tensor (one output: ``sinfo_args[0]``) or a tuple of new tens
 name (``register_func``): ``Call(Op("relax.call_dps_packed"), (ExternFunc(name),
 Tuple(inputs)), sinfo_args=outs)``; the function receives the inputs and then the output
 tensors, which it must fill. It is pure as far as Relax knows (it may only write its outputs).
+
+``call_pure_packed(func, *args, sinfo_args=...)`` calls a registered packed function that
+*returns* its result (described by ``sinfo_args``) and has no visible side effect:
+``Call(Op("relax.call_pure_packed"), (ExternFunc(name), *args), sinfo_args=...)``.
 """
 from __future__ import annotations
 
@@ -100,6 +104,43 @@ def _call_dps_packed_numpy(*args: Any, **attrs: Any) -> Any:
                               "the output struct info)")
 
 
+def call_pure_packed(func: str | ExternFunc, *args: Expr,
+                     sinfo_args: StructInfo | Sequence[StructInfo] | None = None) -> Call:
+    """A call of the registered packed function ``func`` on ``args`` returning a value of
+    struct info ``sinfo_args`` (one; several make a tuple), declared pure so it may stay in a
+    dataflow block (TVM's ``relax.call_pure_packed``)."""
+    if isinstance(func, ExternFunc):
+        func = func.global_symbol
+    if not isinstance(func, str) or not func:
+        raise TypeError(f"call_pure_packed: func must be a registered function's name or an "
+                        f"ExternFunc, got {func!r}")
+    if sinfo_args is None:
+        raise ValueError(f"call_pure_packed({func!r}): sinfo_args (the struct info of the "
+                         "result) is required")
+    sinfos = (sinfo_args,) if isinstance(sinfo_args, StructInfo) else tuple(sinfo_args)
+    for si in sinfos:
+        if not isinstance(si, StructInfo):
+            raise TypeError(f"call_pure_packed({func!r}): sinfo_args must be StructInfo, "
+                            f"got {si!r}")
+    for i, a in enumerate(args):
+        if not isinstance(a, Expr):
+            raise TypeError(f"call_pure_packed({func!r}): argument {i} must be a Relax "
+                            f"expression, got {type(a).__name__}")
+    return Call(register_op("relax.call_pure_packed"), (ExternFunc(func), *args), {}, sinfos)
+
+
+@def_infer("relax.call_pure_packed")
+def _infer_call_pure_packed(call: Call, ctx: Any) -> StructInfo:
+    if len(call.sinfo_args) == 1:
+        return call.sinfo_args[0]
+    return TupleStructInfo(call.sinfo_args)
+
+
+@def_numpy("relax.call_pure_packed")
+def _call_pure_packed_numpy(*args: Any, **attrs: Any) -> Any:
+    raise NotImplementedError("call_pure_packed is evaluated by the evaluator itself")
+
+
 def dps_parts(call: Call) -> tuple[Expr, tuple[Expr, ...], tuple[Any, ...],
                                    tuple[TensorStructInfo, ...]]:
     """``(callee, input exprs, tir_vars dims, out sinfos)`` of a ``call_tir`` or a
@@ -128,4 +169,4 @@ def is_call_tir(e: Any) -> bool:
 
 
 __all__ = ["call_tir", "call_tir_parts", "is_call_tir", "call_dps_packed", "dps_parts",
-           "is_call_dps_packed"]
+           "is_call_dps_packed", "call_pure_packed"]
