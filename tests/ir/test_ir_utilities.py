@@ -89,3 +89,15 @@ def test_relax_expr_show(capsys):
     x = relax.Var("x", relax.TensorStructInfo((4,), "float32"))
     x.show()
     assert capsys.readouterr().out.strip() == x.script().strip()
+
+
+def test_show_in_a_notebook_displays_html(monkeypatch):
+    pytest.importorskip("IPython")
+    from IPython import display
+    shown = []
+    monkeypatch.setitem(sys.modules, "ipykernel", sys.modules.get("ipykernel") or object())
+    monkeypatch.setattr(display, "display", lambda obj: shown.append(obj))
+    f = _prim()
+    f.show()
+    [html] = shown
+    assert "<pre" in html.data and "T.prim_func" in html.data

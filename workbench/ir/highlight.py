@@ -1,6 +1,7 @@
 """``show()``: print IR text, coloured by Pygments when it is installed (TVM's ``cprint``).
 
-In a notebook (IPython kernel running) the text is displayed as HTML; in a terminal it is
+In a notebook (IPython kernel running) the text is displayed as HTML, coloured like the
+objects' ``_repr_html_`` (or by Pygments when a ``style`` is named); in a terminal it is
 printed with 256-colour escapes. When standard output is not a terminal (a pipe, a log file)
 and no ``style`` was asked for, the text is printed plain: escape codes would only garble
 the file. Without Pygments the text is printed plain too, with a one-time hint.
@@ -33,6 +34,14 @@ def cprint(printable: Any, style: str | None = None, black_format: bool = False)
     if black_format:
         text = _black(text)
     in_notebook = "ipykernel" in sys.modules
+    if in_notebook and style is None:
+        # The same colouring as the objects' own _repr_html_, so a notebook reads alike
+        # whether a cell shows ``mod`` or calls ``mod.show()``.
+        from IPython import display
+
+        from workbench.ir.printer import html_highlight
+        display.display(display.HTML(html_highlight(text)))
+        return
     if not _has_pygments():
         _hint_pygments()
         print(text)
