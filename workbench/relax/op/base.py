@@ -93,15 +93,11 @@ def call_dps_packed(func: str | ExternFunc, args: Expr | Sequence[Expr],
     return Call(register_op("relax.call_dps_packed"), (func, args), {}, outs)
 
 
+# No numpy or legalization rule: these are calls, not ops with a formula; the numpy
+# evaluator (relax/testing.py) calls the registered function itself.
 @def_infer("relax.call_dps_packed")
 def _infer_call_dps_packed(call: Call, ctx: Any) -> StructInfo:
     return _infer_call_tir(call, ctx)
-
-
-@def_numpy("relax.call_dps_packed")
-def _call_dps_packed_numpy(*args: Any, **attrs: Any) -> Any:
-    raise NotImplementedError("call_dps_packed is evaluated by the evaluator itself (it needs "
-                              "the output struct info)")
 
 
 def call_pure_packed(func: str | ExternFunc, *args: Expr,
@@ -134,11 +130,6 @@ def _infer_call_pure_packed(call: Call, ctx: Any) -> StructInfo:
     if len(call.sinfo_args) == 1:
         return call.sinfo_args[0]
     return TupleStructInfo(call.sinfo_args)
-
-
-@def_numpy("relax.call_pure_packed")
-def _call_pure_packed_numpy(*args: Any, **attrs: Any) -> Any:
-    raise NotImplementedError("call_pure_packed is evaluated by the evaluator itself")
 
 
 def dps_parts(call: Call) -> tuple[Expr, tuple[Expr, ...], tuple[Any, ...],
