@@ -25,10 +25,13 @@ FLOORS = {
     "ir": 1, "runtime": 1, "workers": 1,
     "nd": 1,            # TVM's alias module for runtime.ndarray / runtime.device
     "transform": 1, "instrument": 1,  # TVM's tvm.transform / tvm.instrument (ir's passes)
+    "contrib": 1,       # TVM's contrib.utils (tempdir): standard library only
     "tir": 2, "te": 2,
     "dlight": 3, "codegen": 3, "target": 3,
+    "testing": 3,       # TVM's tvm.testing: markers read the host target
     "rpc": 4, "relax": 4, "topi": 4,
     "meta_schedule": 5,
+    "s_tir": 5,         # TVM's newer names for schedule / meta_schedule / dlight (aliases)
     "driver": 6,
     "widgets": 7, "cli": 7, "demo": 7,
     "labextension": 7,  # JupyterLab's static files for the widgets; no Python
@@ -40,6 +43,9 @@ FLOORS = {
 
 # Imports of a higher floor that are part of the design: (importer, imported) -> why.
 ALLOWED_UP = {
+    ("workbench.tir.build_entry", "workbench.codegen.build"):
+        "TVM's name tir.build: the compiler is imported when tir.build is called, so "
+        "importing tir does not import LLVM",
     ("workbench.relax.transform", "workbench.meta_schedule.relax_passes"):
         "TVM's name relax.transform.MetaScheduleApplyDatabase, re-exported from the tuner on "
         "first use (module __getattr__), so importing relax does not import the tuner",

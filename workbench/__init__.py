@@ -42,6 +42,15 @@ for _name in ("meta_schedule.as_dashboard", "meta_schedule.attach_dashboard"):
     _load_widgets_on_first_use(_name)
 del _name
 
+def __getattr__(name: str) -> object:
+    """``workbench.testing`` and ``workbench.contrib`` on first use: ``testing`` imports
+    pytest, so it is not loaded with the package (TVM's ``import tvm.testing`` works too)."""
+    if name in ("testing", "contrib"):
+        import importlib
+        return importlib.import_module(f"workbench.{name}")
+    raise AttributeError(f"module 'workbench' has no attribute {name!r}")
+
+
 __all__ = [
     "nd", "options", "runtime", "Device", "cpu", "device", "get_global_func", "register_func",
     "IRModule", "instrument", "transform", "ir", "target", "te", "tir", "topi", "relax", "rpc", "Target", "build",

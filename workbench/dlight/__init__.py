@@ -15,19 +15,21 @@ Every schedule is made with public ``tir.Schedule`` primitives, so it is legal a
 - :func:`default_schedule` ``(mod_or_func, target=None)``: schedule a PrimFunc or IRModule
   directly (``workbench.build(..., default_schedule=True)`` does it before compiling);
 - :func:`default_schedule_variants` ``(func, target, limit)``: the default schedule of one
-  kernel and its neighbouring register tiles (what ``tune_relax`` measures first).
+  kernel and its neighbouring register tiles (what ``tune_relax`` measures first);
+- :mod:`workbench.dlight.gpu`: TVM's GPU rule names, available for no Workbench target (so
+  CUDA pipelines run on ``llvm`` unchanged, as TVM's rules decline CPU targets).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from workbench.dlight import base, cpu
+from workbench.dlight import base, cpu, gpu
 from workbench.dlight.base import ApplyDefaultSchedule, CPUInfo, ScheduleRule
 from workbench.ir.module import IRModule
 from workbench.tir.function import PrimFunc
 
 __all__ = ["ScheduleRule", "ApplyDefaultSchedule", "DefaultCPUSchedule", "default_schedule",
-           "default_schedule_variants", "CPUInfo", "cpu"]
+           "default_schedule_variants", "CPUInfo", "cpu", "gpu"]
 
 
 def DefaultCPUSchedule(target: Any = None) -> ApplyDefaultSchedule:  # noqa: N802 - a pass

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
-from workbench.ir.node import FrozenDict, Node, frozen, node
+from workbench.ir.node import FrozenDict, Node, frozen, merge_attrs, node
 
 
 @node
@@ -77,6 +77,10 @@ class IRModule:
     def functions(self) -> dict[GlobalVar, Any]:
         return {self._gvars[n]: f for n, f in self._funcs.items()}
 
+    def functions_items(self) -> list[tuple[GlobalVar, Any]]:
+        """``(GlobalVar, function)`` pairs sorted by name (TVM's order, stable across runs)."""
+        return sorted(self.functions.items(), key=lambda item: item[0].name_hint)
+
     def get_global_var(self, name: str) -> GlobalVar:
         if name not in self._gvars:
             raise KeyError(f"IRModule has no function {name!r}; it has {list(self._funcs)}")
@@ -95,16 +99,27 @@ class IRModule:
         return new
 
     def with_attr(self, key: str, value: Any) -> "IRModule":
+        """A copy with module attribute ``key`` set to ``value``."""
+        if not isinstance(key, str):
+            raise TypeError(f"IRModule.with_attr: the key must be a string, got {key!r}")
         new = self.copy()
         new.attrs = self.attrs.set(key, value)
+        return new
+
+    def with_attrs(self, attrs: Mapping[str, Any]) -> "IRModule":
+        """A copy with every ``key: value`` of ``attrs`` set."""
+        new = self.copy()
+        new.attrs = merge_attrs(self.attrs, attrs, "IRModule.with_attrs")
         return new
 
     def script(self) -> str:
         from workbench.ir.printer import script
         return script(self)
 
-    def show(self) -> None:
-        print(self.script())
+    def show(self, style: str | None = None, black_format: bool = False) -> None:
+        """Print the module's script, highlighted when Pygments is installed."""
+        from workbench.ir.highlight import cprint
+        cprint(self.script(), style=style, black_format=black_format)
 
     def __str__(self) -> str:
         return self.script()

@@ -43,6 +43,36 @@ class FrozenDict(dict):
         return (FrozenDict, (dict(self),))
 
 
+def merge_attrs(attrs: FrozenDict, updates: Any, where: str) -> FrozenDict:
+    """``attrs`` with every entry of the mapping ``updates`` set (string keys only); ``where``
+    names the caller in the error."""
+    if not isinstance(updates, Mapping):
+        raise TypeError(f"{where}: expected a dict of attributes, got {type(updates).__name__}")
+    d = dict(attrs)
+    for key, value in updates.items():
+        if not isinstance(key, str):
+            raise TypeError(f"{where}: attribute names are strings, got {key!r}")
+        d[key] = value
+    return FrozenDict(d)
+
+
+NO_VALUE = object()
+
+
+def attrs_with(attrs: FrozenDict, key_or_dict: Any, value: Any, where: str) -> FrozenDict:
+    """The attrs of TVM's ``with_attr(key, value)`` / ``with_attr({key: value, ...})``."""
+    if isinstance(key_or_dict, Mapping):
+        if value is not NO_VALUE:
+            raise TypeError(f"{where}: give a dict of attributes or a key and a value, not both")
+        return merge_attrs(attrs, key_or_dict, where)
+    if not isinstance(key_or_dict, str):
+        raise TypeError(f"{where}: the attribute name must be a string (or a dict of "
+                        f"attributes), got {key_or_dict!r}")
+    if value is NO_VALUE:
+        raise TypeError(f"{where}({key_or_dict!r}): the value is missing")
+    return attrs.set(key_or_dict, value)
+
+
 def frozen(mapping: Mapping | None) -> FrozenDict:
     if isinstance(mapping, FrozenDict):
         return mapping

@@ -24,7 +24,9 @@ from workbench.relax import structural_rules as _structural_rules  # noqa: F401 
 from workbench.relax import printer as _printer  # noqa: F401 (registers)
 from workbench.relax.block_builder import BlockBuilder
 from workbench.relax import op
-from workbench.relax.op.base import call_tir, call_tir_inplace
+from workbench.relax.op.base import (
+    call_dps_packed, call_pure_packed, call_tir, call_tir_inplace,
+)
 from workbench.relax.op.registry import OpError
 from workbench.relax.expr_functor import ExprMutator, ExprVisitor, PyExprMutator, PyExprVisitor
 from workbench.relax import expr_functor
@@ -43,9 +45,9 @@ __all__ = [
     "Constant", "const", "PrimValue", "StringImm", "ShapeExpr", "ExternFunc", "Op", "Tuple",
     "TupleGetItem", "Call", "If", "Binding", "VarBinding", "MatchCast", "BindingBlock",
     "DataflowBlock", "SeqExpr", "Function", "get_struct_info", "BlockBuilder", "op",
-    "call_tir", "call_tir_inplace", "OpError", "ExprMutator", "ExprVisitor", "PyExprMutator",
-    "PyExprVisitor", "expr_functor", "analysis", "testing", "transform",
-    "frontend", "build", "get_default_pipeline", "get_pipeline", "register_pipeline",
-    "VirtualMachine", "Executable",
+    "call_tir", "call_tir_inplace", "call_dps_packed", "call_pure_packed", "OpError",
+    "ExprMutator", "ExprVisitor", "PyExprMutator", "PyExprVisitor", "expr_functor", "analysis",
+    "testing", "transform", "frontend", "build", "get_default_pipeline", "get_pipeline",
+    "register_pipeline", "VirtualMachine", "Executable",
     "VMExecutable", "ExecBuilder", "Span", "Source",
 ]

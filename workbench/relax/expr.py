@@ -13,12 +13,12 @@ Constants, ShapeExprs, PrimValues, or Tuples of those), and ``SeqExpr.body`` is 
 from __future__ import annotations
 
 import base64
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from workbench.ir.module import GlobalVar
-from workbench.ir.node import FrozenDict, Node, frozen, node
+from workbench.ir.node import NO_VALUE, FrozenDict, Node, attrs_with, frozen, merge_attrs, node
 from workbench.relax.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo, as_dims,
@@ -58,6 +58,11 @@ class Expr(Node):
     def script(self) -> str:
         from workbench.ir.printer import script
         return script(self)
+
+    def show(self, style: str | None = None, black_format: bool = False) -> None:
+        """Print the expression's script, highlighted when Pygments is installed."""
+        from workbench.ir.highlight import cprint
+        cprint(self.script(), style=style, black_format=black_format)
 
     def __str__(self) -> str:
         return self.script()
@@ -388,12 +393,29 @@ class Function(Expr):
             params = tuple(p.struct_info or ObjectStructInfo() for p in self.params)
             _set(self, "struct_info", FuncStructInfo(params, ret, self.is_pure))
 
-    def with_attr(self, key: str, value: Any) -> "Function":
-        return self.replace(attrs=self.attrs.set(key, value))
+    def with_attr(self, key_or_dict: Any, value: Any = NO_VALUE) -> "Function":
+        """A copy with attribute ``key`` set to ``value``, or with every entry of a dict set
+        (TVM's ``with_attr(key, value)`` and ``with_attr({key: value, ...})``)."""
+        return self.replace(attrs=attrs_with(self.attrs, key_or_dict, value,
+                                             "relax.Function.with_attr"))
+
+    def with_attrs(self, attrs: Mapping[str, Any]) -> "Function":
+        """A copy with every ``key: value`` of ``attrs`` set."""
+        return self.replace(attrs=merge_attrs(self.attrs, attrs, "relax.Function.with_attrs"))
+
+    def without_attr(self, key: str) -> "Function":
+        """A copy without attribute ``key`` (unchanged if it has none)."""
+        return self.replace(attrs=self.attrs.without(key))
 
     def script(self, name: str | None = None) -> str:
         from workbench.relax.printer import function_text
         return function_text(self, name or self.attrs.get("global_symbol", "main"))
+
+    def show(self, style: str | None = None, black_format: bool = False,
+             name: str | None = None) -> None:
+        """Print the function's script, highlighted when Pygments is installed."""
+        from workbench.ir.highlight import cprint
+        cprint(self.script(name), style=style, black_format=black_format)
 
     def _repr_html_(self) -> str:
         from workbench.ir.printer import html_highlight

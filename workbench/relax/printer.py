@@ -220,12 +220,15 @@ def _op_name(name: str) -> str:
 
 def _call(p: _Printer, c: Call) -> str:
     op = c.op
-    if isinstance(op, Op) and op.name in ("relax.call_tir", "relax.call_tir_inplace"):
+    if isinstance(op, Op) and op.name in ("relax.call_tir", "relax.call_tir_inplace",
+                                          "relax.call_dps_packed"):
         gv, args = c.args[0], c.args[1]
         outs = c.sinfo_args
         out_text = p.sinfo(outs[0]) if len(outs) == 1 else \
             "[" + ", ".join(p.sinfo(o) for o in outs) + "]"
-        text = f"{_op_name(op.name)}({p.expr(gv)}, {p.expr(args)}"
+        # TVM prints the packed callee of call_dps_packed by its name, as a string.
+        callee = quote(gv.global_symbol) if isinstance(gv, ExternFunc) else p.expr(gv)
+        text = f"{_op_name(op.name)}({callee}, {p.expr(args)}"
         if "inplace_indices" in c.attrs:
             idx = list(c.attrs["inplace_indices"])
             text += f", inplace_indices={idx[0] if len(idx) == 1 else idx}"
@@ -233,6 +236,10 @@ def _call(p: _Printer, c: Call) -> str:
         if len(c.args) > 2:
             text += f", tir_vars={p.expr(c.args[2])}"
         return text + ")"
+    if isinstance(op, Op) and op.name == "relax.call_pure_packed":
+        sinfo = ", ".join(p.sinfo(s) for s in c.sinfo_args)
+        rest = "".join(", " + p.expr(a) for a in c.args[1:])
+        return f"R.call_pure_packed({quote(c.args[0].global_symbol)}{rest}, sinfo_args=({sinfo},))"
     args = [p.expr(a) for a in c.args]
     if isinstance(op, Op):
         args += [f"{k}={p.attr_value(v)}" for k, v in c.attrs.items()]

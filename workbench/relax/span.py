@@ -115,6 +115,8 @@ def call_spans(func: Any) -> list[tuple[str, "Span | None"]]:
             op = e.op
             if getattr(op, "name", None) == "relax.call_tir":
                 out.append((e.args[0].name_hint, e.span))
+            elif getattr(op, "name", None) == "relax.call_dps_packed":
+                out.append((e.args[0].global_symbol, e.span))
             elif isinstance(op, GlobalVar):
                 out.append((op.name_hint, e.span))
             elif isinstance(op, ExternFunc):

@@ -97,6 +97,7 @@ def call_te(bb: Any, func: Callable, args: tuple, kwargs: dict) -> Expr:
     from workbench.relax.op.base import call_tir
     from workbench.tir.functor import substitute
     name_hint = kwargs.pop("primfunc_name_hint", None)
+    attrs = kwargs.pop("primfunc_attrs", None)
     conv = _Converter(bb)
     te_args = [conv(a) for a in args]
     te_kwargs = {k: conv(v) for k, v in kwargs.items()}
@@ -116,6 +117,8 @@ def call_te(bb: Any, func: Callable, args: tuple, kwargs: dict) -> Expr:
     extra = [v for v in every if fresh[v] not in bare]
     if extra:
         prim = prim.replace(params=prim.params + tuple(fresh[v] for v in extra))
+    if attrs:
+        prim = prim.with_attr(dict(attrs))
     name = name_hint or _default_name(func, out_list)
     gvar = bb.add_func(prim, name)
     out_sinfo = [TensorStructInfo(tuple(t.shape), t.dtype) for t in out_list]

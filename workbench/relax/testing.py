@@ -110,6 +110,10 @@ def _call(env: _Env, c: Call) -> Any:
     if isinstance(op, Op):
         if op.name in ("relax.call_tir", "relax.call_tir_inplace"):
             return _call_tir(env, c)
+        if op.name == "relax.call_dps_packed":
+            return _call_dps_packed(env, c)
+        if op.name == "relax.call_pure_packed":
+            return _call_pure_packed(env, c)
         impl = NUMPY_RULES.get(op.name)
         if impl is None:
             raise NotImplementedError(f"evaluate_numpy: op {op.name} has no numpy rule")
@@ -141,6 +145,28 @@ def _call_tir(env: _Env, c: Call) -> Any:
     it = iter(fresh)
     results = [ins[i] if i >= 0 else next(it) for i in inplace]
     return results[0] if len(results) == 1 else tuple(results)
+
+
+def _call_dps_packed(env: _Env, c: Call) -> Any:
+    # The packed function is the user's own code: it runs on NDArrays, as in the VM.
+    from workbench.relax.op.base import dps_parts
+    from workbench.runtime import empty, get_global_func, tensor
+    func, inputs, _, outs = dps_parts(c)
+    packed = get_global_func(func.global_symbol)
+    ins = [tensor(np.ascontiguousarray(_eval(env, a))) for a in inputs]
+    results = [empty(analysis.eval_dims(o.values, env.dims), o.dtype) for o in outs]
+    packed(*ins, *results)
+    arrays = [r.numpy() for r in results]
+    return arrays[0] if len(arrays) == 1 else tuple(arrays)
+
+
+def _call_pure_packed(env: _Env, c: Call) -> Any:
+    from workbench.runtime import get_global_func, tensor
+    packed = get_global_func(c.args[0].global_symbol)
+    args = [_eval(env, a) for a in c.args[1:]]
+    out = packed(*[tensor(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a
+                   for a in args])
+    return _as_numpy(out)
 
 
 def _if(env: _Env, e: If) -> Any:

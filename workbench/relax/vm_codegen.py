@@ -218,6 +218,11 @@ class _FunctionCodeGen:
         words = [self.ib.vm_state()] + [self.arg(a, code) for a in args.fields]
         code.append(("call", func.global_symbol, words, self.dst_for(b)))
 
+    def pure_packed(self, b: Binding, c: Call, code: list[Instr]) -> None:
+        # R.call_pure_packed("f", x, ...): a plain call of the packed function "f".
+        words = [self.arg(a, code) for a in c.args[1:]]
+        code.append(("call", c.args[0].global_symbol, words, self.dst_for(b), c.span))
+
     def null_value(self, b: Binding, c: Call, code: list[Instr]) -> None:
         code.append(("call", "vm.builtin.null_value", [], self.dst_for(b)))
 
@@ -285,6 +290,7 @@ _OP_RULES: dict[str, Callable[..., None]] = {
     MEMORY_ALLOC_TENSOR.name: _FunctionCodeGen.alloc_tensor,
     CALL_BUILTIN_WITH_CTX.name: _FunctionCodeGen.with_ctx,
     NULL_VALUE.name: _FunctionCodeGen.null_value,
+    "relax.call_pure_packed": _FunctionCodeGen.pure_packed,
     MEMORY_KILL_STORAGE.name: _FunctionCodeGen.kill,
     MEMORY_KILL_TENSOR.name: _FunctionCodeGen.kill,
 }

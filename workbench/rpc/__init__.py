@@ -33,6 +33,7 @@ clusters you trust, on networks you trust; for anything beyond localhost turn on
 from workbench.rpc.base import ClusterUnavailable, NoMatchingWorker, RPCError, SessionLost
 from workbench.rpc.cluster import Cluster, WorkerInfo, get_cluster, shutdown
 from workbench.rpc.config import RPCConfig
+from workbench.rpc.local import LocalSession
 from workbench.rpc.objects import (
     RemoteDevice, RemoteFunction, RemoteModule, RemoteNDArray, RemoteObject, RemoteTimeEvaluator,
 )
@@ -42,7 +43,7 @@ from workbench.rpc.session import (
 from workbench.rpc.vm import RemoteVirtualMachine
 
 __all__ = [
-    "connect", "connect_tracker", "RemoteSession", "RPCSession", "TrackerSession", "RPCConfig",
+    "connect", "connect_tracker", "LocalSession", "RemoteSession", "RPCSession", "TrackerSession", "RPCConfig",
     "RemoteDevice", "RemoteNDArray", "RemoteModule", "RemoteFunction", "RemoteObject",
     "RemoteTimeEvaluator", "RemoteVirtualMachine", "Cluster", "WorkerInfo", "get_cluster",
     "shutdown", "RPCError", "SessionLost", "ClusterUnavailable", "NoMatchingWorker",

@@ -23,7 +23,7 @@ from .device import Device
 from .evaluator import TimeEvaluator, time_evaluator as _time_evaluator
 from .packed_func import PackedFunc, ParamInfo, make_kernel_func, parse_params
 
-__all__ = ["Module", "load_module"]
+__all__ = ["Module", "load_module", "enabled"]
 
 _SOURCE_ALIASES = {"": None, "ll": "ll", "llvm": "ll", "asm": "asm", "s": "asm"}
 
@@ -252,3 +252,13 @@ def load_module(path: str | os.PathLike, fmt: str = "") -> Module:
     if fmt == "o" or path.endswith(".o"):
         return Module.from_object(data)
     return Module._from_library_bytes(data, os.path.abspath(path))
+
+
+def enabled(target: str) -> bool:
+    """Can the runtime run code for ``target`` (a device or target kind, e.g. ``"llvm"``,
+    ``"cpu"``, ``"cuda"``, ``"gpu"``; options after the kind are ignored)? TVM's
+    ``runtime.enabled``: here only the host CPU (``"cpu"``, ``"llvm"``) is."""
+    if not isinstance(target, str):
+        raise TypeError(f"enabled: target must be a string, got {type(target).__name__}")
+    kind = target.split()[0] if target.split() else ""
+    return kind in ("cpu", "llvm")

@@ -27,7 +27,8 @@ import numpy as np
 
 from .device import Device, cpu
 
-__all__ = ["NDArray", "Tensor", "tensor", "array", "empty", "SUPPORTED_DTYPES", "numpy_dtype"]
+__all__ = ["NDArray", "Tensor", "tensor", "array", "empty", "from_dlpack", "SUPPORTED_DTYPES",
+           "numpy_dtype"]
 
 ALIGNMENT = 64
 SUPPORTED_DTYPES = frozenset({
@@ -178,6 +179,18 @@ class NDArray:
             return out.astype(dtype)
         return out.copy() if copy else out
 
+    # DLPack: numpy's own export of the view, so np.from_dlpack / torch.from_dlpack share
+    # this array's memory (zero copy) and keep it alive.
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._view.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._view.__dlpack_device__()
+
+    def to_dlpack(self) -> Any:
+        """A DLPack capsule sharing this array's memory (TVM's ``to_dlpack``)."""
+        return self._view.__dlpack__()
+
     def copyfrom(self, source: Any) -> "NDArray":
         """Copy ``source`` (NDArray, numpy array, or nested lists) into this array; returns
         self. Shapes must match; numpy/list data is cast to this dtype, NDArrays must match."""
@@ -284,3 +297,47 @@ def tensor(arr: Any, device: Device | None = None) -> NDArray:
 
 
 array = tensor  # TVM's workbench.nd.array spelling
+
+
+def from_dlpack(ext_tensor: Any) -> NDArray:
+    """An NDArray sharing the memory of ``ext_tensor`` (anything with ``__dlpack__``: a torch
+    tensor, a numpy array, another NDArray; or a DLPack capsule), without a copy, as TVM's
+    ``runtime.from_dlpack``. As in TVM the data must be on the CPU, C-contiguous and 64-byte
+    aligned (the kernel ABI relies on it): copy with ``tensor(np.asarray(x))`` otherwise."""
+    if isinstance(ext_tensor, NDArray):
+        return ext_tensor
+    try:
+        if hasattr(ext_tensor, "__dlpack__"):
+            view = np.from_dlpack(ext_tensor)
+        else:  # a bare capsule: numpy reads it through a one-method wrapper
+            view = np.from_dlpack(_Capsule(ext_tensor))
+    except (TypeError, BufferError, RuntimeError, ValueError) as err:
+        raise ValueError(f"from_dlpack: cannot import {type(ext_tensor).__name__} through "
+                         f"DLPack: {err}") from None
+    dtype = dtype_name(view.dtype, "ext_tensor")
+    if not view.flags.c_contiguous:
+        raise ValueError(f"from_dlpack: the tensor (shape {view.shape}, strides "
+                         f"{view.strides}) is not C-contiguous; make it contiguous first")
+    if view.ctypes.data % ALIGNMENT:
+        raise ValueError(f"from_dlpack: the data at {view.ctypes.data:#x} is not "
+                         f"{ALIGNMENT}-byte aligned; copy it with workbench.nd.array(...)")
+    out = object.__new__(NDArray)
+    out._view = view
+    out._shape = tuple(int(d) for d in view.shape)
+    out._dtype = dtype
+    out._ptr = view.ctypes.data
+    out._device = cpu(0)
+    return out
+
+
+class _Capsule:
+    """Presents a raw DLPack capsule to ``np.from_dlpack`` (which wants ``__dlpack__``)."""
+
+    def __init__(self, capsule: Any) -> None:
+        self._capsule = capsule
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)  # kDLCPU: a capsule from a non-CPU device fails in numpy with a reason

@@ -10,6 +10,7 @@ from workbench.tir.stmt import (
     IfThenElse, IterType, IterVar, LetStmt, SeqStmt, Stmt, BufferStore, While,
 )
 from workbench.tir.function import PrimFunc, prim_func
+from workbench.tir.build_entry import build
 from workbench.tir.tensor_intrin import TensorIntrin
 from workbench.tir.op import (
     abs, all, any, atan, atan2, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, call, cast,

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from workbench.ir.node import FrozenDict, Node, frozen, node
+from workbench.ir.node import (
+    NO_VALUE, FrozenDict, Node, attrs_with, frozen, merge_attrs, node,
+)
 from workbench.tir.buffer import Buffer
 from workbench.tir.expr import Var
 from workbench.tir.stmt import Stmt
@@ -21,8 +23,19 @@ class PrimFunc(Node):
 
     __hash__ = object.__hash__
 
-    def with_attr(self, key: str, value: Any) -> "PrimFunc":
-        return self.replace(attrs=self.attrs.set(key, value))
+    def with_attr(self, key_or_dict: Any, value: Any = NO_VALUE) -> "PrimFunc":
+        """A copy with attribute ``key`` set to ``value``, or with every entry of a dict set
+        (TVM's ``with_attr(key, value)`` and ``with_attr({key: value, ...})``)."""
+        return self.replace(attrs=attrs_with(self.attrs, key_or_dict, value,
+                                             "PrimFunc.with_attr"))
+
+    def with_attrs(self, attrs: Mapping[str, Any]) -> "PrimFunc":
+        """A copy with every ``key: value`` of ``attrs`` set."""
+        return self.replace(attrs=merge_attrs(self.attrs, attrs, "PrimFunc.with_attrs"))
+
+    def without_attr(self, key: str) -> "PrimFunc":
+        """A copy without attribute ``key`` (unchanged if it has none)."""
+        return self.replace(attrs=self.attrs.without(key))
 
     def with_body(self, body: Stmt) -> "PrimFunc":
         return self.replace(body=body)
@@ -36,8 +49,11 @@ class PrimFunc(Node):
         from workbench.tir.printer import script_func
         return script_func(self, name or self.attrs.get("global_symbol", "main"))
 
-    def show(self) -> None:
-        print(self.script())
+    def show(self, style: str | None = None, black_format: bool = False,
+             name: str | None = None) -> None:
+        """Print the function's script, highlighted when Pygments is installed."""
+        from workbench.ir.highlight import cprint
+        cprint(self.script(name), style=style, black_format=black_format)
 
     def __str__(self) -> str:
         # print(func) shows the script, as in TVM; repr stays the one-line summary.

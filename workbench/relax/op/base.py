@@ -1,4 +1,4 @@
-"""``call_tir``: call a PrimFunc of the module in destination-passing style.
+"""``call_tir`` and ``call_dps_packed``: calls in destination-passing style.
 
 ``call_tir(gvar, args, out_sinfo, tir_vars=None)`` is
 
@@ -17,13 +17,21 @@ Its value is a new tensor (one output: ``sinfo_args[0]``) or a tuple of new tens
 the inputs, then one buffer per fresh output only. The caller must not read the overwritten
 input again (Relax's rule for in-place calls); it reads the call's result instead, which keeps
 the order of reads and writes in the data flow.
+``call_dps_packed(func, args, out_sinfo)`` is the same for a packed function registered by
+name (``register_func``): ``Call(Op("relax.call_dps_packed"), (ExternFunc(name),
+Tuple(inputs)), sinfo_args=outs)``; the function receives the inputs and then the output
+tensors, which it must fill. It is pure as far as Relax knows (it may only write its outputs).
+
+``call_pure_packed(func, *args, sinfo_args=...)`` calls a registered packed function that
+*returns* its result (described by ``sinfo_args``) and has no visible side effect:
+``Call(Op("relax.call_pure_packed"), (ExternFunc(name), *args), sinfo_args=...)``.
 """
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from workbench.ir.module import GlobalVar
-from workbench.relax.expr import Call, Expr, ShapeExpr, Tuple
+from workbench.relax.expr import Call, Expr, ExternFunc, ShapeExpr, Tuple
 from workbench.relax.op import _infer as I
 from workbench.relax.op.registry import def_infer, def_numpy, register_op
 from workbench.relax.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
@@ -110,6 +118,87 @@ def _infer_call_tir_inplace(call: Call, ctx: Any) -> StructInfo:
     return _infer_call_tir(call, ctx)
 
 
+def _out_sinfos(out_sinfo: Any, where: str) -> tuple[TensorStructInfo, ...]:
+    outs = [out_sinfo] if isinstance(out_sinfo, StructInfo) else list(out_sinfo)
+    if not outs:
+        raise ValueError(f"{where}: out_sinfo is empty; give at least one TensorStructInfo")
+    for o in outs:
+        if not isinstance(o, TensorStructInfo):
+            raise TypeError(f"{where}: out_sinfo must be TensorStructInfo(s), got {o!r}")
+    return tuple(outs)
+
+
+def call_dps_packed(func: str | ExternFunc, args: Expr | Sequence[Expr],
+                    out_sinfo: TensorStructInfo | Sequence[TensorStructInfo]) -> Call:
+    """A call of the packed function ``func`` (a registered name, or an ExternFunc) on
+    ``args``, which writes the new tensors described by ``out_sinfo`` (TVM's
+    ``relax.call_dps_packed``). The function is looked up when the VM is created."""
+    if isinstance(func, str):
+        func = ExternFunc(func)
+    if not isinstance(func, ExternFunc):
+        raise TypeError(f"call_dps_packed: func must be a registered function's name or an "
+                        f"ExternFunc, got {func!r}")
+    if not isinstance(args, Expr):
+        args = Tuple(tuple(args))
+    elif not isinstance(args, Tuple):
+        args = Tuple((args,))
+    outs = _out_sinfos(out_sinfo, "call_dps_packed")
+    return Call(register_op("relax.call_dps_packed"), (func, args), {}, outs)
+
+
+# No numpy or legalization rule: these are calls, not ops with a formula; the numpy
+# evaluator (relax/testing.py) calls the registered function itself.
+@def_infer("relax.call_dps_packed")
+def _infer_call_dps_packed(call: Call, ctx: Any) -> StructInfo:
+    return _infer_call_tir(call, ctx)
+
+
+def call_pure_packed(func: str | ExternFunc, *args: Expr,
+                     sinfo_args: StructInfo | Sequence[StructInfo] | None = None) -> Call:
+    """A call of the registered packed function ``func`` on ``args`` returning a value of
+    struct info ``sinfo_args`` (one; several make a tuple), declared pure so it may stay in a
+    dataflow block (TVM's ``relax.call_pure_packed``)."""
+    if isinstance(func, ExternFunc):
+        func = func.global_symbol
+    if not isinstance(func, str) or not func:
+        raise TypeError(f"call_pure_packed: func must be a registered function's name or an "
+                        f"ExternFunc, got {func!r}")
+    if sinfo_args is None:
+        raise ValueError(f"call_pure_packed({func!r}): sinfo_args (the struct info of the "
+                         "result) is required")
+    sinfos = (sinfo_args,) if isinstance(sinfo_args, StructInfo) else tuple(sinfo_args)
+    for si in sinfos:
+        if not isinstance(si, StructInfo):
+            raise TypeError(f"call_pure_packed({func!r}): sinfo_args must be StructInfo, "
+                            f"got {si!r}")
+    for i, a in enumerate(args):
+        if not isinstance(a, Expr):
+            raise TypeError(f"call_pure_packed({func!r}): argument {i} must be a Relax "
+                            f"expression, got {type(a).__name__}")
+    return Call(register_op("relax.call_pure_packed"), (ExternFunc(func), *args), {}, sinfos)
+
+
+@def_infer("relax.call_pure_packed")
+def _infer_call_pure_packed(call: Call, ctx: Any) -> StructInfo:
+    if len(call.sinfo_args) == 1:
+        return call.sinfo_args[0]
+    return TupleStructInfo(call.sinfo_args)
+
+
+def dps_parts(call: Call) -> tuple[Expr, tuple[Expr, ...], tuple[Any, ...],
+                                   tuple[TensorStructInfo, ...]]:
+    """``(callee, input exprs, tir_vars dims, out sinfos)`` of a ``call_tir`` or a
+    ``call_dps_packed`` call (the callee is a GlobalVar or an ExternFunc)."""
+    callee, args = call.args[0], call.args[1]
+    inputs = args.fields if isinstance(args, Tuple) else (args,)
+    tir_vars = call.args[2].values if len(call.args) > 2 else ()
+    return callee, tuple(inputs), tuple(tir_vars), tuple(call.sinfo_args)
+
+
+def is_call_dps_packed(e: Any) -> bool:
+    return isinstance(e, Call) and getattr(e.op, "name", None) == "relax.call_dps_packed"
+
+
 def call_tir_parts(call: Call) -> tuple[GlobalVar, tuple[Expr, ...], tuple[Any, ...],
                                          tuple[TensorStructInfo, ...]]:
     """``(gvar, input exprs, tir_vars dims, out sinfos)`` of a ``call_tir`` call."""
@@ -128,4 +217,5 @@ def is_call_tir_inplace(e: Any) -> bool:
 
 
 __all__ = ["call_tir", "call_tir_inplace", "call_tir_parts", "is_call_tir",
-           "is_call_tir_inplace"]
+           "is_call_tir_inplace", "call_dps_packed", "dps_parts", "is_call_dps_packed",
+           "call_pure_packed"]

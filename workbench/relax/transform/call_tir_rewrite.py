@@ -15,7 +15,8 @@ becomes ::
     lv = alloc
 
 (one ``alloc`` per output; several outputs make ``lv = (alloc, alloc1)``; the kernel call
-keeps the ``call_tir``'s ``span``). A call with
+keeps the ``call_tir``'s ``span``). ``R.call_dps_packed("f", (x,), out_sinfo=...)`` becomes the
+same allocation and a call of the packed function ``R.ExternFunc("f")(x, alloc)``. A call with
 ``tir_vars`` calls ``R.call_packed("vm.builtin.call_tir_dyn", cls.f, x, w, alloc,
 R.shape([...]))`` so the kernel receives the extra int64 scalars after its buffers. Bindings
 inside If branches are rewritten too.
@@ -33,7 +34,9 @@ from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import (
     Binding, BindingBlock, Call, DataflowBlock, ExternFunc, SeqExpr, Tuple, Var, VarBinding,
 )
-from workbench.relax.op.base import call_tir_parts, is_call_tir, is_call_tir_inplace
+from workbench.relax.op.base import (
+    call_tir_parts, is_call_dps_packed, is_call_tir, is_call_tir_inplace,
+)
 from workbench.relax.transform._util import map_bindings, relax_functions, with_body
 from workbench.relax.transform.lowered_ops import VOID_SINFO, builtin_alloc_tensor
 
@@ -61,8 +64,8 @@ class ToNonDataflow(Pass):
 
 
 def _rewrite(b: Binding) -> list[Binding]:
-    if not (isinstance(b, VarBinding) and (is_call_tir(b.value) or
-                                           is_call_tir_inplace(b.value))):
+    if not (isinstance(b, VarBinding) and (is_call_tir(b.value) or is_call_dps_packed(b.value)
+                                           or is_call_tir_inplace(b.value))):
         return [b]
     gvar, inputs, tir_vars, outs = call_tir_parts(b.value)
     inplace = b.value.attrs.get("inplace_indices", (-1,) * len(outs))

@@ -48,6 +48,14 @@ class Tensor:
     def expr(self) -> Expr:
         return self._expr
 
+    @staticmethod
+    def placeholder(shape: Sequence[Any], dtype: str, name: str = "tensor") -> "Tensor":
+        """A Tensor standing for a value of ``shape`` (ints, tir expressions) and ``dtype``
+        that no op made: the ``out`` of ``nn.extern`` / ``nn.tensor_ir_op``."""
+        if not isinstance(shape, (list, tuple)):
+            raise TypeError(f"Tensor.placeholder: shape must be a list or tuple, got {shape!r}")
+        return Tensor(Var(name, TensorStructInfo(tuple(shape), dtype)))
+
     @property
     def _sinfo(self) -> TensorStructInfo:
         si = self._expr.struct_info

@@ -9,6 +9,9 @@ import numpy as np
 from workbench.relax import op as R
 from workbench.relax.expr import Expr, Tuple, const
 from workbench.relax.frontend.nn.core import Tensor, wrap
+from workbench.relax.frontend.nn.extern_ops import (
+    extern, tensor_expr_op, tensor_ir_inplace_op, tensor_ir_op,
+)
 
 
 def _e(x: Any, like: Tensor | None = None) -> Expr:
@@ -163,65 +166,6 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                                "TopLeft" if is_causal else None), name)
 
 
-def _out_sinfo(out: Any, what: str) -> list[Any]:
-    from workbench.relax.frontend.nn import spec as _spec
-    from workbench.relax.struct_info import TensorStructInfo
-    outs = list(out) if isinstance(out, (list, tuple)) else [out]
-    sinfos = []
-    for o in outs:
-        if isinstance(o, Tensor):
-            sinfos.append(o.expr.struct_info)
-        elif isinstance(o, _spec.Tensor):
-            sinfos.append(TensorStructInfo(o.shape, o.dtype))
-        elif isinstance(o, TensorStructInfo):
-            sinfos.append(o)
-        else:
-            raise TypeError(f"nn.op.{what}: an output must be an nn.spec.Tensor, an nn.Tensor "
-                            f"or a TensorStructInfo, got {o!r}")
-    return sinfos
-
-
-def _tir_args(args: Any, what: str) -> tuple[list[Expr], list[Any]]:
-    from workbench.relax.expr import ShapeExpr
-    from workbench.tir.expr import PrimExpr
-    tensors, tir_vars = [], []
-    for a in args if isinstance(args, (list, tuple)) else [args]:
-        if isinstance(a, Tensor):
-            tensors.append(a.expr)
-        elif isinstance(a, ShapeExpr):
-            tir_vars.extend(a.values)
-        elif isinstance(a, PrimExpr):
-            tir_vars.append(a)
-        else:
-            raise TypeError(f"nn.op.{what}: an argument must be an nn.Tensor, a ShapeExpr or "
-                            f"a PrimExpr, got {a!r}")
-    return tensors, tir_vars
-
-
-def tensor_ir_op(func: Any, name_hint: str, args: Any, out: Any) -> Any:
-    """``call_tir`` of PrimFunc ``func`` (added to the module as ``name_hint``) on ``args``
-    (Tensors, then int scalars: PrimExprs or a ShapeExpr) with outputs described by ``out``."""
-    from workbench.relax.frontend.nn.core import _builder
-    from workbench.relax.op.base import call_tir
-    tensors, tir_vars = _tir_args(args, "tensor_ir_op")
-    gv = _builder("tensor_ir_op").add_func(func, name_hint)
-    sinfos = _out_sinfo(out, "tensor_ir_op")
-    return wrap(call_tir(gv, tensors, sinfos, tir_vars or None), name_hint)
-
-
-def tensor_ir_inplace_op(func: Any, name_hint: str, args: Any, inplace_indices: Any,
-                         out: Any) -> Any:
-    """``call_tir_inplace`` of PrimFunc ``func``: output ``i`` is input ``inplace_indices[i]``
-    written in place (-1: a fresh output); the rest as :func:`tensor_ir_op`."""
-    from workbench.relax.frontend.nn.core import _builder
-    from workbench.relax.op.base import call_tir_inplace
-    tensors, tir_vars = _tir_args(args, "tensor_ir_inplace_op")
-    gv = _builder("tensor_ir_inplace_op").add_func(func, name_hint)
-    sinfos = _out_sinfo(out, "tensor_ir_inplace_op")
-    return wrap(call_tir_inplace(gv, tensors, inplace_indices, sinfos, tir_vars or None),
-                name_hint)
-
-
 def less_equal(a: Any, b: Any, name: str = "less_equal") -> Tensor:
     return _binary(R.less_equal, name, a, b)
 
@@ -236,4 +180,6 @@ __all__ = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "matmu
            "astype", "reshape", "permute_dims", "unsqueeze", "squeeze", "concat", "split",
            "take", "sum", "mean", "broadcast_to", "layer_norm", "rms_norm", "conv2d",
            "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "scaled_dot_product_attention",
-           "tensor_ir_op", "tensor_ir_inplace_op", "less_equal", "where"]
+           "tensor_ir_op", "tensor_ir_inplace_op", "less_equal", "where", "extern",
+           "tensor_expr_op"]
+
