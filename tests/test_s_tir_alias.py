@@ -38,4 +38,4 @@ def test_s_tir_unknown_names_fail():
         importlib.import_module("workbench.s_tir.not_a_package")
     import workbench.s_tir as s_tir
     with pytest.raises(AttributeError):
-        s_tir.not_a_name
+        _ = s_tir.not_a_name

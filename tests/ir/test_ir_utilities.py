@@ -4,7 +4,7 @@ import sys
 import pytest
 
 import workbench
-from workbench import relax, te, tir
+from workbench import relax, te
 
 
 def _prim(name="f"):
