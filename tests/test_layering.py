@@ -27,6 +27,7 @@ FLOORS = {
     "tir": 2, "te": 2,
     "dlight": 3, "codegen": 3, "target": 3,
     "rpc": 4, "relax": 4, "topi": 4,
+    "script": 4,        # TVMScript parser: above relax and tir, below the tuner
     "meta_schedule": 5,
     "driver": 6,
     "widgets": 7, "cli": 7, "demo": 7,

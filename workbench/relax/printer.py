@@ -35,7 +35,7 @@ from workbench.relax.struct_info import (
     TensorStructInfo, TupleStructInfo,
 )
 from workbench.relax.dim_text import dim_text
-from workbench.tir.expr import IntImm, PrimExpr
+from workbench.tir.expr import IntImm, PrimExpr, SizeVar
 from workbench.tir.script_expr import ExprPrinter, Names
 
 _CONST_INLINE_LIMIT = 8  # constants with more elements print as a summary
@@ -135,7 +135,9 @@ class _Printer:
         ret = f" -> {self.sinfo(f.ret_struct_info)}" if f.ret_struct_info is not None else ""
         head: list[str] = []
         for v in self.names.free_vars:
-            head.append(f"{self.names.var(v)} = T.{v.dtype}()")
+            # SizeVar and Var are different IR; say which, so the text reads back the same.
+            size = "is_size_var=True" if isinstance(v, SizeVar) else ""
+            head.append(f"{self.names.var(v)} = T.{v.dtype}({size})")
         attrs = {k: _attr_summary(v) for k, v in f.attrs.items()
                  if not (k == "global_symbol" and v == name)}
         if attrs:
