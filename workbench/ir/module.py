@@ -99,9 +99,11 @@ class IRModule:
         new.attrs = self.attrs.set(key, value)
         return new
 
-    def script(self) -> str:
+    def script(self, show_meta: bool = False) -> str:
+        """TVMScript text; ``show_meta`` adds the metadata section (large constants) so that
+        ``workbench.script.from_source`` reads the text back whole."""
         from workbench.ir.printer import script
-        return script(self)
+        return script(self, show_meta)
 
     def show(self) -> None:
         print(self.script())

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from workbench.ir.dispatch import TypeTable
 from workbench.ir.module import GlobalVar
 from workbench.ir.printer import (
-    format_value, quote, register_function_printer, register_script,
+    format_value, metadata_ref, quote, register_function_printer, register_script,
     register_short_repr,
 )
 from workbench.relax.expr import (
@@ -250,7 +250,9 @@ def _constant(p: _Printer, c: Constant) -> str:
     if size <= _CONST_INLINE_LIMIT:
         value = d.numpy().tolist()
         return f"R.const({value!r}, {quote(d.dtype)})"
-    return f"R.const(<{d.dtype} tensor of shape {tuple(d.shape)}>)"
+    # Too big to print: a reference into the printout's metadata (TVM's form), which
+    # IRModule.script(show_meta=True) writes out.
+    return metadata_ref("relax.expr.Constant", c)
 
 
 def _tuple(p: _Printer, t: Tuple) -> str:

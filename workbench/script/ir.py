@@ -25,8 +25,14 @@ def module_attrs(attrs: dict) -> ModuleAttrs:
     return ModuleAttrs(dict(attrs))
 
 
+def load_metadata(text: str) -> Any:
+    """The metadata section ``IRModule.script(show_meta=True)`` writes: values by kind."""
+    from workbench.ir.json import load_json
+    return load_json(text)
+
+
 def GlobalVar(name: str) -> _GlobalVar:  # noqa: N802 - TVMScript's name
     return _GlobalVar(name)
 
 
-__all__ = ["ir_module", "module_attrs", "ModuleAttrs", "GlobalVar"]
+__all__ = ["ir_module", "module_attrs", "ModuleAttrs", "GlobalVar", "load_metadata"]

@@ -107,13 +107,18 @@ class StmtPrinter:
     def declarations(self, ind: int) -> list[tuple[int, str]]:
         """``n = T.int32()`` / ``A = T.Buffer(...)`` lines for everything used but not defined."""
         # Buffers first: their shapes may name free vars not seen yet.
-        buffers = [(ind, f"{self.names.buffer(b)} = T.Buffer({self.buffer_args(b, True)})")
-                   for b in list(self.names.free_buffers)]
+        buffers = [(ind, f"{self.names.buffer(b)} = T.Buffer({self.buffer_args(b, True)}"
+                         f"{self._data_arg(b)})") for b in list(self.names.free_buffers)]
         out = []
         for v in self.names.free_vars:
             size = ", is_size_var=True" if isinstance(v, SizeVar) else ""
             out.append((ind, f"{self.names.var(v)} = T.{v.dtype}({size[2:]})"))
         return out + buffers
+
+    def _data_arg(self, buf: Buffer) -> str:
+        """``, data=A.data`` when a declared buffer views storage the printout already names
+        (a flattened view of a parameter), so the text keeps the two buffers' shared data."""
+        return f", data={self.names.var(buf.data)}" if self.names.has(buf.data) else ""
 
     # ---- statements ---------------------------------------------------------------------------
 

@@ -133,7 +133,9 @@ class Parser:
             return self.env[name]
         if hasattr(builtins, name):
             return getattr(builtins, name)
-        raise self.error(node, f"name {name!r} is not defined")
+        hint = " (print the module with script(show_meta=True) to include its metadata)" \
+            if name == "metadata" else ""
+        raise self.error(node, f"name {name!r} is not defined{hint}")
 
     # ---- expressions --------------------------------------------------------------------------
 

@@ -143,7 +143,15 @@ def from_source(text: str, env: dict[str, Any] | None = None, filename: str = "<
     names = {"T": T, "R": R, "I": I, **(env or {})}
     p = Parser(source, names)
     result = None
-    for node in source.parse().body:
+    tree = source.parse()
+    # The metadata section follows the module it serves; read it first.
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == \
+                ["metadata"]:
+            names["metadata"] = p.eval(node.value)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and "metadata" in names:
+            continue
         if isinstance(node, ast.ClassDef):
             result = parse_module(node, source, names)
         elif isinstance(node, ast.FunctionDef):

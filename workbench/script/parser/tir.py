@@ -140,7 +140,7 @@ class TIRParser(Parser):
                                   "(T.Buffer(...), T.handle, T.int32, ...)")
         ann = self.eval(arg.annotation)
         if isinstance(ann, Buffer):
-            handle = Var(arg.arg, "handle")
+            handle = Var(arg.arg + "_handle", "handle")  # as tir.prim_func names it
             buf = _renamed(ann, arg.arg)
             self.buffer_map[handle] = buf
             self.define(arg.arg, buf)
@@ -230,6 +230,8 @@ class TIRParser(Parser):
             var = (SizeVar if isinstance(value, SizeVar) else Var)(name, value.dtype)
             self.define(name, var)
             return None
+        if isinstance(value, Buffer) and value.name == "buffer":  # A_1 = T.Buffer(...)
+            value = _renamed(value, name)
         if isinstance(value, PrimExpr):
             var = Var(name, value.dtype)
             self.define(name, var)
