@@ -241,12 +241,13 @@ class OpCaller:
         attrs = {k: _attr_value(v) for k, v in kwargs.items()}
         make = self._constructor()
         if make is not None:
-            try:
-                inspect.signature(make).bind(*args, **kwargs)
-                fits = True
-            except TypeError:
-                fits = False
-            if fits:
+            sig = inspect.signature(make)
+            known = {k: v for k, v in kwargs.items() if k in sig.parameters}
+            try:  # the arguments the constructor knows must fit it
+                sig.bind(*args, **known)
+            except TypeError as exc:
+                raise TypeError(f"wrong arguments to {self.__name__}: {exc}") from None
+            if len(known) == len(kwargs):
                 call = make(*args, **kwargs)
                 if isinstance(call, _Call) and getattr(call.op, "name", None) == self.name:
                     given = {k: v for k, v in attrs.items() if k in call.attrs}

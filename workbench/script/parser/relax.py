@@ -154,6 +154,9 @@ class RelaxParser(Parser):
             return
         if isinstance(value, (TirVar,)) and value.name == "":
             raise self.error(node, "declare symbolic vars at the top of the function")
+        if not _is_relax_value(value):  # a Python value (`cls = Module`): just a name
+            self.define(target.id, value)
+            return
         expr = self.expr_of(value, value_node)
         with self.located(node):
             expr = self.normalize(expr, ann)
@@ -259,6 +262,12 @@ class RelaxParser(Parser):
             return expr
         return self.bb.emit(expr)
 
+
+
+def _is_relax_value(v: Any) -> bool:
+    if isinstance(v, (tuple, list)):
+        return len(v) > 0 and all(_is_relax_value(x) for x in v)
+    return isinstance(v, Expr)
 
 
 def _output_names(body: list[ast.stmt]) -> set[str]:
