@@ -15,6 +15,7 @@ import workbench as wb
 from workbench import relax, te, tir, topi
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "relax"))
+from relax_cases import OP_CASES, case_module  # noqa: E402
 from relax_compile_models import make_cnn, make_mlp, make_transformer  # noqa: E402
 
 
@@ -199,6 +200,11 @@ for _m in (make_mlp, make_cnn, make_transformer):
     CASES["relax_" + _name] = (lambda m=_m: m()[0])
     CASES["relax_legalized_" + _name] = (lambda m=_m: _legalized(m()[0]))
     CASES["relax_fused_" + _name] = (lambda m=_m: _fused(m()[0]))
+# One module per op case of the relax tests (every op family the printer writes), as built
+# and after legalization.
+for _op in OP_CASES:
+    CASES["op_" + _op] = (lambda o=_op: case_module(o)[0])
+    CASES["op_legalized_" + _op] = (lambda o=_op: _legalized(case_module(o)[0]))
 if _has("torch"):
     CASES["torch_small"] = torch_small
     CASES["torch_small_fused"] = lambda: _fused(torch_small())

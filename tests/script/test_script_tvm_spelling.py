@@ -9,7 +9,7 @@ import pytest
 import workbench as wb
 from workbench import relax, tir
 from workbench.ir.module import IRModule
-from workbench.script import ir as I, relax as R, tir as T
+from workbench.script import from_source, ir as I, relax as R, tir as T
 
 RNG = np.random.default_rng(0)
 
@@ -338,3 +338,84 @@ def test_private_and_impure_flags():
     assert PrivateAndImpure["main"].attrs["global_symbol"] == "main"
     x = _rand(4)
     np.testing.assert_allclose(_run_relax(PrivateAndImpure, "main", x), x + 1, rtol=1e-6)
+
+
+RELAX_FORMS = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(("n", 4), "float32"), s: R.Shape(["n", 4]), o: R.Object,
+             c: R.Tensor((), "bool")) -> R.Tuple(R.Tensor(("n", 4), "float32"),
+                                                 R.Tensor(ndim=2, dtype="float32")):
+        n = T.int64()
+        m = T.int64()
+        y: R.Tensor((m, 4), "float32") = R.match_cast(x, R.Tensor((m, 4), "float32"))
+        t = (x, y)
+        a = t[0]
+        if c:
+            b1 = R.add(a, a)
+            b = b1
+        else:
+            b = R.multiply(a, a)
+        p = R.prim_value(T.int64(3))
+        sh = R.shape([n, 4])
+        return (b, y)
+'''
+
+
+def test_relax_struct_info_match_cast_tuples_and_if():
+    mod = from_source(RELAX_FORMS)
+    f = mod["main"]
+    x, s, o, c = f.params
+    n = x.struct_info.values[0]
+    assert s.struct_info.values[0] is n                       # "n" is one var
+    assert isinstance(o.struct_info, relax.ObjectStructInfo)
+    bindings = f.body.blocks[0].bindings
+    cast = bindings[0]
+    assert isinstance(cast, relax.MatchCast)
+    m = cast.struct_info.values[0]
+    assert isinstance(m, tir.Var) and m is not n              # match_cast defines m
+    assert isinstance(bindings[3].value, relax.If)
+    assert isinstance(f.ret_struct_info, relax.TupleStructInfo)
+    again = from_source(mod.script())
+    assert wb.ir.structural_equal(mod, again)
+
+
+def test_from_source_of_a_lone_function():
+    func = from_source('''
+@T.prim_func
+def scale(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
+    for i in T.vectorized(4):
+        B[i] = A[i] * T.float32(2)
+''')
+    assert isinstance(func, tir.PrimFunc)
+    a = _rand(4)
+    rt = wb.build(IRModule({"scale": func}))
+    b = wb.nd.array(np.zeros(4, "float32"))
+    rt["scale"](wb.nd.array(a), b)
+    np.testing.assert_allclose(b.numpy(), a * 2)
+
+
+@I.ir_module
+class CallsBetweenFunctions:
+    @R.function(private=True)
+    def double(x: R.Tensor((3,), "float32")) -> R.Tensor((3,), "float32"):
+        y = R.add(x, x)
+        return y
+
+    @R.function
+    def main(x: R.Tensor((3,), "float32")) -> R.Tensor((3,), "float32"):
+        a = cls.double(x)
+        b: R.Tensor((3,), "float32") = cls.double(a)
+        return b
+
+
+def test_relax_functions_call_each_other_through_cls():
+    main = CallsBetweenFunctions["main"]
+    first = main.body.blocks[0].bindings[0]
+    assert isinstance(first.value.op, wb.ir.GlobalVar) and first.value.op.name_hint == "double"
+    assert first.var.struct_info.values[0].value == 3     # inferred from the callee
+    x = _rand(3)
+    np.testing.assert_allclose(_run_relax(CallsBetweenFunctions, "main", x), 4 * x, rtol=1e-6)
+    assert wb.ir.structural_equal(CallsBetweenFunctions,
+                                  from_source(CallsBetweenFunctions.script()))

@@ -35,7 +35,7 @@ from workbench.relax.struct_info import (
     TensorStructInfo, TupleStructInfo,
 )
 from workbench.relax.dim_text import dim_text
-from workbench.tir.expr import IntImm, PrimExpr, SizeVar
+from workbench.tir.expr import PrimExpr, SizeVar
 from workbench.tir.script_expr import ExprPrinter, Names
 
 _CONST_INLINE_LIMIT = 8  # constants with more elements print as a summary
@@ -202,7 +202,7 @@ def _func_si(p: _Printer, si: FuncStructInfo) -> str:
 
 
 def _prim_si(p: _Printer, si: PrimStructInfo) -> str:
-    if si.value is not None and not isinstance(si.value, IntImm):
+    if si.value is not None:  # a known value, constant or not, is part of the struct info
         return f"R.Prim(value={p.prim(si.value)})"
     return f"R.Prim({quote(si.dtype)})"
 

@@ -346,7 +346,9 @@ def script_func(func: PrimFunc, name: str = "main") -> str:
     else:
         p.body(func.body, 1)
 
-    head = [(0, "@T.prim_func"), (0, f"def {name}({', '.join(sig)}){ret}:")]
+    # A function without a global symbol is private (TVMScript's spelling), so it reads back so.
+    deco = "@T.prim_func" if "global_symbol" in func.attrs else "@T.prim_func(private=True)"
+    head = [(0, deco), (0, f"def {name}({', '.join(sig)}){ret}:")]
     attrs = {k: v for k, v in func.attrs.items() if not (k == "global_symbol" and v == name)}
     if attrs:
         head.append((1, f"T.func_attr({p.e.value(attrs)})"))

@@ -161,12 +161,12 @@ class Parser:
                 kwargs.update(self.eval(k.value))
             else:
                 kwargs[k.arg] = self.eval(k.value)
-        if not callable(func):
-            raise self.error(node, f"{ast.unparse(node.func)} is not callable")
         return self.call(func, args, kwargs, node)
 
     def call(self, func: Callable, args: list, kwargs: dict, node: ast.Call) -> Any:
         """Call a builtin or Python function; a wrong arity is reported at the call."""
+        if not callable(func):
+            raise self.error(node, f"{ast.unparse(node.func)} is not callable")
         try:
             sig = inspect.signature(func)
         except (TypeError, ValueError):

@@ -57,12 +57,13 @@ def deferred_or_parse(f: Callable, kind: str, **opts: Any) -> Any:
 
 
 def parse_function(fdef: ast.FunctionDef, kind: str, source: Source, env: dict[str, Any],
-                   opts: dict) -> Any:
+                   opts: dict, mod: IRModule | None = None) -> Any:
+    """A PrimFunc (``kind`` "tir") or Relax Function; ``mod``: its module so far."""
     if kind == "tir":
         from workbench.script.parser.tir import parse_prim_func
         return parse_prim_func(fdef, source, env, private=opts.get("private", False))
     from workbench.script.parser.relax import parse_relax_function
-    return parse_relax_function(fdef, source, env, **opts)
+    return parse_relax_function(fdef, source, env, mod=mod, **opts)
 
 
 def ir_module(cls: type) -> IRModule:
@@ -127,7 +128,7 @@ def parse_module(cdef: ast.ClassDef, source: Source, env: dict[str, Any]) -> IRM
     env["cls"] = env[cdef.name] = ModuleRef(gvars)
     mod = IRModule(attrs=frozen(attrs))
     for fdef, kind, opts in members:
-        mod[gvars[fdef.name]] = parse_function(fdef, kind, source, env, opts)
+        mod[gvars[fdef.name]] = parse_function(fdef, kind, source, env, opts, mod)
     return mod
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Callable
 
-from workbench.ir.module import GlobalVar
+from workbench.ir.module import GlobalVar, IRModule
 from workbench.ir.node import frozen
 from workbench.relax.block_builder import BlockBuilder
 from workbench.relax.expr import (
@@ -31,9 +31,10 @@ from workbench.tir.expr import SizeVar, Var as TirVar
 class RelaxParser(Parser):
     """Parses one ``@R.function``; see the module docstring."""
 
-    def __init__(self, source: Source, env: dict[str, Any]) -> None:
+    def __init__(self, source: Source, env: dict[str, Any], mod: IRModule | None = None) -> None:
         super().__init__(source, env)
-        self.bb = BlockBuilder()
+        # The module's functions parsed so far let calls of them infer their result.
+        self.bb = BlockBuilder(mod)
         self.dims: dict[str, TirVar] = {}   # symbolic vars by name, for string dims
         self.outputs: set[str] | None = None  # inside a dataflow block: its output names
         self.attrs: dict[str, Any] = {}
@@ -244,6 +245,13 @@ class RelaxParser(Parser):
             return R.const(value)
         raise self.error(node, f"not a Relax value: {ast.unparse(node)} is {value!r}")
 
+    def call(self, func: Callable, args: list, kwargs: dict, node: ast.Call) -> Any:
+        if isinstance(func, (GlobalVar, Var)):  # cls.helper(x): a call of another function
+            if kwargs:
+                raise self.error(node, "a call of a Relax function takes no keywords")
+            return Call(func, tuple(self.leaf(self.expr_of(a, node)) for a in args))
+        return super().call(func, args, kwargs, node)
+
     def normalize(self, expr: Expr, ann: Any) -> Expr:
         """Struct info filled in; a call of another function of the module takes the binding's
         annotation (its callee may not be parsed yet)."""
@@ -296,9 +304,11 @@ _STMT: dict[type, Callable[[RelaxParser, Any], None]] = {
 
 
 def parse_relax_function(fdef: ast.FunctionDef, source: Source, env: dict[str, Any],
-                         pure: bool = True, private: bool = False) -> Function:
-    """The Relax Function of one ``def`` node of ``source``."""
-    return RelaxParser(source, env).parse_function(fdef, pure, private)
+                         pure: bool = True, private: bool = False,
+                         mod: IRModule | None = None) -> Function:
+    """The Relax Function of one ``def`` node of ``source``; ``mod`` holds the functions of
+    its module parsed so far."""
+    return RelaxParser(source, env, mod).parse_function(fdef, pure, private)
 
 
 __all__ = ["RelaxParser", "parse_relax_function"]
