@@ -419,3 +419,35 @@ def test_relax_functions_call_each_other_through_cls():
     np.testing.assert_allclose(_run_relax(CallsBetweenFunctions, "main", x), 4 * x, rtol=1e-6)
     assert wb.ir.structural_equal(CallsBetweenFunctions,
                                   from_source(CallsBetweenFunctions.script()))
+
+
+NEWER_TVM_PRINTOUT = '''
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer(("n", 6), "float32"), D: T.Buffer((n, 6), "float32")):
+    n = T.int32()
+    T.func_attr({"tir.noalias": True})
+    # with T.sblock("root"):
+    C = T.sblock_alloc_buffer((n, 6))
+    for i, j in T.grid(n, 6):
+        with T.sblock("C"):
+            v_i, v_j = T.axis.remap("SS", [i, j])
+            T.reads(A[v_i, v_j])
+            T.writes(C[v_i, v_j])
+            C[v_i, v_j] = A[v_i, v_j] * T.float32(3.0)
+    for i, j in T.grid(n, 6):
+        with T.sblock("D"):
+            v_i, v_j = T.axis.remap("SS", [i, j])
+            D[v_i, v_j] = T.max(C[v_i, v_j], T.float32(0.0))
+'''
+
+
+def test_newer_tvm_printout_spelling():
+    """What TVM 0.2x prints: s_tir=True, a string dim in a buffer annotation that the body
+    declares, T.sblock and T.sblock_alloc_buffer."""
+    func = from_source(NEWER_TVM_PRINTOUT)
+    a_buf, d_buf = (func.buffer_map[p] for p in func.params)
+    assert a_buf.shape[0] is d_buf.shape[0]
+    a = _rand(5, 6)
+    d = wb.nd.array(np.zeros((5, 6), "float32"))
+    wb.build(IRModule({"main": func}))["main"](wb.nd.array(a), d)
+    np.testing.assert_allclose(d.numpy(), np.maximum(a * 3, 0), rtol=1e-6)

@@ -10,6 +10,7 @@ Expressions build nodes as written, without folding (``T.int64(2) + T.int64(3)``
 """
 from __future__ import annotations
 
+import contextvars
 import re
 from typing import Any, Callable, Sequence
 
@@ -30,12 +31,13 @@ from workbench.tir.stmt import Evaluate, IterType
 # ---- the decorator ----------------------------------------------------------------------------
 
 
-def prim_func(func: Callable | None = None, *, private: bool = False, check_well_formed: bool = True
-              ) -> Any:
+def prim_func(func: Callable | None = None, *, private: bool = False, check_well_formed: bool = True,
+              s_tir: bool = True) -> Any:
     """Parse the decorated function's source into a ``PrimFunc`` (TVM's ``T.prim_func``).
 
     Inside an ``@I.ir_module`` class the function is parsed with the module (so it can refer to
     the module's other functions); ``private=True`` leaves out the ``global_symbol`` attr.
+    ``check_well_formed`` and ``s_tir`` (newer TVM's printouts write it) are accepted as TVM's.
     """
     def deco(f: Callable) -> Any:
         from workbench.script.parser.entry import deferred_or_parse
@@ -109,11 +111,20 @@ def _dtype_arg(dtype: Any) -> str:
 # ---- buffers ---------------------------------------------------------------------------------
 
 
+# While a function is parsed, a dim written as a string ("n", as newer TVM prints buffer
+# params) is the function's var of that name.
+STRING_DIMS: contextvars.ContextVar[Callable[[str], PrimExpr] | None] = \
+    contextvars.ContextVar("workbench_script_tir_string_dims", default=None)
+
+
 def _shape(shape: Any) -> tuple[PrimExpr, ...]:
-    if isinstance(shape, (int, PrimExpr)):
+    if isinstance(shape, (int, PrimExpr, str)):
         shape = (shape,)
     out = []
     for s in shape:
+        if isinstance(s, str):
+            hook = STRING_DIMS.get()
+            s = hook(s) if hook is not None else Var(s, "int32")
         e = _op.convert(s)
         if not dt.parse(e.dtype).is_integer:
             raise TypeError(f"buffer shape entries must be integers, got {s!r}")
@@ -161,6 +172,9 @@ def alloc_buffer(shape: Any, dtype: Any = "float32", data: Any = None, strides: 
     """``X = T.alloc_buffer(shape, dtype)``: a buffer allocated by the enclosing block."""
     return AllocBuffer(_make_buffer(shape, dtype, data, strides, elem_offset, scope, align,
                                     offset_factor, buffer_type, axis_separators))
+
+
+sblock_alloc_buffer = alloc_buffer  # newer TVM's name
 
 
 def decl_buffer(shape: Any, dtype: Any = "float32", data: Any = None, strides: Any = None,
@@ -423,7 +437,7 @@ def min_value(dtype: Any) -> PrimExpr:
 
 
 __all__ = ["prim_func", "Buffer", "match_buffer", "alloc_buffer", "decl_buffer", "allocate",
-           "serial", "parallel", "vectorized", "unroll", "thread_binding", "grid", "block",
+           "sblock_alloc_buffer", "serial", "parallel", "vectorized", "unroll", "thread_binding", "grid", "block",
            "sblock", "init", "attr", "axis", "reads", "writes", "where", "block_attr",
            "func_attr", "evaluate", "meta_var", "max", "min", "Div", "truncdiv", "truncmod",
            "floordiv", "floormod", "ceildiv", "Cast", "cast", "Select", "if_then_else", "Ramp",

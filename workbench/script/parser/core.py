@@ -15,7 +15,9 @@ import ast
 import builtins
 import contextlib
 import inspect
+import linecache
 import operator
+import re
 import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -38,9 +40,15 @@ class Source:
             lines, start = inspect.getsourcelines(obj)
             filename = inspect.getsourcefile(obj) or inspect.getfile(obj)
         except (OSError, TypeError) as exc:
-            raise ParserError(f"cannot read the source of {getattr(obj, '__qualname__', obj)!r}"
-                              f" ({exc}); TVMScript needs the text of the definition (use "
-                              "workbench.script.from_source for a string)") from None
+            # A class whose module has no file (a notebook cell, code run with exec) is found
+            # through its methods, whose code objects know their file and line.
+            found = _class_lines(obj) if isinstance(obj, type) else None
+            if found is None:
+                raise ParserError(
+                    f"cannot read the source of {getattr(obj, '__qualname__', obj)!r} ({exc}); "
+                    "TVMScript needs the text of the definition (use "
+                    "workbench.script.from_source for a string)") from None
+            lines, start, filename = found
         return Source(textwrap.dedent("".join(lines)), filename, max(start, 1))
 
     def line(self, lineno: int) -> str | None:
@@ -54,6 +62,30 @@ class Source:
             raise ParserError(f"invalid Python syntax: {exc.msg}", self.filename,
                               (exc.lineno or 1) + self.first_line - 1,
                               self.line(exc.lineno or 1)) from None
+
+
+def _class_lines(cls: type) -> tuple[list[str], int, str] | None:
+    """``(lines, first line, filename)`` of a class definition, found from its methods."""
+    codes = [f.__code__ for f in (getattr(v, "func", v) for v in vars(cls).values())
+             if inspect.isfunction(f)]
+    if not codes:
+        return None
+    filename = codes[0].co_filename
+    text = linecache.getlines(filename)
+    first = min(c.co_firstlineno for c in codes) - 1
+    head = re.compile(rf"\s*class\s+{re.escape(cls.__name__)}\b")
+    start = next((k for k in range(min(first, len(text) - 1), -1, -1) if head.match(text[k])),
+                 None)
+    if start is None:
+        return None
+    indent = len(text[start]) - len(text[start].lstrip())
+    while start > 0 and text[start - 1].strip().startswith("@"):
+        start -= 1  # the class's decorators
+    end = first + 1
+    while end < len(text) and (not text[end].strip() or
+                               len(text[end]) - len(text[end].lstrip()) > indent):
+        end += 1
+    return text[start:end], start + 1, filename
 
 
 class Directive:

@@ -104,7 +104,23 @@ class TIRParser(Parser):
 
     # ---- function ----------------------------------------------------------------------------
 
+    def string_dim(self, name: str) -> Var:
+        """The function's var called ``name`` (declared, or made now and declared)."""
+        for frame in reversed(self.scopes):
+            if isinstance(frame.get(name), Var):
+                return frame[name]
+        var = Var(name, "int32")
+        self.scopes[1].setdefault(name, var)
+        return self.scopes[1][name]
+
     def parse_function(self, fdef: ast.FunctionDef, private: bool = False) -> PrimFunc:
+        token = T.STRING_DIMS.set(self.string_dim)
+        try:
+            return self._parse_function(fdef, private)
+        finally:
+            T.STRING_DIMS.reset(token)
+
+    def _parse_function(self, fdef: ast.FunctionDef, private: bool) -> PrimFunc:
         with self.scope():
             self._declare_ahead(fdef.body)
             params = [self._param(a) for a in fdef.args.args]
