@@ -10,6 +10,7 @@ Expressions build nodes as written, without folding (``T.int64(2) + T.int64(3)``
 """
 from __future__ import annotations
 
+import builtins as _b
 import contextvars
 import re
 from typing import Any, Callable, Sequence
@@ -68,7 +69,7 @@ class _ScalarType:
         if t.is_float or t.is_bfloat:
             return FloatImm(self.dtype, float(value))
         if t.is_bool:
-            return IntImm("bool", int(bool(value)))
+            return IntImm("bool", int(_b.bool(value)))
         if t.is_integer:
             if isinstance(value, float) and not value.is_integer():
                 raise TypeError(f"T.{self.dtype}({value!r}): not an integer")
