@@ -451,3 +451,12 @@ def test_newer_tvm_printout_spelling():
     d = wb.nd.array(np.zeros((5, 6), "float32"))
     wb.build(IRModule({"main": func}))["main"](wb.nd.array(a), d)
     np.testing.assert_allclose(d.numpy(), np.maximum(a * 3, 0), rtol=1e-6)
+
+
+def test_ir_module_with_options():
+    @I.ir_module(check_well_formed=False)
+    class Mod:
+        @T.prim_func
+        def f(A: T.Buffer((2,), "float32")):
+            A[0] = T.float32(1)
+    assert isinstance(Mod, IRModule) and list(Mod) == ["f"]

@@ -8,11 +8,12 @@ from workbench.ir.module import GlobalVar as _GlobalVar, IRModule
 from workbench.script.parser.core import Directive
 
 
-def ir_module(cls: type) -> IRModule:
+def ir_module(cls: type | None = None, *, check_well_formed: bool = True) -> Any:
     """``@I.ir_module class M: ...``: parse the class's ``@T.prim_func`` / ``@R.function``
-    members into an IRModule (they may refer to each other as ``cls.name``)."""
+    members into an IRModule (they may refer to each other as ``cls.name``).
+    ``@I.ir_module(check_well_formed=False)`` is accepted, as in TVM."""
     from workbench.script.parser.entry import ir_module as parse
-    return parse(cls)
+    return parse(cls) if cls is not None else parse
 
 
 @dataclass(frozen=True)

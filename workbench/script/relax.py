@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins as _b
 import contextvars
+import functools
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -270,6 +271,7 @@ class OpNamespace:
         return _lookup(self._prefix + name)
 
 
+@functools.lru_cache(maxsize=None)  # found names only: a miss raises, and is not kept
 def _lookup(full: Any) -> Any:
     ops = list_ops()
     if full in ops:

@@ -96,6 +96,10 @@ class Directive:
     __slots__ = ()
 
 
+# What building IR from a bad script raises; reported at the script's line.
+_BUILD_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError,
+                 NotImplementedError, ZeroDivisionError)
+
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
     ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
@@ -138,11 +142,13 @@ class Parser:
             yield
         except ParserError:
             raise
-        except (TypeError, ValueError, KeyError, IndexError, AttributeError,
-                NotImplementedError, ZeroDivisionError) as exc:
-            reason = exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], str) \
-                else str(exc)
-            raise self.error(node, f"{type(exc).__name__}: {reason}") from None
+        except _BUILD_ERRORS as exc:
+            raise self.located_error(node, exc) from None
+
+    def located_error(self, node: Any, exc: Exception) -> ParserError:
+        reason = exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], str) \
+            else str(exc)
+        return self.error(node, f"{type(exc).__name__}: {reason}")
 
     # ---- scopes -------------------------------------------------------------------------------
 
@@ -176,8 +182,12 @@ class Parser:
         if handler is None:
             raise self.error(node, f"unsupported expression: {type(node).__name__} "
                                    f"({ast.unparse(node)})")
-        with self.located(node):
+        try:  # (inline rather than `located`: this runs for every node)
             return handler(self, node)
+        except ParserError:
+            raise
+        except _BUILD_ERRORS as exc:
+            raise self.located_error(node, exc) from None
 
     def eval_call(self, node: ast.Call) -> Any:
         func = self.eval(node.func)
@@ -200,16 +210,17 @@ class Parser:
         if not callable(func):
             raise self.error(node, f"{ast.unparse(node.func)} is not callable")
         try:
-            sig = inspect.signature(func)
-        except (TypeError, ValueError):
-            sig = None
-        if sig is not None:
-            try:
-                sig.bind(*args, **kwargs)
-            except TypeError as exc:
-                name = ast.unparse(node.func)
-                raise self.error(node, f"wrong arguments to {name}: {exc}") from None
-        return func(*args, **kwargs)
+            return func(*args, **kwargs)
+        except TypeError:
+            # Was it the call itself (arity, keywords)? Say so; else it came from inside.
+            sig = _signature(func)
+            if sig is not None:
+                try:
+                    sig.bind(*args, **kwargs)
+                except TypeError as exc:
+                    name = ast.unparse(node.func)
+                    raise self.error(node, f"wrong arguments to {name}: {exc}") from None
+            raise
 
     # Operator hooks: Python's meaning by default; the dialects build IR instead.
     def binop(self, op: ast.operator, a: Any, b: Any, node: ast.AST) -> Any:
@@ -236,6 +247,28 @@ class Parser:
         except AttributeError:
             owner = ast.unparse(node.value)
             raise self.error(node, f"{owner} has no attribute {attr!r}") from None
+
+
+_SIGNATURES: dict[Any, inspect.Signature | None] = {}
+
+
+def _signature(func: Callable) -> inspect.Signature | None:
+    """``inspect.signature``, remembered per callable (it dominated parse time uncached)."""
+    try:
+        return _SIGNATURES[func]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable callable
+        return _compute_signature(func)
+    sig = _SIGNATURES[func] = _compute_signature(func)
+    return sig
+
+
+def _compute_signature(func: Callable) -> inspect.Signature | None:
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):
+        return None
 
 
 def _compare(p: Parser, node: ast.Compare) -> Any:
