@@ -460,3 +460,16 @@ def test_ir_module_with_options():
         def f(A: T.Buffer((2,), "float32")):
             A[0] = T.float32(1)
     assert isinstance(Mod, IRModule) and list(Mod) == ["f"]
+
+
+def test_tvm_names_of_the_script_package():
+    """import workbench as tvm: tvm.script.ir_module / from_source as TVM spells them."""
+    assert wb.script.ir_module is I.ir_module
+    func = wb.script.from_source('''
+size = 3
+@T.prim_func
+def fill(A: T.Buffer((size,), "float32")):
+    for i in range(size):
+        A[i] = T.float32(7)
+''')
+    assert func.buffer_map[func.params[0]].shape[0].value == 3

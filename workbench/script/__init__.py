@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from workbench.script import ir, relax, tir
 from workbench.script.errors import ParserError
+from workbench.script.ir import ir_module
 from workbench.script.parser.entry import from_source
 
-__all__ = ["ir", "tir", "relax", "from_source", "ParserError"]
+__all__ = ["ir", "tir", "relax", "ir_module", "from_source", "ParserError"]

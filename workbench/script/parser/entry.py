@@ -145,13 +145,17 @@ def from_source(text: str, env: dict[str, Any] | None = None, filename: str = "<
     p = Parser(source, names)
     result = None
     tree = source.parse()
-    # The metadata section follows the module it serves; read it first.
+    # Top-level assignments (Python values the script uses; the metadata section, which
+    # follows the module it serves) are read first.
     for node in tree.body:
-        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == \
-                ["metadata"]:
-            names["metadata"] = p.eval(node.value)
+        if isinstance(node, ast.Assign):
+            if not all(isinstance(t, ast.Name) for t in node.targets):
+                raise p.error(node, "top-level assignments bind plain names")
+            value = p.eval(node.value)
+            for t in node.targets:
+                names[t.id] = value
     for node in tree.body:
-        if isinstance(node, ast.Assign) and "metadata" in names:
+        if isinstance(node, ast.Assign):
             continue
         if isinstance(node, ast.ClassDef):
             result = parse_module(node, source, names)
