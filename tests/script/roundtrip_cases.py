@@ -132,6 +132,28 @@ def fuse_split(sch: tir.Schedule) -> None:
     sch.split(f, [None, 32])
 
 
+def split_uneven_annotate(sch: tir.Schedule) -> None:
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    sch.split(i, [None, 5])                       # 64 = 13 * 5 - 1: a T.where predicate
+    sch.annotate(j, "pragma_auto_unroll_max_step", 16)
+    sch.annotate(sch.get_block("C"), "meta_schedule.tiling_structure", "SSRSRS")
+
+
+def rfactor_blockize(sch: tir.Schedule) -> None:
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    ko, ki = sch.split(k, [None, 4])
+    sch.rfactor(ki, 0)
+    i2, j2, ko2 = sch.get_loops(sch.get_block("C"))[:3]
+    sch.blockize(ko2)
+
+
+def storage_align_layout(sch: tir.Schedule) -> None:
+    block = sch.get_block("C")
+    cached = sch.cache_write(block, 0, "global")
+    sch.storage_align(block, 0, 0, 16, 1)
+    sch.transform_layout(cached, ("write", 0), lambda a, b: (b, a))
+
+
 def _lowered(func: Callable[[], Any]) -> Callable[[], Any]:
     def make() -> Any:
         return wb.lower(func())
@@ -192,7 +214,7 @@ for _f in (matmul_symbolic, matmul_static, matmul_relu_int64, conv2d_nchw,
     CASES[_f.__name__] = _f
     CASES["lowered_" + _f.__name__] = _lowered(_f)
 for _s in (split_reorder, parallel_vectorize, cache_read_compute_at, cache_write_decompose,
-           fuse_split):
+           fuse_split, split_uneven_annotate, rfactor_blockize, storage_align_layout):
     CASES["sched_" + _s.__name__] = _sched(_s)
     CASES["lowered_sched_" + _s.__name__] = _lowered(_sched(_s))
 for _m in (make_mlp, make_cnn, make_transformer):

@@ -304,7 +304,7 @@ _EXPR: dict[type, Callable[[Parser, Any], Any]] = {
     ast.Constant: lambda p, n: n.value,
     ast.Name: lambda p, n: p.lookup(n.id, n),
     ast.Attribute: lambda p, n: p.attribute(p.eval(n.value), n.attr, n),
-    ast.Call: Parser.eval_call,
+    ast.Call: lambda p, n: p.eval_call(n),
     ast.Subscript: lambda p, n: p.subscript(p.eval(n.value), p.eval(n.slice), n),
     ast.Slice: _slice,
     ast.Tuple: lambda p, n: tuple(p.eval(e) for e in n.elts),

@@ -528,6 +528,28 @@ class TIRParser(Parser):
             return value.vload(self.indices(value, idx, node))
         return super().subscript(value, index, node)
 
+    def eval_call(self, node: ast.Call) -> Any:
+        if self._is_let(node):
+            return self._let(node)
+        return super().eval_call(node)
+
+    def _is_let(self, node: ast.Call) -> bool:
+        return isinstance(node.func, ast.Attribute) and node.func.attr == "Let" and \
+            self.eval(node.func) is T.Let
+
+    def _let(self, node: ast.Call) -> PrimExpr:
+        """``T.Let(body, where={x: value})``: ``x`` is defined for the body only."""
+        where = next((k.value for k in node.keywords if k.arg == "where"), None)
+        if len(node.args) != 1 or not isinstance(where, ast.Dict) or len(where.keys) != 1 \
+                or not isinstance(where.keys[0], ast.Name):
+            raise self.error(node, "write a let expression as T.Let(body, where={x: value})")
+        value = op.convert(self.eval(where.values[0]))
+        var = Var(where.keys[0].id, value.dtype)
+        with self.scope():
+            self.define(var.name, var)
+            body = op.convert(self.eval(node.args[0]))
+        return T.Let(body, {var: value})
+
     def call(self, func: Callable, args: list, kwargs: dict, node: ast.Call) -> Any:
         if func not in _REGION_TAKERS:
             args = [self.as_expr(a) for a in args]
