@@ -30,6 +30,7 @@ FLOORS = {
     "dlight": 3, "codegen": 3, "target": 3,
     "testing": 3,       # TVM's tvm.testing: markers read the host target
     "rpc": 4, "relax": 4, "topi": 4,
+    "script": 4,        # TVMScript parser: above relax and tir, below the tuner
     "meta_schedule": 5,
     "s_tir": 5,         # TVM's newer names for schedule / meta_schedule / dlight (aliases)
     "driver": 6,

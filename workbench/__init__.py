@@ -16,6 +16,7 @@ from workbench.ir import IRModule
 from workbench import instrument, transform
 from workbench import ir, target, te, tir, topi, relax
 from workbench import rpc  # Dask is imported only when a cluster is used
+from workbench import script  # TVMScript: tvm.script.ir_module, tvm.script.from_source
 from workbench.target import Target
 from workbench.driver import build, compile, lower
 

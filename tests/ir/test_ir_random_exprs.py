@@ -69,6 +69,8 @@ class _T:
     """Just enough of ``T`` to evaluate printed expressions as Python."""
     min = staticmethod(min)
     max = staticmethod(max)
+    int32 = staticmethod(int)   # `T.int32(0) + 0`: a literal kept from folding when read back
+    bool = staticmethod(bool)
 
     @staticmethod
     def Select(c, x, y):  # noqa: N802

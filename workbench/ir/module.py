@@ -112,9 +112,11 @@ class IRModule:
         new.attrs = merge_attrs(self.attrs, attrs, "IRModule.with_attrs")
         return new
 
-    def script(self) -> str:
+    def script(self, show_meta: bool = False) -> str:
+        """TVMScript text; ``show_meta`` adds the metadata section (large constants) so that
+        ``workbench.script.from_source`` reads the text back whole."""
         from workbench.ir.printer import script
-        return script(self)
+        return script(self, show_meta)
 
     def show(self, style: str | None = None, black_format: bool = False) -> None:
         """Print the module's script, highlighted when Pygments is installed."""

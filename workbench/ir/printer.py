@@ -12,10 +12,12 @@ Lookups follow the class's MRO, so registering a base class covers its subclasse
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import html
 import json
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from workbench.ir.dispatch import TypeTable
 from workbench.ir.module import GlobalVar, IRModule
@@ -43,8 +45,15 @@ def register_short_repr(cls: type, fn: Callable[[Any], str] | None = None):
 
 # ---- entry points -----------------------------------------------------------------------------
 
-def script(obj: Any) -> str:
-    """The full text form of ``obj`` (an IRModule, a function, a statement, ...)."""
+def script(obj: Any, show_meta: bool = False) -> str:
+    """The full text form of ``obj`` (an IRModule, a function, a statement, ...).
+
+    ``show_meta``: for a module, append the metadata section (the values that print as
+    ``metadata["relax.expr.Constant"][0]``), so ``workbench.script.from_source`` reads the text
+    back whole; without it a comment says the metadata was left out.
+    """
+    if isinstance(obj, IRModule):
+        return module_script(obj, show_meta)
     fn = _SCRIPT.lookup(type(obj))
     if fn is not None:
         return fn(obj)
@@ -115,8 +124,67 @@ def indent(text: str, by: str = "    ") -> str:
 
 # ---- IRModule ---------------------------------------------------------------------------------
 
-def module_script(mod: IRModule) -> str:
-    """``@I.ir_module class Module:`` with each function printed by its registered printer."""
+# ---- metadata: values too big to print inline ----------------------------------------------
+
+class Metadata:
+    """The values of one printout that print as ``metadata["<kind>"][k]`` (TVM's form)."""
+
+    def __init__(self) -> None:
+        self.tables: dict[str, list[Any]] = {}
+        self._index: dict[int, tuple[str, int]] = {}
+
+    def ref(self, kind: str, value: Any) -> str:
+        key = self._index.get(id(value))
+        if key is None:
+            table = self.tables.setdefault(kind, [])
+            key = self._index[id(value)] = (kind, len(table))
+            table.append(value)
+        return f"metadata[{quote(key[0])}][{key[1]}]"
+
+
+_METADATA: contextvars.ContextVar[Metadata | None] = contextvars.ContextVar(
+    "workbench_printer_metadata", default=None)
+
+
+@contextlib.contextmanager
+def metadata_scope() -> Iterator[Metadata]:
+    """The printout's metadata table: the enclosing one (a module's), else a new one."""
+    outer = _METADATA.get()
+    if outer is not None:
+        yield outer
+        return
+    meta = Metadata()
+    token = _METADATA.set(meta)
+    try:
+        yield meta
+    finally:
+        _METADATA.reset(token)
+
+
+def metadata_ref(kind: str, value: Any) -> str:
+    """The text referring to ``value`` in the current printout's metadata table."""
+    with metadata_scope() as meta:
+        return meta.ref(kind, value)
+
+
+_META_OMITTED = "# Metadata omitted. Use show_meta=True in script() method to show it."
+
+
+def module_script(mod: IRModule, show_meta: bool = False) -> str:
+    """``@I.ir_module class Module:`` with each function printed by its registered printer;
+    values printed as metadata references follow as ``metadata = I.load_metadata(...)`` when
+    ``show_meta``, else a comment says they were left out."""
+    with metadata_scope() as meta:
+        text = _module_body(mod)
+    if not meta.tables:
+        return text
+    if not show_meta:
+        return _META_OMITTED + "\n" + text
+    from workbench.ir.json import save_json
+    return text + '\n\nmetadata = I.load_metadata(r"""' + save_json(meta.tables) + '""")'
+
+
+def _module_body(mod: IRModule) -> str:
     out = ["@I.ir_module", "class Module:"]
     if mod.attrs:
         out.append(f"    I.module_attrs({format_value(dict(mod.attrs))})")
@@ -174,4 +242,5 @@ def html_highlight(text: str) -> str:
 
 __all__ = ["script", "short_repr", "html_highlight", "register_script",
            "register_function_printer", "register_short_repr", "format_value", "quote",
-           "generic_repr", "script_or_repr", "module_script", "indent"]
+           "generic_repr", "script_or_repr", "module_script", "indent", "Metadata", "metadata_ref",
+           "metadata_scope"]

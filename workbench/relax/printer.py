@@ -22,7 +22,7 @@ from typing import Any, Callable
 from workbench.ir.dispatch import TypeTable
 from workbench.ir.module import GlobalVar
 from workbench.ir.printer import (
-    format_value, quote, register_function_printer, register_script,
+    format_value, metadata_ref, quote, register_function_printer, register_script,
     register_short_repr,
 )
 from workbench.relax.expr import (
@@ -35,7 +35,7 @@ from workbench.relax.struct_info import (
     TensorStructInfo, TupleStructInfo,
 )
 from workbench.relax.dim_text import dim_text
-from workbench.tir.expr import IntImm, PrimExpr
+from workbench.tir.expr import PrimExpr, SizeVar
 from workbench.tir.script_expr import ExprPrinter, Names
 
 _CONST_INLINE_LIMIT = 8  # constants with more elements print as a summary
@@ -135,7 +135,9 @@ class _Printer:
         ret = f" -> {self.sinfo(f.ret_struct_info)}" if f.ret_struct_info is not None else ""
         head: list[str] = []
         for v in self.names.free_vars:
-            head.append(f"{self.names.var(v)} = T.{v.dtype}()")
+            # SizeVar and Var are different IR; say which, so the text reads back the same.
+            size = "is_size_var=True" if isinstance(v, SizeVar) else ""
+            head.append(f"{self.names.var(v)} = T.{v.dtype}({size})")
         attrs = {k: _attr_summary(v) for k, v in f.attrs.items()
                  if not (k == "global_symbol" and v == name)}
         if attrs:
@@ -200,7 +202,7 @@ def _func_si(p: _Printer, si: FuncStructInfo) -> str:
 
 
 def _prim_si(p: _Printer, si: PrimStructInfo) -> str:
-    if si.value is not None and not isinstance(si.value, IntImm):
+    if si.value is not None:  # a known value, constant or not, is part of the struct info
         return f"R.Prim(value={p.prim(si.value)})"
     return f"R.Prim({quote(si.dtype)})"
 
@@ -259,7 +261,9 @@ def _constant(p: _Printer, c: Constant) -> str:
     if size <= _CONST_INLINE_LIMIT:
         value = d.numpy().tolist()
         return f"R.const({value!r}, {quote(d.dtype)})"
-    return f"R.const(<{d.dtype} tensor of shape {tuple(d.shape)}>)"
+    # Too big to print: a reference into the printout's metadata (TVM's form), which
+    # IRModule.script(show_meta=True) writes out.
+    return metadata_ref("relax.expr.Constant", c)
 
 
 def _tuple(p: _Printer, t: Tuple) -> str:

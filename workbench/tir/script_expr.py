@@ -212,13 +212,25 @@ def _string(p: ExprPrinter, e: StringImm) -> tuple[str, int]:
     return quote(e.value), ATOM
 
 
+def _bare(e: Any) -> bool:
+    return isinstance(e, IntImm) and e.dtype in ("int32", "bool")
+
+
+def _left(p: ExprPrinter, e: Any, need: int) -> str:
+    """The left operand; when both operands would print as bare Python literals (``0 + 0``),
+    the left one is written ``T.int32(0)`` so that the text reads back unfolded."""
+    if _bare(e.a) and _bare(e.b):
+        return f"T.{e.a.dtype}({int_literal(e.a.value, e.a.dtype)[0]})"
+    return p.operand(e.a, need)
+
+
 def _binary(p: ExprPrinter, e: Any) -> tuple[str, int]:
     sym, prec = _BINARY[type(e)]
-    return f"{p.operand(e.a, prec)} {sym} {p.operand(e.b, prec + 1)}", prec
+    return f"{_left(p, e, prec)} {sym} {p.operand(e.b, prec + 1)}", prec
 
 
 def _compare(p: ExprPrinter, e: Any) -> tuple[str, int]:
-    return f"{p.operand(e.a, CMP + 1)} {_COMPARE[type(e)]} {p.operand(e.b, CMP + 1)}", CMP
+    return f"{_left(p, e, CMP + 1)} {_COMPARE[type(e)]} {p.operand(e.b, CMP + 1)}", CMP
 
 
 def _call2(p: ExprPrinter, e: Any) -> tuple[str, int]:
@@ -236,6 +248,8 @@ def _mod(p: ExprPrinter, e: Mod) -> tuple[str, int]:
 
 
 def _not(p: ExprPrinter, e: Not) -> tuple[str, int]:
+    if _bare(e.a):  # `not True` would be Python's False when read back
+        return f"not T.{e.a.dtype}({int_literal(e.a.value, e.a.dtype)[0]})", NOT
     return f"not {p.operand(e.a, NOT)}", NOT
 
 

@@ -107,13 +107,18 @@ class StmtPrinter:
     def declarations(self, ind: int) -> list[tuple[int, str]]:
         """``n = T.int32()`` / ``A = T.Buffer(...)`` lines for everything used but not defined."""
         # Buffers first: their shapes may name free vars not seen yet.
-        buffers = [(ind, f"{self.names.buffer(b)} = T.Buffer({self.buffer_args(b, True)})")
-                   for b in list(self.names.free_buffers)]
+        buffers = [(ind, f"{self.names.buffer(b)} = T.Buffer({self.buffer_args(b, True)}"
+                         f"{self._data_arg(b)})") for b in list(self.names.free_buffers)]
         out = []
         for v in self.names.free_vars:
             size = ", is_size_var=True" if isinstance(v, SizeVar) else ""
             out.append((ind, f"{self.names.var(v)} = T.{v.dtype}({size[2:]})"))
         return out + buffers
+
+    def _data_arg(self, buf: Buffer) -> str:
+        """``, data=A.data`` when a declared buffer views storage the printout already names
+        (a flattened view of a parameter), so the text keeps the two buffers' shared data."""
+        return f", data={self.names.var(buf.data)}" if self.names.has(buf.data) else ""
 
     # ---- statements ---------------------------------------------------------------------------
 
@@ -341,7 +346,9 @@ def script_func(func: PrimFunc, name: str = "main") -> str:
     else:
         p.body(func.body, 1)
 
-    head = [(0, "@T.prim_func"), (0, f"def {name}({', '.join(sig)}){ret}:")]
+    # A function without a global symbol is private (TVMScript's spelling), so it reads back so.
+    deco = "@T.prim_func" if "global_symbol" in func.attrs else "@T.prim_func(private=True)"
+    head = [(0, deco), (0, f"def {name}({', '.join(sig)}){ret}:")]
     attrs = {k: v for k, v in func.attrs.items() if not (k == "global_symbol" and v == name)}
     if attrs:
         head.append((1, f"T.func_attr({p.e.value(attrs)})"))

@@ -57,8 +57,8 @@ STORAGE_ALIGN_LOWERED = '''\
 @T.prim_func
 def main(A: T.Buffer((8, 8), "float32"), C: T.Buffer((8, 8), "float32")):
     T.func_attr({"tir.noalias": True})
-    A_1 = T.Buffer((64,), "float32")
-    C_1 = T.Buffer((64,), "float32")
+    A_1 = T.Buffer((64,), "float32", data=A.data)
+    C_1 = T.Buffer((64,), "float32", data=C.data)
     B = T.allocate([72], "float32")
     B_1 = T.decl_buffer((71,), "float32", data=B)
     for i, j in T.grid(8, 8):

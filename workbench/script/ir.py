@@ -1,0 +1,39 @@
+"""``I``: the module-level names of TVMScript (``from workbench.script import ir as I``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from workbench.ir.module import GlobalVar as _GlobalVar, IRModule
+from workbench.script.parser.core import Directive
+
+
+def ir_module(cls: type | None = None, *, check_well_formed: bool = True) -> Any:
+    """``@I.ir_module class M: ...``: parse the class's ``@T.prim_func`` / ``@R.function``
+    members into an IRModule (they may refer to each other as ``cls.name``).
+    ``@I.ir_module(check_well_formed=False)`` is accepted, as in TVM."""
+    from workbench.script.parser.entry import ir_module as parse
+    return parse(cls) if cls is not None else parse
+
+
+@dataclass(frozen=True)
+class ModuleAttrs(Directive):
+    attrs: dict
+
+
+def module_attrs(attrs: dict) -> ModuleAttrs:
+    """``I.module_attrs({...})`` in a module class body: the module's attrs."""
+    return ModuleAttrs(dict(attrs))
+
+
+def load_metadata(text: str) -> Any:
+    """The metadata section ``IRModule.script(show_meta=True)`` writes: values by kind."""
+    from workbench.ir.json import load_json
+    return load_json(text)
+
+
+def GlobalVar(name: str) -> _GlobalVar:  # noqa: N802 - TVMScript's name
+    return _GlobalVar(name)
+
+
+__all__ = ["ir_module", "module_attrs", "ModuleAttrs", "GlobalVar", "load_metadata"]

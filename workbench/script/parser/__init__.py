@@ -1,0 +1,1 @@
+"""The TVMScript parser: core (scopes, expressions), tir, relax, entry (modules)."""
