@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.ir.module import GlobalVar as _GlobalVar, IRModule
+from workbench.ir.module import GlobalVar as _GlobalVar
 from workbench.script.parser.core import Directive
 
 
