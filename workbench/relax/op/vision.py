@@ -234,30 +234,24 @@ def _infer_nms(call: Call, ctx: Any) -> StructInfo:
 
 @def_legalize("relax.vision.all_class_non_max_suppression")
 def _legalize_nms(bb: Any, call: Call) -> Expr:
-    """Each class's boxes ordered by score (``topi.topk`` over all of them: ties keep the
-    lower index first), then the serial selection kernel (:mod:`workbench.topi.nms`),
-    opaque to fusion. Static shapes only."""
-    from workbench.relax.expr import TupleGetItem
+    """The serial selection kernel (:mod:`workbench.topi.nms`; it sorts each class's
+    candidates itself), opaque to fusion. Static shapes only."""
     from workbench.relax.op.base import call_tir
     from workbench.relax.transform.annotate_tir_op_pattern import OpPatternKind
     from workbench.topi.nms import all_class_non_max_suppression as nms_kernel
-    from workbench.topi.sort import topk as te_topk
     dims = _nms_dims(call)
     static = None if dims is None else [I.const_int(d) for d in dims]
     if static is None or None in static:
         raise I.error(call, "needs boxes and scores of static shape")
     b, c, n = static
     keep = I.const_int(_nms_keep(IntImm("int64", n), call.attrs["max_keep"]))
-    boxes, scores, *rest = call.args
     if b * c * keep == 0:  # nothing can be selected: no kernel
         from workbench.relax.expr import Tuple, const
         return Tuple((const(np.zeros((0, 3), "int64")), const(np.zeros((1,), "int64"))))
-    order = bb.emit(TupleGetItem(bb.emit(bb.call_te(te_topk, scores, n, 2, True, "int64",
-                                                     primfunc_name_hint="nms_order")), 1))
     func = nms_kernel(b, c, n, keep, call.attrs["center_point_box"]).with_attr(
         "op_pattern", int(OpPatternKind.kOpaque))
     gv = bb.add_func(func, "all_class_non_max_suppression")
-    return call_tir(gv, [boxes, scores, order] + rest, list(call.struct_info.fields))
+    return call_tir(gv, list(call.args), list(call.struct_info.fields))
 
 
 @def_numpy("relax.vision.all_class_non_max_suppression")
