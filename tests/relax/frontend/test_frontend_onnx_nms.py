@@ -104,6 +104,21 @@ def test_nms_run_time_inputs_over_thresholds_and_limits(center_point_box):
     assert min(selected[0], selected[2]) > 0 and selected[3] > 3 * B * C
 
 
+def test_nms_many_boxes_and_ties():
+    """257 boxes (a deep heap of an odd size) in a few clusters, scores of 7 levels (long runs
+    of ties), every box kept that survives; and a limit of 50."""
+    n = 257
+    model = _model(["boxes", "scores", "max", "iou", "score"], shapes={
+        "boxes": [1, n, 4], "scores": [1, 2, n]})
+    rng = np.random.default_rng(11)
+    vm = None
+    for max_out, iou in [(n, 0.45), (50, 0.2)]:
+        feeds = {"boxes": _corner_boxes(rng, 1, n), "scores": _scores(rng, 7, 1, 2, n),
+                 **_scalars(max_out, iou, 0.1)}
+        vm, want = _run(model, feeds, vm)
+        assert 20 < len(want) < 2 * n
+
+
 def test_nms_ties_and_ious_at_the_threshold():
     """Integer boxes whose IoUs are exactly 1/3, 1/2 and 1 against equal thresholds (kept:
     only an IoU above the threshold suppresses), zero-area boxes, scores all equal (the lower

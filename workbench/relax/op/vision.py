@@ -234,8 +234,8 @@ def _infer_nms(call: Call, ctx: Any) -> StructInfo:
 
 @def_legalize("relax.vision.all_class_non_max_suppression")
 def _legalize_nms(bb: Any, call: Call) -> Expr:
-    """The serial selection kernel (:mod:`workbench.topi.nms`; it sorts each class's
-    candidates itself), opaque to fusion. Static shapes only."""
+    """The serial selection kernel (:mod:`workbench.topi.nms`; it orders each class's
+    candidates itself, in a heap), opaque to fusion. Static shapes only."""
     from workbench.relax.op.base import call_tir
     from workbench.relax.transform.annotate_tir_op_pattern import OpPatternKind
     from workbench.topi.nms import all_class_non_max_suppression as nms_kernel
