@@ -174,3 +174,31 @@ def test_nms_iou_threshold_out_of_range_is_refused():
                                                        "iou": np.asarray([1.5], "float32")})
     with pytest.raises(Exception, match=r"iou_threshold must be in \[0, 1\], got 1.5"):
         from_onnx(model)
+
+
+def test_nms_output_feeds_further_ops():
+    """A detector's post-processing: scores from a Sigmoid, NonMaxSuppression, then the kept
+    boxes gathered by the selections' box column and their scores summed per image -- ops on
+    the selection's run-time length."""
+    from onnx_graph import Graph
+    g = Graph()
+    scores = g("Sigmoid", "logits", out=False)
+    sel = g("NonMaxSuppression", "boxes", scores, g.const(np.asarray([4], "int64")),
+            g.const(np.asarray([0.4], "float32")), g.const(np.asarray([0.3], "float32")))
+    box_col = g("Gather", sel, g.const(np.asarray(2, "int64")), axis=1)
+    flat = g("Squeeze", "boxes", g.const(np.asarray([0], "int64")), out=False)
+    g("Gather", flat, box_col, axis=0)
+    g("ReduceSum", g("Cast", box_col, to=TensorProto.FLOAT, out=False), keepdims=1)
+    model = g.model([helper.make_tensor_value_info("boxes", F32, [1, N, 4]),
+                     helper.make_tensor_value_info("logits", F32, [1, C, N])], opset=13)
+    rng = np.random.default_rng(5)
+    feeds = {"boxes": _corner_boxes(rng, 1), "logits": rng.normal(0, 2, (1, C, N))
+             .astype("float32")}
+    exe = relax.build(from_onnx(model), "llvm")
+    vm = relax.VirtualMachine(exe, wb.cpu())
+    got = [o.numpy() for o in vm["main"](*[wb.nd.array(v) for v in feeds.values()])]
+    want = ort_run(model, feeds)
+    assert len(got) == len(want) == 4 and len(want[0]) > 3
+    for g_, w in zip(got, want):
+        assert g_.shape == w.shape and g_.dtype == w.dtype
+        np.testing.assert_allclose(g_, w, rtol=1e-6)
