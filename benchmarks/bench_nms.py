@@ -1,5 +1,6 @@
-"""ONNX NonMaxSuppression alone: the compiled kernel (``relax.vision.all_class_non_max_suppression``,
-one serial block) against onnxruntime's CPU kernel, on detector-sized inputs.
+"""ONNX NonMaxSuppression alone: the compiled kernel
+(``relax.vision.all_class_non_max_suppression``, one serial block) against onnxruntime's CPU
+kernel, on detector-sized inputs.
 
 Shapes (batch 1): YOLOv3's 10647 boxes x 80 classes with a 0.25 score threshold and with none
 (every box a candidate: the whole sort), and SSD's 1917 boxes x 91 classes. Scores are uniform

@@ -47,9 +47,10 @@ def all_class_non_max_suppression(batch: int, num_classes: int, num_boxes: int,
                                   max_keep: int, center_point_box: int = 0) -> PrimFunc:
     """The PrimFunc ``(boxes, scores, max_output_boxes_per_class, iou_threshold,
     score_threshold, selected, count)``: ``boxes`` (B, N, 4) float32, ``scores`` (B, C, N)
-    float32, the three thresholds as (1,) tensors (int64, float32, float32); ``selected`` (B * C * max_keep, 3)
-    int64 (rows past the selections zero) and ``count`` (1,) int64 are written. ``max_keep`` (``1 <= max_keep <= N``) bounds
-    the boxes a class keeps whatever ``max_output_boxes_per_class`` says at run time."""
+    float32, the three thresholds as (1,) tensors (int64, float32, float32); ``selected``
+    (B * C * max_keep, 3) int64 (rows past the selections zero) and ``count`` (1,) int64 are
+    written. ``max_keep`` (``1 <= max_keep <= N``) bounds the boxes a class keeps whatever
+    ``max_output_boxes_per_class`` says at run time."""
     dims = (batch, num_classes, num_boxes, max_keep)
     if not all(isinstance(d, int) and d > 0 for d in dims):
         raise ValueError(f"all_class_non_max_suppression: batch, classes, boxes and max_keep "

@@ -171,8 +171,8 @@ def all_class_non_max_suppression(boxes: Expr, scores: Expr, max_output_boxes_pe
 
     Returns the tuple ``(selected, count)``: ``selected`` (B * C * K, 3) int64 rows ``(batch,
     class, box)`` in image, class and selection order, of which the first ``count`` ((1,)
-    int64) are valid (the rest are zeros); ``K`` is ``max_keep`` (a bound on what ``max_output_boxes_per_class``
-    can be at run time; default N)."""
+    int64) are valid (the rest are zeros); ``K`` is ``max_keep`` (a bound on what
+    ``max_output_boxes_per_class`` can be at run time; default N)."""
     if output_format != "onnx":
         raise ValueError(f"all_class_non_max_suppression: only output_format='onnx' is "
                          f"supported, got {output_format!r}")
