@@ -159,6 +159,32 @@ OP_CASES: dict[str, tuple[list, Callable, dict | None]] = {
     "roi_pool": ([("x", tensor((2, 2, 6, 7))), ("r", tensor((2, 5)))],
                  lambda x, r: R.vision.roi_pool(x, r, (2, 3), 0.5),
                  {1: np.array([[1, 1, 0, 9, 8], [0, 4, 6, 4.6, 6]], "float32")}),
+    # Clustered boxes, corners in either order, tied scores: some boxes kept, some
+    # suppressed, some below the score threshold, and zero rows after the selections.
+    "all_class_nms": ([("b", tensor((2, 9, 4))), ("s", tensor((2, 3, 9))),
+                       ("m", tensor((1,), "int64")), ("i", tensor((1,))), ("t", tensor((1,)))],
+                      lambda b, s, m, i, t: R.vision.all_class_non_max_suppression(
+                          b, s, m, i, t, max_keep=4),
+                      {0: np.array([[[0, 0, 2, 2], [2, 2, 0.2, 0.1], [0, 1, 2, 3],
+                                     [5, 5, 7, 6], [5.2, 5.5, 7, 6.5], [9, 0, 8, 1],
+                                     [0, 0, 1, 1], [3, 3, 4, 4], [3.1, 3, 4, 4.2]]] * 2,
+                                   "float32") * np.array([1, 1.5], "float32")[:, None, None],
+                       1: (np.floor(np.random.default_rng(3).uniform(0, 5, (2, 3, 9))) / 5)
+                       .astype("float32"),
+                       2: np.array([3], "int64"), 3: np.array([0.3], "float32"),
+                       4: np.array([0.1], "float32")}),
+    "all_class_nms_center": ([("b", tensor((1, 6, 4))), ("s", tensor((1, 2, 6))),
+                              ("m", tensor((1,), "int64")), ("i", tensor((1,))),
+                              ("t", tensor((1,)))],
+                             lambda b, s, m, i, t: R.vision.all_class_non_max_suppression(
+                                 b, s, m, i, t, center_point_box=1),
+                             {0: np.array([[[1, 1, 2, 2], [1.2, 1, 2, -2], [1.5, 1.5, 2, 2],
+                                            [5, 5, 1, 1], [5, 5.1, 1, 1.2], [9, 9, 0, 1]]],
+                                          "float32"),
+                              1: np.random.default_rng(4).uniform(0, 1, (1, 2, 6))
+                              .astype("float32"),
+                              2: np.array([9], "int64"), 3: np.array([0.4], "float32"),
+                              4: np.array([-np.inf], "float32")}),
     "max_pool2d_with_indices": ([("x", tensor((2, 3, 7, 6)))],
                                 lambda x: R.nn.max_pool2d_with_indices(
                                     x, (3, 2), (2, 2), (1, 0, 1, 1), (1, 2), ceil_mode=True),

@@ -1,5 +1,6 @@
-"""Vision ops (``relax.op.vision``): ``roi_align`` and ``roi_pool`` on NCHW data (TVM's
-names; the kernels and their rules are in :mod:`workbench.topi.roi`)."""
+"""Vision ops (``relax.op.vision``): ``roi_align`` and ``roi_pool`` on NCHW data, and
+``all_class_non_max_suppression`` (TVM's names; the kernels are in :mod:`workbench.topi.roi`
+and :mod:`workbench.topi.nms`)."""
 from __future__ import annotations
 
 import math
@@ -10,7 +11,7 @@ import numpy as np
 from workbench.relax.expr import Call, Expr
 from workbench.relax.op import _infer as I
 from workbench.relax.op.registry import def_infer, def_legalize, def_numpy, make_call
-from workbench.relax.struct_info import StructInfo, TensorStructInfo
+from workbench.relax.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
 from workbench.tir.expr import IntImm
 
 
@@ -156,4 +157,147 @@ def _numpy_roi_pool(x: np.ndarray, rois: np.ndarray, pooled_size: tuple, spatial
     return out
 
 
-__all__ = ["roi_align", "roi_pool"]
+# ---- non-maximum suppression ---------------------------------------------------------------------
+
+def all_class_non_max_suppression(boxes: Expr, scores: Expr, max_output_boxes_per_class: Expr,
+                                  iou_threshold: Expr, score_threshold: Expr,
+                                  output_format: str = "onnx", center_point_box: int = 0,
+                                  max_keep: int | None = None) -> Call:
+    """Greedy non-maximum suppression of every class of every image (TVM's name, ONNX's
+    ``NonMaxSuppression`` rule): ``boxes`` (B, N, 4) float32, ``scores`` (B, C, N) float32, the
+    thresholds (1,) tensors (int64, float32, float32; a ``score_threshold`` of -inf keeps
+    every score). ``center_point_box``: 0 for ``[y1, x1, y2, x2]`` (corners in either order),
+    1 for ``[x_center, y_center, width, height]``.
+
+    Returns the tuple ``(selected, count)``: ``selected`` (B * C * K, 3) int64 rows ``(batch,
+    class, box)`` in image, class and selection order, of which the first ``count`` ((1,)
+    int64) are valid (the rest are zeros); ``K`` is ``max_keep`` (a bound on what
+    ``max_output_boxes_per_class`` can be at run time; default N)."""
+    if output_format != "onnx":
+        raise ValueError(f"all_class_non_max_suppression: only output_format='onnx' is "
+                         f"supported, got {output_format!r}")
+    if center_point_box not in (0, 1):
+        raise ValueError(f"all_class_non_max_suppression: center_point_box must be 0 or 1, "
+                         f"got {center_point_box!r}")
+    if max_keep is not None and (not isinstance(max_keep, int) or max_keep < 0):
+        raise ValueError(f"all_class_non_max_suppression: max_keep must be a non-negative "
+                         f"int or None, got {max_keep!r}")
+    return make_call("relax.vision.all_class_non_max_suppression",
+                     (boxes, scores, max_output_boxes_per_class, iou_threshold,
+                      score_threshold),
+                     {"output_format": output_format, "center_point_box": int(center_point_box),
+                      "max_keep": max_keep})
+
+
+def _nms_dims(call: Call) -> tuple[Any, Any, Any]:
+    """``(B, C, N)`` of a non-maximum suppression call (checked), or None when not known."""
+    boxes, scores = I.tensor_arg(call, 0, "boxes"), I.tensor_arg(call, 1, "scores")
+    for i, name in ((2, "max_output_boxes_per_class"), (3, "iou_threshold"),
+                    (4, "score_threshold")):
+        si = I.tensor_arg(call, i, name)
+        if si.shape is not None and (len(si.values) != 1 or I.const_int(si.values[0]) != 1):
+            raise I.error(call, f"{name} must be a (1,) tensor, got {I.dims_text(si.values)}")
+    if boxes.shape is None or scores.shape is None:
+        return None
+    if len(boxes.values) != 3 or I.const_int(boxes.values[2]) not in (None, 4):
+        raise I.error(call, f"boxes must be (batch, boxes, 4), got {I.dims_text(boxes.values)}")
+    if len(scores.values) != 3:
+        raise I.error(call, f"scores must be (batch, classes, boxes), got "
+                            f"{I.dims_text(scores.values)}")
+    (b, n, _), (sb, c, sn) = boxes.values, scores.values
+    for x, y, what in ((b, sb, "batch sizes"), (n, sn, "box counts")):
+        if I.prove_equal(x, y) is False:
+            raise I.error(call, f"boxes {I.dims_text(boxes.values)} and scores "
+                                f"{I.dims_text(scores.values)} differ in their {what}")
+    return b, c, n
+
+
+def _nms_keep(n: Any, max_keep: int | None) -> Any:
+    if max_keep is None:
+        return n
+    cn = I.const_int(n)
+    return IntImm("int64", max_keep if cn is None else min(max_keep, cn))
+
+
+@def_infer("relax.vision.all_class_non_max_suppression")
+def _infer_nms(call: Call, ctx: Any) -> StructInfo:
+    dims = _nms_dims(call)
+    count = TensorStructInfo((IntImm("int64", 1),), "int64")
+    if dims is None:
+        return TupleStructInfo((TensorStructInfo(None, "int64", 2), count))
+    b, c, n = dims
+    rows = b * c * _nms_keep(n, call.attrs["max_keep"])
+    from workbench.tir.arith.analyzer import Analyzer
+    rows = Analyzer().simplify(rows)
+    return TupleStructInfo((TensorStructInfo((rows, IntImm("int64", 3)), "int64"), count))
+
+
+@def_legalize("relax.vision.all_class_non_max_suppression")
+def _legalize_nms(bb: Any, call: Call) -> Expr:
+    """The serial selection kernel (:mod:`workbench.topi.nms`; it orders each class's
+    candidates itself, in a heap), opaque to fusion. Static shapes only."""
+    from workbench.relax.op.base import call_tir
+    from workbench.relax.transform.annotate_tir_op_pattern import OpPatternKind
+    from workbench.topi.nms import all_class_non_max_suppression as nms_kernel
+    dims = _nms_dims(call)
+    static = None if dims is None else [I.const_int(d) for d in dims]
+    if static is None or None in static:
+        raise I.error(call, "needs boxes and scores of static shape")
+    b, c, n = static
+    keep = I.const_int(_nms_keep(IntImm("int64", n), call.attrs["max_keep"]))
+    if b * c * keep == 0:  # nothing can be selected: no kernel
+        from workbench.relax.expr import Tuple, const
+        return Tuple((const(np.zeros((0, 3), "int64")), const(np.zeros((1,), "int64"))))
+    func = nms_kernel(b, c, n, keep, call.attrs["center_point_box"]).with_attr(
+        "op_pattern", int(OpPatternKind.kOpaque))
+    gv = bb.add_func(func, "all_class_non_max_suppression")
+    return call_tir(gv, list(call.args), list(call.struct_info.fields))
+
+
+@def_numpy("relax.vision.all_class_non_max_suppression")
+def _numpy_nms(boxes: np.ndarray, scores: np.ndarray, max_out: np.ndarray, iou: np.ndarray,
+               score_threshold: np.ndarray, center_point_box: int = 0,
+               max_keep: int | None = None, **_: Any) -> tuple:
+    b_n, c_n, n = scores.shape
+    keep = n if max_keep is None else min(max_keep, n)
+    limit = min(max(int(max_out.reshape(-1)[0]), 0), keep)
+    thr, st = np.float32(iou.reshape(-1)[0]), np.float32(score_threshold.reshape(-1)[0])
+    rows = []
+    for b in range(b_n):
+        corners = [_np_corners(boxes[b, i].astype(np.float32), center_point_box)
+                   for i in range(n)]
+        for c in range(c_n):
+            kept: list[int] = []
+            for i in np.argsort(-scores[b, c], kind="stable"):
+                if len(kept) >= limit:
+                    break
+                if not (scores[b, c, i] > st or st == -np.inf):
+                    continue
+                if not any(_np_suppresses(corners[k], corners[i], thr) for k in kept):
+                    kept.append(int(i))
+            rows += [(b, c, k) for k in kept]
+    out = np.zeros((b_n * c_n * keep, 3), "int64")
+    out[:len(rows)] = np.asarray(rows, "int64").reshape(-1, 3)
+    return out, np.asarray([len(rows)], "int64")
+
+
+def _np_corners(v: np.ndarray, center: int) -> tuple:
+    if center == 0:
+        return min(v[1], v[3]), max(v[1], v[3]), min(v[0], v[2]), max(v[0], v[2])
+    hw, hh = v[2] / np.float32(2), v[3] / np.float32(2)
+    return v[0] - hw, v[0] + hw, v[1] - hh, v[1] + hh
+
+
+def _np_suppresses(a: tuple, b: tuple, thr: np.float32) -> bool:
+    ix0, ix1, iy0, iy1 = max(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), min(a[3], b[3])
+    if ix1 <= ix0 or iy1 <= iy0:
+        return False
+    inter = (ix1 - ix0) * (iy1 - iy0)
+    area_a, area_b = (a[1] - a[0]) * (a[3] - a[2]), (b[1] - b[0]) * (b[3] - b[2])
+    union = area_a + area_b - inter
+    if inter <= 0 or area_a <= 0 or area_b <= 0 or union <= 0:
+        return False
+    return bool(inter / union > thr)
+
+
+__all__ = ["roi_align", "roi_pool", "all_class_non_max_suppression"]

@@ -30,7 +30,9 @@ Steps:
 
 Values a converter may produce besides Relax expressions and known arrays: sequences and
 optionals (import-time containers, :mod:`.ops_sequence`) and shapes read from tensors at run
-time (``tensor_to_shape`` + ``match_cast`` to named symbolic dims, :mod:`.ops_shape`).
+time (``tensor_to_shape`` + ``match_cast`` to named symbolic dims, :mod:`.ops_shape`). An
+output whose length depends on the data (NonMaxSuppression's) is computed padded with its
+count, and the first ``count`` rows taken, the count read the same way (:mod:`.ops_vision`).
 """
 from __future__ import annotations
 
