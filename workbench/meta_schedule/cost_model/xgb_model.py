@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from workbench.meta_schedule.cost_model import pretrained as _pretrained  # its option
 from workbench.meta_schedule.cost_model.cost_model import CostModel
 from workbench.meta_schedule.cost_model.dataset import (
     FAILED_COST, FeatureGroup, cost_of, pack, pack_sum,
@@ -245,7 +246,7 @@ class XGBModel(CostModel):
         if self._base_resolved or context is None or getattr(context, "target", None) is None:
             return
         self._base_resolved = True
-        from workbench.meta_schedule.cost_model import pretrained as pre
+        pre = _pretrained
         if self.pretrained == "auto":
             from workbench import options
             if not options.get("ms_pretrained_cost_model"):
