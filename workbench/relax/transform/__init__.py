@@ -62,6 +62,9 @@ from workbench.relax.transform.vm_build_steps import (  # noqa: E402
 )
 __all__ += ["RewriteDataflowReshape", "RemovePurityChecking", "RewriteCUDAGraph",
             "KillAfterLastUse", "LowerRuntimeBuiltin", "ComputePrimValue", "AttachExternModules"]
+# matmul(x, permute_dims(w)) as one kernel reading w in place (before LegalizeOps).
+from workbench.relax.transform.fuse_transpose_matmul import FuseTransposeMatmul  # noqa: E402
+__all__ += ["FuseTransposeMatmul"]
 # Writing passes: per-function passes, and the module-level infrastructure under TVM's names.
 from workbench.relax.transform.function_pass import FunctionPass, function_pass  # noqa: E402
 from workbench.ir.transform import Pass, PassContext, PassInfo, Sequential  # noqa: E402
