@@ -274,6 +274,43 @@ def test_dataflow_var_cannot_escape_its_block():
             bb.emit_func_output(lv)
 
 
+def test_returning_an_exported_dataflow_var_returns_its_output_var():
+    # TVM's tutorials ignore emit_output's result and return the DataflowVar itself; the
+    # function must return the exported Var (well formed) and compute the same values.
+    x = relax.Var("x", T((2, 3)))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            lv = bb.emit(R.exp(x))
+            gv = bb.emit(R.nn.relu(R.subtract(lv, x)))
+            out = bb.emit_output(gv)
+        bb.emit_func_output(gv)
+    func = bb.get()["main"]
+    assert func.body.body is out and type(func.body.body) is relax.Var
+    with bb.function("pair", [x]):
+        with bb.dataflow():
+            lv = bb.emit(R.exp(x))
+            out_lv = bb.emit_output(lv)
+            out_x = bb.emit_output(R.add(lv, x))
+        bb.emit_func_output((lv, out_x))
+    assert bb.get()["pair"].body.body.fields == (out_lv, out_x)
+    xv = np.random.default_rng(2).standard_normal((2, 3)).astype("float32")
+    np.testing.assert_allclose(evaluate_numpy(bb.get(), "main", xv),
+                               np.maximum(np.exp(xv) - xv, 0), rtol=1e-6)
+
+
+def test_a_dataflow_var_never_exported_still_cannot_escape():
+    x = relax.Var("x", T((2,)))
+    bb = relax.BlockBuilder()
+    with pytest.raises(ValueError, match=r"dataflow variable\(s\) \['lv1'\]"):
+        with bb.function("main", [x]):
+            with bb.dataflow():
+                lv = bb.emit(R.exp(x))
+                lv1 = bb.emit(R.exp(lv))
+                bb.emit_output(lv)
+            bb.emit_func_output((lv, lv1))
+
+
 def test_normalize_outside_a_function_fills_struct_info_without_emitting():
     x = relax.Var("x", T((2, 3)))
     bb = relax.BlockBuilder()

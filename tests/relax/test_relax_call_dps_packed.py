@@ -179,3 +179,17 @@ def test_call_pure_packed_returns_the_functions_value():
         relax.call_pure_packed("f", x)
     with pytest.raises(TypeError, match="argument 0"):
         relax.call_pure_packed("f", 3, sinfo_args=si)
+
+
+def test_extern_module_types_exist_and_constructing_one_says_what_to_use():
+    from typing import List
+
+    def pipeline(ext_mods: List[nn.ExternModule] = None):  # annotations name the type
+        return ext_mods or []
+
+    assert pipeline() == []
+    assert issubclass(nn.ObjectModule, nn.ExternModule)
+    assert issubclass(nn.SourceModule, nn.ExternModule)
+    for cls in (nn.ExternModule, nn.ObjectModule, nn.SourceModule):
+        with pytest.raises(NotImplementedError, match=rf"nn.{cls.__name__}: .*nn.extern"):
+            cls({"f": lambda a: a})

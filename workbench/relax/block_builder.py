@@ -74,6 +74,8 @@ class _Frame:
         self.blocks: list[BindingBlock] = []
         self.bindings: list[Binding] | None = None
         self.is_dataflow = False
+        # id(DataflowVar) -> the Var emit_output bound it to (see emit_func_output)
+        self.exported: dict[int, Var] = {}
 
 
 class _FunctionState:
@@ -248,7 +250,11 @@ class BlockBuilder:
         if not (f.bindings is not None and f.is_dataflow):
             raise RuntimeError("BlockBuilder.emit_output must be called inside "
                                "`with bb.dataflow():`")
-        return self._emit(self.normalize(_as_expr(output)), name_hint, dataflow=False)
+        value = self.normalize(_as_expr(output))
+        var = self._emit(value, name_hint, dataflow=False)
+        if isinstance(value, DataflowVar):
+            f.exported[id(value)] = var
+        return var
 
     def _emit(self, expr: Expr, name_hint: str, dataflow: bool) -> Var:
         f = self._frames[-1]
@@ -301,7 +307,10 @@ class BlockBuilder:
         if fs.params is None:
             raise ValueError(f"function {fs.name!r}: no parameters given (pass them to "
                              "bb.function or emit_func_output)")
-        body = self.normalize(_as_expr(output))
+        # TVM's own tutorials write `bb.emit_output(gv)` and then return `gv`, the DataflowVar;
+        # TVM then builds a function returning a variable its block hides (ill-formed). The
+        # intent is plain, so a DataflowVar that was exported stands for its exported Var.
+        body = _exported(self.normalize(_as_expr(output)), f.exported)
         local = _dataflow_vars(body)
         if local:
             raise ValueError(f"function {fs.name!r}: the output uses dataflow variable(s) "
@@ -524,6 +533,18 @@ def _dataflow_vars(e: Any) -> list[str]:
     if isinstance(e, Tuple):
         return [n for f in e.fields for n in _dataflow_vars(f)]
     return []
+
+
+def _exported(e: Any, exported: dict[int, Var]) -> Any:
+    """``e`` (a leaf or a tuple of leaves) with exported DataflowVars replaced by their Vars."""
+    if isinstance(e, DataflowVar):
+        return exported.get(id(e), e)
+    if isinstance(e, Tuple):
+        fields = tuple(_exported(x, exported) for x in e.fields)
+        if all(a is b for a, b in zip(fields, e.fields)):
+            return e
+        return Tuple(fields)
+    return e
 
 
 def _sanitize(name: str) -> str:

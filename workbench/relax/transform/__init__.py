@@ -55,6 +55,16 @@ from workbench.relax.transform.fold_constant import FoldConstant  # noqa: E402
 __all__ += ["FoldConstant"]
 
 
+# TVM's build-pipeline steps Workbench's VM does not need (unchanged module; see the module).
+from workbench.relax.transform.vm_build_steps import (  # noqa: E402
+    AttachExternModules, ComputePrimValue, KillAfterLastUse, LowerRuntimeBuiltin,
+    RemovePurityChecking, RewriteCUDAGraph, RewriteDataflowReshape,
+)
+__all__ += ["RewriteDataflowReshape", "RemovePurityChecking", "RewriteCUDAGraph",
+            "KillAfterLastUse", "LowerRuntimeBuiltin", "ComputePrimValue", "AttachExternModules"]
+# matmul(x, permute_dims(w)) as one kernel reading w in place (before LegalizeOps).
+from workbench.relax.transform.fuse_transpose_matmul import FuseTransposeMatmul  # noqa: E402
+__all__ += ["FuseTransposeMatmul"]
 # Writing passes: per-function passes, and the module-level infrastructure under TVM's names.
 from workbench.relax.transform.function_pass import FunctionPass, function_pass  # noqa: E402
 from workbench.ir.transform import Pass, PassContext, PassInfo, Sequential  # noqa: E402

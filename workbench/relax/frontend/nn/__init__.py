@@ -8,9 +8,11 @@ from workbench.relax.frontend.nn.modules import (
     GELU, Conv2D, Embedding, LayerNorm, Linear, ReLU, RMSNorm, SiLU,
 )
 from workbench.relax.frontend.nn.op import gelu, relu, silu, softmax
-from workbench.relax.frontend.nn.extern_ops import extern, tensor_expr_op, tensor_ir_op
+from workbench.relax.frontend.nn.extern_ops import (
+    ExternModule, ObjectModule, SourceModule, extern, tensor_expr_op, tensor_ir_op,
+)
 
 __all__ = ["Module", "ModuleList", "Parameter", "Sequential", "Tensor", "Linear", "Conv2D",
            "LayerNorm", "RMSNorm", "Embedding", "ReLU", "GELU", "SiLU", "op", "spec", "relu",
            "gelu", "silu", "softmax", "FixedKVCache", "extern", "tensor_expr_op",
-           "tensor_ir_op"]
+           "tensor_ir_op", "ExternModule", "ObjectModule", "SourceModule"]

@@ -146,3 +146,29 @@ def _shaped_like(result: Any, out: Any) -> Any:
         return list(result) if isinstance(result, tuple) else [result]
     return result
 
+
+
+class ExternModule:
+    """TVM's ``nn.ExternModule`` (C/C++ source or object code linked into the compiled model,
+    with ``ObjectModule`` and ``SourceModule``). Workbench cannot link such code into a VM
+    executable: the names exist so that code naming the type (annotations such as
+    ``List[nn.ExternModule]``, ``isinstance`` checks) runs; making one raises. Packed functions
+    registered from Python (``nn.extern``) are the supported route."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError(
+            f"nn.{type(self).__name__}: external C/C++ modules cannot be linked into a "
+            "Workbench VM executable; register a Python packed function "
+            "(workbench.register_func) and call it with nn.extern instead")
+
+
+class ObjectModule(ExternModule):
+    """TVM's ``nn.ObjectModule`` (an object file): not supported, see :class:`ExternModule`."""
+
+
+class SourceModule(ExternModule):
+    """TVM's ``nn.SourceModule`` (C/C++/CUDA source): not supported, see
+    :class:`ExternModule`."""
+
+
+__all__ += ["ExternModule", "ObjectModule", "SourceModule"]
