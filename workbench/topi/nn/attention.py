@@ -313,7 +313,9 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
             if bias is not None:
                 x = op.add(x, f32(bias[_bias_index(s, bias, vb, vn, row(i), key(j))]))
             keep = _visible(s, lengths, op.add(s0, i), op.add(t0, j), tail)
-            return x if keep is None else op.if_then_else(keep, x, neg_inf)
+            # A select, not if_then_else: both sides are safe to evaluate (the indices are
+            # clamped), and a select of a per-lane condition stays a vector operation.
+            return x if keep is None else op.select(keep, x, neg_inf)
 
         def stats(i: PrimExpr) -> Stmt:
             mnew, alpha = (_i(0),), (_i(1),)
