@@ -72,13 +72,13 @@ _I32 = "int32"
 class FlashAttentionSpec:
     """Everything the kernel depends on besides its block sizes.
 
-    ``seq_q`` / ``seq_kv`` are ints, or the name of a symbolic length (a dynamic sequence
-    length: the kernel's buffers then have that variable in their shape, one variable per
-    name, and it is bound from the arguments when the kernel is called). ``bias_shape`` is
-    None without a bias, else the bias shape (right-aligned broadcast to (B, N, S, T); ints, or
-    the names of the two lengths); ``causal`` is None, "TopLeft" or "BottomRight"."""
+    ``batch``, ``seq_q`` / ``seq_kv`` are ints, or the name of a symbolic size (a dynamic
+    batch or sequence length: the kernel's buffers then have that variable in their shape,
+    one variable per name, and it is bound from the arguments when the kernel is called).
+    ``bias_shape`` is None without a bias, else the bias shape (right-aligned broadcast to
+    (B, N, S, T); ints, or those names); ``causal`` is None, "TopLeft" or "BottomRight"."""
 
-    batch: int
+    batch: int | str
     seq_q: int | str
     heads: int
     head_dim: int
@@ -92,7 +92,7 @@ class FlashAttentionSpec:
     bias_dtype: str = _F32
 
     def __post_init__(self) -> None:
-        dims = (self.batch, self.heads, self.head_dim, self.kv_heads, self.head_dim_v)
+        dims = (self.heads, self.head_dim, self.kv_heads, self.head_dim_v)
         if not all(isinstance(d, int) and d > 0 for d in dims + self.lengths):
             lengths_ok = all((isinstance(d, int) and d > 0) or (isinstance(d, str) and d)
                              for d in self.lengths)
@@ -115,13 +115,14 @@ class FlashAttentionSpec:
                                  f"to (B, N, S, T) = {full}")
 
     @property
-    def lengths(self) -> tuple[int | str, int | str]:
-        return (self.seq_q, self.seq_kv)
+    def lengths(self) -> tuple[int | str, int | str, int | str]:
+        """The sizes that may be symbolic: batch, S and T."""
+        return (self.batch, self.seq_q, self.seq_kv)
 
     @property
     def symbolic(self) -> bool:
         """Whether a sequence length is symbolic (a name) rather than an int."""
-        return any(isinstance(d, str) for d in self.lengths)
+        return any(isinstance(d, str) for d in (self.seq_q, self.seq_kv))
 
     @property
     def softmax_scale(self) -> float:
@@ -164,22 +165,23 @@ def flash_attention(spec: FlashAttentionSpec, block_q: int | None = None,
     if buffers is None:
         sym = {name: SizeVar(name, "int64") for name in s.lengths + tuple(s.bias_shape or ())
                if isinstance(name, str)}
-        sq, skv = (sym.get(d, d) for d in s.lengths)
-        q = decl_buffer((s.batch, sq, s.heads, s.head_dim), s.dtype, "q")
-        k = decl_buffer((s.batch, s.kv_heads, s.head_dim, skv), s.dtype, "k_t")
-        v = decl_buffer((s.batch, skv, s.kv_heads, s.head_dim_v), s.dtype, "v")
+        nb, sq, skv = (sym.get(d, d) for d in s.lengths)
+        q = decl_buffer((nb, sq, s.heads, s.head_dim), s.dtype, "q")
+        k = decl_buffer((nb, s.kv_heads, s.head_dim, skv), s.dtype, "k_t")
+        v = decl_buffer((nb, skv, s.kv_heads, s.head_dim_v), s.dtype, "v")
         bias = None if s.bias_shape is None else decl_buffer(
             tuple(sym.get(d, d) for d in s.bias_shape), s.bias_dtype, "bias")
-        out = decl_buffer((s.batch, sq, s.heads, s.head_dim_v), s.dtype, "T_attention")
+        out = decl_buffer((nb, sq, s.heads, s.head_dim_v), s.dtype, "T_attention")
     else:
         q, k, v, *rest = buffers
         bias, out = (rest[0], rest[1]) if s.bias_shape is not None else (None, rest[0])
     inputs = [q, k, v] + ([bias] if bias is not None else [])
     # The lengths as int32 index expressions: constants, or the buffers' own variables.
-    lengths = _Lengths(_length(s.seq_q, q.shape[1]), _length(s.seq_kv, v.shape[1]))
+    lengths = _Lengths(_length(s.seq_q, q.shape[1]), _length(s.seq_kv, v.shape[1]),
+                       _length(s.batch, q.shape[0]))
     block = _block(spec, block_q, block_k, q, k, v, bias, out, lengths)
     loops = [Var(n, _I32) for n in ("b", "n", "qo")]
-    extents = (_i(s.batch), _i(s.heads), _ceil_div_expr(lengths.q, block_q))
+    extents = (lengths.batch, _i(s.heads), _ceil_div_expr(lengths.q, block_q))
     body: Stmt = BlockRealize(tuple(loops), op.const(True), block)
     for lv, ext in reversed(list(zip(loops, extents))):
         body = For(lv, _i(0), ext, ForKind.SERIAL, body)
@@ -234,10 +236,12 @@ register_block_generator(GENERATOR, lambda func, params: retile_flash_attention(
 
 @dataclass(frozen=True)
 class _Lengths:
-    """The sequence lengths S and T as int32 expressions: IntImm when static."""
+    """The sequence lengths S and T and the batch as int32 expressions: IntImm when
+    static."""
 
     q: PrimExpr
     kv: PrimExpr
+    batch: PrimExpr
 
 
 def _length(declared: int | str, dim: PrimExpr) -> PrimExpr:
@@ -249,7 +253,7 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
            bias: Buffer | None, out: Buffer, lengths: _Lengths) -> Block:
     S, T = lengths.q, lengths.kv
     ivs = [IterVar(Range(_i(0), ext), Var(name, _I32), IterType.DATA_PAR)
-           for name, ext in (("vb", _i(s.batch)), ("vn", _i(s.heads)),
+           for name, ext in (("vb", lengths.batch), ("vn", _i(s.heads)),
                              ("vqo", _ceil_div_expr(S, bq)))]
     vb, vn, vqo = (iv.var for iv in ivs)
     H, Hv = s.head_dim, s.head_dim_v

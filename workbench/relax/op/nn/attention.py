@@ -66,10 +66,11 @@ def _infer_attention(call: Call, ctx: Any) -> StructInfo:
 
 @def_legalize("relax.nn.attention")
 def _legalize_attention(bb: Any, call: Call) -> Expr:
-    """Static shapes, or symbolic sequence lengths (a dynamic sequence dim): the keys
+    """Static shapes, or a symbolic batch or sequence lengths (dynamic dims): the keys
     transposed to (B, N_kv, H, T), then one fused streaming kernel
     (``workbench.topi.nn.attention``), marked opaque so fusion leaves it whole. Other symbolic
-    shapes (batch, heads): the staged te formulation (it writes the (B, N, S, T) scores)."""
+    shapes (heads, head dims): the staged te formulation (it writes the (B, N, S, T)
+    scores)."""
     a = call.attrs
     q, k, v = call.args[:3]
     bias = call.args[3] if len(call.args) > 3 else None
@@ -92,8 +93,8 @@ def _legalize_attention(bb: Any, call: Call) -> Expr:
 
 def _kernel_spec(call: Call) -> Any:
     """The kernel's :class:`FlashAttentionSpec` when every shape is a known constant except
-    the sequence lengths S and T, which may also be symbolic variables (a dynamic sequence
-    length: the spec then names them); else None."""
+    the batch and the sequence lengths S and T, which may also be symbolic variables (a
+    dynamic batch or sequence length: the spec then names them); else None."""
     from workbench.tir.expr import Var as TirVar
     from workbench.topi.nn.attention import FlashAttentionSpec
     sis = [I.tensor_arg(call, i, n) for i, n in enumerate(("query", "key", "value", "bias")[
@@ -113,13 +114,13 @@ def _kernel_spec(call: Call) -> Any:
         # two different variables of one name would be one in the kernel
         return name if list(lengths.values()).count(name) == 1 else None
 
-    s, t = length(q[1]), length(k[1])
-    if s is None or t is None or length(v[1]) != t:
+    b, s, t = length(q[0]), length(q[1]), length(k[1])
+    if None in (b, s, t) or length(v[1]) != t or length(k[0]) != b or length(v[0]) != b:
         return None
-    fixed = [I.const_int(d) for d in (q[0], q[2], q[3], k[2], v[3])]
+    fixed = [I.const_int(d) for d in (q[2], q[3], k[2], v[3])]
     if any(d is None for d in fixed):
         return None
-    b, n, h, nk, hv = fixed
+    n, h, nk, hv = fixed
     bias = None
     if len(sis) > 3:
         bias = tuple(length(d) if id(d) in lengths else I.const_int(d) for d in sis[3].values)
