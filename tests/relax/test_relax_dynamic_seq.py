@@ -337,3 +337,24 @@ def test_whole_tiles_run_without_bounds_checks(request):
             a = rng.standard_normal((rows, 64)).astype("float32")
             got = vm["main"](wb.nd.array(a)).numpy()
             np.testing.assert_allclose(got, np.maximum(a @ w, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_a_length_above_the_bound_is_refused_by_name():
+    """Memory is planned for ``tir_var_upper_bound``: a longer input is refused at entry
+    with the dim's name and bound, not by an allocation failure deep inside."""
+    n = SizeVar("seq", "int64")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorStructInfo((n, 8), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(R.exp(x))
+            out = bb.emit_output(R.add(y, y))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    mod["main"] = mod["main"].with_attr("tir_var_upper_bound", {"seq": 16})
+    vm = relax.VirtualMachine(relax.build(mod, TARGET), wb.cpu())
+    a = np.ones((16, 8), "float32")
+    np.testing.assert_allclose(vm["main"](wb.nd.array(a)).numpy(), 2 * np.exp(a), rtol=1e-6)
+    with pytest.raises(ValueError, match=r"fn=main.*the dimension seq is 17, above its upper "
+                                         r"bound 16"):
+        vm["main"](wb.nd.array(np.ones((17, 8), "float32")))
