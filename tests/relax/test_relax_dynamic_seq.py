@@ -358,3 +358,33 @@ def test_a_length_above_the_bound_is_refused_by_name():
     with pytest.raises(ValueError, match=r"fn=main.*the dimension seq is 17, above its upper "
                                          r"bound 16"):
         vm["main"](wb.nd.array(np.ones((17, 8), "float32")))
+
+
+def test_a_small_symbolic_parallel_loop_runs_serially(request):
+    """A row kernel over a symbolic number of rows is scheduled parallel (its work is unknown
+    when scheduling); lowered, it runs serially when rows x work per row is small
+    (ParallelWhenWorthIt), in parallel otherwise, with the same results."""
+    n = SizeVar("n", "int64")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorStructInfo((n, 64), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(R.nn.softmax(x, axis=-1))
+        bb.emit_func_output(out)
+    exe = relax.build(bb.get(), TARGET)
+    (kernel,) = [k for k in exe.kernel_names if not k.startswith("shape_func")]
+    lowered = wb.lower(exe.lowered_mod[kernel])[kernel]
+    guards: list[IfThenElse] = []
+    post_order_visit(lowered.body, lambda s: guards.append(s) if isinstance(s, IfThenElse)
+                     and isinstance(s.then_case, For) and s.then_case.kind == "parallel"
+                     else None)
+    assert guards and isinstance(guards[0].else_case, For) and \
+        guards[0].else_case.kind == "serial"
+    vm = relax.VirtualMachine(exe, wb.cpu())
+    rng = np.random.default_rng(7)
+    with request.node.running():
+        for rows in (1, 3, 1000):
+            a = rng.standard_normal((rows, 64)).astype("float32")
+            e = np.exp(a - a.max(-1, keepdims=True))
+            np.testing.assert_allclose(vm["main"](wb.nd.array(a)).numpy(),
+                                       e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)

@@ -21,6 +21,7 @@ from workbench.tir.transform.plan_buffers import compact_buffer_allocation, plan
 from workbench.tir.transform.simplify import simplify_func
 from workbench.tir.transform.unroll_loop import unroll_loop
 from workbench.tir.transform.unswitch_predicates import unswitch_tile_predicates
+from workbench.tir.transform.parallel_when_worth_it import parallel_when_worth_it
 from workbench.tir.transform.vectorize_loop import vectorize_loop
 
 
@@ -64,6 +65,8 @@ LOWERING_PIPELINE: tuple[Pass, ...] = (
     Pass("UnrollLoop", unroll_loop),              # unroll kinds and auto-unroll pragmas
     Pass("UnswitchTilePredicates", unswitch_tile_predicates),  # whole tiles over a symbolic
                                                   # extent skip their bounds checks
+    Pass("ParallelWhenWorthIt", parallel_when_worth_it),  # a small symbolic parallel loop
+                                                  # runs on the calling thread
     Pass("VectorizeLoop", vectorize_loop),        # vectorized loops -> Ramp/Broadcast
     Pass("Simplify", simplify_func),              # fold what vectorizing exposed
     Pass("LegalizeBF16", legalize_bf16),          # bfloat16 arithmetic -> float32
