@@ -11,7 +11,8 @@ ratio dynamic / static is printed with each one's median time. Outputs are check
 PyTorch (max abs difference printed; the tests hold it to 1e-4).
 
 Usage: ``python benchmarks/bench_dynamic_seq.py [--layers 2] [--d-model 256] [--heads 4]
-[--max-len 128] [--lengths 1,7,64,100,128] [--rounds 9] [--threads 2]``
+[--max-len 128] [--lengths 1,7,64,100,128] [--rounds 9] [--threads 2] [--cpu-time]``
+(``--cpu-time`` with ``--threads 1``: thread CPU time, steadier on a loaded machine)
 (BERT-base's shape: ``--layers 12 --d-model 768 --heads 12``; slow to build on 2 cores).
 """
 from __future__ import annotations
@@ -66,12 +67,13 @@ def runner(exe: Any, x: np.ndarray) -> tuple[Callable[[], Any], np.ndarray]:
     return (lambda: fn(arg)), first.numpy()
 
 
-def sample(call: Callable[[], Any], number: int) -> float:
+def sample(call: Callable[[], Any], number: int, clock: Callable[[], float] = time.perf_counter
+           ) -> float:
     call()
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(number):
         call()
-    return (time.perf_counter() - t0) / number
+    return (clock() - t0) / number
 
 
 def main() -> None:
@@ -85,12 +87,18 @@ def main() -> None:
     ap.add_argument("--number", type=int, default=0,
                     help="calls per sample (0: about 20 ms of calls)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="with --threads 1: the thread's CPU time instead of wall time (on a "
+                         "loaded machine, leaves out the time spent waiting for a core)")
     ns = ap.parse_args()
     lengths = [int(x) for x in ns.lengths.split(",") if x.strip()]
     if not lengths or min(lengths) < 1 or max(lengths) > ns.max_len:
         ap.error(f"--lengths must be in 1..--max-len ({ns.max_len}), got {lengths}")
     if min(ns.rounds, ns.threads, ns.layers, ns.heads) < 1 or ns.number < 0:
         ap.error("--rounds, --threads, --layers, --heads must be >= 1, --number >= 0")
+    if ns.cpu_time and ns.threads != 1:
+        ap.error("--cpu-time measures the calling thread: use it with --threads 1")
+    clock = time.thread_time if ns.cpu_time else time.perf_counter
 
     import torch
     torch.set_num_threads(ns.threads)
@@ -112,7 +120,7 @@ def main() -> None:
         number = ns.number or max(1, int(0.02 / max(sample(st_call, 1), 1e-6)))
         dyn_t, st_t, ratios = [], [], []
         for _ in range(ns.rounds):
-            a, b = sample(dyn_call, number), sample(st_call, number)
+            a, b = sample(dyn_call, number, clock), sample(st_call, number, clock)
             dyn_t.append(a)
             st_t.append(b)
             ratios.append(a / b)
@@ -120,7 +128,8 @@ def main() -> None:
                      statistics.median(ratios), float(np.abs(dyn_out - want).max()),
                      float(np.abs(st_out - want).max())))
     print(f"\n{ns.layers}-layer encoder, d_model {ns.d_model}, {ns.heads} heads, batch 1, "
-          f"seq <= {ns.max_len}, {ns.threads} threads, {ns.rounds} rounds (medians)")
+          f"seq <= {ns.max_len}, {ns.threads} threads, {ns.rounds} rounds (medians"
+          f"{', thread CPU time' if ns.cpu_time else ''})")
     print(f"{'seq':>5} {'dynamic ms':>11} {'static ms':>10} {'dyn/static':>11} "
           f"{'err dyn':>9} {'err static':>10}")
     for n, d, s, r, ed, es in rows:
