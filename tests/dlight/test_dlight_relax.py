@@ -56,15 +56,6 @@ def _check_all_scheduled(exe, ds, what):
         assert exe.lowered_mod[name].attrs.get("tir.is_scheduled"), name
 
 
-# The schedule's parallel/vectorize checks cannot yet prove, with a symbolic extent, that a
-# predicated register tile's iterations write disjoint elements in the transformer's kernels;
-# the rule is refused and a fallback rule schedules the kernel (correct, slower). Strict:
-# passing again is news. (A tile clipped to the buffer, ``min(x, 9)``, is proven since
-# 2026-12-02: matmul_sym, the CNN's classifier with an AVX2 tile.)
-SYMBOLIC_TILE_REFUSED = pytest.mark.xfail(strict=True, reason="disjointness not proven for a "
-                                          "predicated tile over a symbolic extent")
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_family_matches_numpy_with_expected_rule(name):
     params, body, dims, rules = CASES[name]
@@ -124,9 +115,12 @@ def _models():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["mlp", "cnn",
-                                  pytest.param("transformer", marks=SYMBOLIC_TILE_REFUSED)])
+@pytest.mark.parametrize("kind", ["mlp", "cnn", "transformer"])
 def test_models_with_symbolic_batch(kind):
+    """Every kernel gets its rule with a symbolic batch. (The transformer's attention with a
+    symbolic batch was the staged te kernel, which the Chain rule refused -- a predicated
+    reduction over a symbolic extent --; it is the fused kernel since issue 22's dynamic
+    sequence length.)"""
     models = _models()
     make, _ = models.MODELS[kind]
     mod, names, params, reference = make("n")

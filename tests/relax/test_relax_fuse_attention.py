@@ -90,28 +90,34 @@ def test_attention_op_is_one_streaming_kernel(shapes, bias_shape, scale, causal)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
 
 
-def test_symbolic_shapes_take_the_staged_kernel_with_the_same_masked_rows():
+@pytest.mark.parametrize("symbolic_heads", [False, True])
+def test_symbolic_shapes_keep_the_masked_rows(symbolic_heads):
+    """A symbolic query length takes the fused kernel (its loops stop at the length); a
+    symbolic head count the te stages. Both give zeros for rows whose keys are all masked."""
     from workbench.tir.expr import SizeVar
     n = SizeVar("n", "int64")
+    heads = SizeVar("h", "int64") if symbolic_heads else 2
     bb = relax.BlockBuilder()
-    q = relax.Var("q", relax.TensorStructInfo((1, n, 2, 8), "float32"))
-    k = relax.Var("k", relax.TensorStructInfo((1, 6, 2, 8), "float32"))
+    q = relax.Var("q", relax.TensorStructInfo((1, n, heads, 8), "float32"))
+    k = relax.Var("k", relax.TensorStructInfo((1, 6, heads, 8), "float32"))
     m = relax.Var("m", relax.TensorStructInfo((1, 1, n, 6), "float32"))
     with bb.function("main", [q, k, m]):
         with bb.dataflow():
             out = bb.emit_output(R.nn.attention(q, k, k, m, None, "BottomRight"))
         bb.emit_func_output(out)
     mod = bb.get()
-    assert not kernels(mod, 9, 6)[0]                      # no static shapes: te stages
+    assert bool(kernels(mod, 9, 6)[0]) is not symbolic_heads
     rng = np.random.default_rng(6)
-    qa, ka = rng.standard_normal((1, 9, 2, 8)), rng.standard_normal((1, 6, 2, 8))
-    mask = np.zeros((1, 1, 9, 6))
-    mask[..., 6, :] = -np.inf                             # row 6: every key masked
-    args = [a.astype(np.float32) for a in (qa, ka, mask)]
-    got = run(mod, *args)
-    assert (got[0, :3] == 0).all() and (got[0, 6] == 0).all()   # rows 0-2: causal, S > T
-    np.testing.assert_allclose(got, _numpy_attention(args[0], args[1], args[1], args[2], None,
-                                                     "BottomRight"), rtol=1e-5, atol=1e-5)
+    for s in (9, 70):                       # one query block, then two (the second short)
+        qa, ka = rng.standard_normal((1, s, 2, 8)), rng.standard_normal((1, 6, 2, 8))
+        mask = np.zeros((1, 1, s, 6))
+        mask[..., 6, :] = -np.inf                             # row 6: every key masked
+        args = [a.astype(np.float32) for a in (qa, ka, mask)]
+        got = run(mod, *args)
+        assert (got[0, :s - 6] == 0).all() and (got[0, 6] == 0).all()  # causal, S > T
+        np.testing.assert_allclose(got, _numpy_attention(args[0], args[1], args[1], args[2],
+                                                         None, "BottomRight"),
+                                   rtol=1e-5, atol=1e-5)
 
 
 def test_default_schedule_uses_the_attention_rule():

@@ -23,12 +23,12 @@ QUERY_BLOCKS = (8, 16, 32, 64)
 KEY_BLOCKS = (32, 64, 128)
 
 
-def block_candidates(seq_q: int, seq_kv: int, default: tuple[int, int]
+def block_candidates(seq_q: int | str, seq_kv: int | str, default: tuple[int, int]
                      ) -> tuple[list[int], list[int]]:
     """The query and key block sizes worth trying: those no larger than the (rounded-up)
-    sequences, and the defaults."""
-    rows = -(-seq_q // 4) * 4
-    keys = -(-seq_kv // LANES) * LANES
+    sequences (all of them for a symbolic length, a name), and the defaults."""
+    rows = -(-seq_q // 4) * 4 if isinstance(seq_q, int) else max(QUERY_BLOCKS)
+    keys = -(-seq_kv // LANES) * LANES if isinstance(seq_kv, int) else max(KEY_BLOCKS)
     qs = sorted({b for b in QUERY_BLOCKS if b <= rows} | {default[0]})
     ks = sorted({b for b in KEY_BLOCKS if b <= keys} | {default[1]})
     return qs, ks

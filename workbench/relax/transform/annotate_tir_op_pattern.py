@@ -7,7 +7,7 @@ single store's indices relate to its loads' indices (TVM's ``PatternKindAnalyzer
 - every load indexed exactly like the store -> ``kElemWise``;
 - loads whose indices are an in-order subset of the store's vars (unit dims may be 0) ->
   ``kBroadcast`` (but ``kElemWise`` when some other load is elementwise: ``A[i, j] + B[j]``);
-- loads whose indices only use the store's vars -> ``kInjective``;
+- loads whose indices only use the store's vars (and symbolic shape vars) -> ``kInjective``;
 - otherwise, a block with reduction iter vars is ``kOutEWiseFusable`` when its body is a
   multiply-accumulate with reuse (matmul, conv) or reads through non-trivial reduce indices
   (pooling), else ``kCommReduce``; a block without reduction is ``kOpaque``.
@@ -94,11 +94,15 @@ def _store_vars(store: BufferStore) -> set[int] | None:
     return {id(i) for i in store.indices}
 
 
-def _is_injective(store: BufferStore, load: BufferLoad) -> bool:
+def _is_injective(store: BufferStore, load: BufferLoad, iters: set[int]) -> bool:
+    """The load's indices use no iteration variable (of ``iters``, the block's) that the
+    store's do not: a symbolic shape variable (``floordiv(i, s)`` in a reshape over a dynamic
+    sequence length) is a constant of the call, not an index."""
     vars_ = _store_vars(store)
     if vars_ is None:
         return False
-    return not any(uses_var(i, lambda v: id(v) not in vars_) for i in load.indices)
+    return not any(uses_var(i, lambda v: id(v) in iters and id(v) not in vars_)
+                   for i in load.indices)
 
 
 def _allows_reuse(store: BufferStore, load: BufferLoad) -> bool:
@@ -173,7 +177,7 @@ class _PatternAnalyzer(IRVisitor):
                 has_elemwise = True
             elif _is_broadcast(store, load):
                 pattern = max(pattern, K.kBroadcast)
-            elif _is_injective(store, load):
+            elif _is_injective(store, load, {id(iv.var) for iv in block.iter_vars}):
                 pattern = max(pattern, K.kInjective)
             else:
                 pattern = K.kOpaque

@@ -5,7 +5,8 @@ streaming kernel (:mod:`workbench.topi.nn.attention`) instead of materializing t
 
 Contract: ``FuseAttention()(mod)`` computes the same values. In every Relax function, a binding
 ``y = R.matmul(P, V)`` is rewritten when, looking back through the bindings that produce its
-operands (all static shapes):
+operands (static shapes, or symbolic ones whose dims are products of variables -- a dynamic
+sequence length -- compared as such):
 
 - ``P`` is ``R.nn.softmax(z, axis=-1)``, or PyTorch's safe softmax around it
   (``where(no key visible, 0, softmax(z))``, what ``torch.export`` makes of
@@ -41,6 +42,7 @@ from workbench.relax.expr_functor import ExprMutator
 from workbench.relax.op import manipulate as M
 from workbench.relax.op import search as Srch
 from workbench.relax.op.nn.attention import attention
+from workbench.relax.transform._dims import Dim, const, exprs, prod, shape_of
 from workbench.relax.transform._util import is_primitive, relax_functions
 
 __all__ = ["FuseAttention"]
@@ -53,13 +55,9 @@ def _op(e: Any) -> str:
     return getattr(getattr(e, "op", None), "name", "") if isinstance(e, Call) else ""
 
 
-def _shape(e: Any) -> tuple[int, ...] | None:
-    from workbench.relax.op._infer import const_int
-    si = getattr(e, "struct_info", None)
-    if getattr(si, "shape", None) is None:
-        return None
-    dims = tuple(const_int(d) for d in si.values)
-    return None if any(d is None for d in dims) else dims
+def _shape(e: Any) -> tuple[Dim, ...] | None:
+    # Dims compare and multiply like ints, and a symbolic sequence length like itself.
+    return shape_of(e)
 
 
 def _scalar(e: Any) -> float | None:
@@ -71,8 +69,8 @@ def _scalar(e: Any) -> float | None:
     return None
 
 
-def _lead(shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape[:-2], dtype=np.int64))
+def _lead(shape: tuple[Dim, ...]) -> Dim:
+    return prod(shape[:-2])
 
 
 class _Chain:
@@ -127,7 +125,7 @@ class _Fuser(ExprMutator):
         zs = _shape(z)
         if zs is None or len(zs) not in (3, 4):
             return None
-        b, n, s, t = zs if len(zs) == 4 else (1,) + zs
+        b, n, s, t = zs if len(zs) == 4 else (const(1),) + zs
         chain = _Chain()
         if not self.logits(z, chain, zs):
             return None
@@ -161,7 +159,7 @@ class _Fuser(ExprMutator):
         self.fused += 1
         if out_shape == (b, n, s, hv):
             return out
-        return M.reshape(out, list(out_shape))
+        return M.reshape(out, exprs(out_shape))
 
     def peel_views(self, e: Expr) -> Expr:
         """``e`` through leading-dim reshapes."""
@@ -278,7 +276,7 @@ class _Fuser(ExprMutator):
 
     # ---- emitting -------------------------------------------------------------------------------
 
-    def take_causal(self, biases: list[tuple[str, Any]], s: int, t: int) -> str | None:
+    def take_causal(self, biases: list[tuple[str, Any]], s: Dim, t: Dim) -> str | None:
         """A constant mask that is exactly a causal one (only its last two dims differ from
         1) leaves ``biases`` and becomes the op's ``causal_mask``, which skips the hidden key
         blocks instead of reading a mask."""
@@ -315,12 +313,12 @@ class _Fuser(ExprMutator):
                 total + term, name_hint="attention_bias")
         return total
 
-    def to_bsnh(self, e: Expr, bnxy: tuple[int, ...], axes: list[int]) -> Expr:
+    def to_bsnh(self, e: Expr, bnxy: tuple[Dim, ...], axes: list[int]) -> Expr:
         """``permute_dims(reshape(e, bnxy), axes)``, the reshape left out when ``e`` has that
         shape and the transpose composed with ``e``'s own."""
         x = self.visit_expr(e)
         if _shape(e) != bnxy:
-            x = self.builder_.emit(M.reshape(x, list(bnxy)), name_hint="attention_in")
+            x = self.builder_.emit(M.reshape(x, exprs(bnxy)), name_hint="attention_in")
             return self.builder_.emit(M.permute_dims(x, axes), name_hint="attention_in")
         # Compose through the producers' own transposes (a head split's BSNH -> BNSH, a
         # K^T's swap of the last two dims) while they are 4-d.
@@ -349,7 +347,7 @@ class _Fuser(ExprMutator):
             # A reshape folds only into a reshape: of a transpose it reorders elements.
             if kind != "relax.reshape":
                 return None
-            return src if _shape(src) == want else M.reshape(src, list(want))
+            return src if _shape(src) == want else M.reshape(src, exprs(want))
         if kind != "relax.permute_dims":
             return None
         outer = call.attrs.get("axes") or list(range(len(want)))[::-1]
@@ -359,11 +357,12 @@ class _Fuser(ExprMutator):
         return M.permute_dims(src, composed)
 
 
-def _causal_mode(keep: np.ndarray | None, s: int, t: int) -> str | None:
+def _causal_mode(keep: np.ndarray | None, s: Dim, t: Dim) -> str | None:
     """"TopLeft" / "BottomRight" when ``keep`` (visible keys, bool) is that causal mask."""
     if keep is None or keep.dtype == object or keep.shape[-2:] != (s, t) or \
             any(d != 1 for d in keep.shape[:-2]):
         return None
+    s, t = int(s), int(t)   # a constant mask's shape matched: the dims are constants
     keep = keep.reshape(s, t).astype(bool)
     for mode, offset in (("TopLeft", 0), ("BottomRight", t - s)):
         if np.array_equal(keep, np.tri(s, t, offset, dtype=bool)):

@@ -8,7 +8,8 @@ put into a product's epilogue (only elementwise and broadcast ops go there), so 
 the GELU and the residual add each became a kernel of their own that rereads the product.
 
 Contract: ``SinkReshapes()(mod)`` returns a module computing the same values, where in every
-non-primitive Relax function, for tensors of static shapes:
+non-primitive Relax function, for tensors of known shapes (static, or symbolic with dims
+that are products of variables, such as a dynamic sequence length):
 
 - ``matmul(reshape(y, [..., K]), W)`` with a 2-d ``W`` and ``y``'s last dimension ``K``
   becomes ``reshape(matmul(y, W), [..., N])`` (the product is computed on the unflattened
@@ -44,7 +45,7 @@ from workbench.relax.expr import (
 )
 from workbench.relax.expr_functor import ExprMutator
 from workbench.relax.op.registry import make_call
-from workbench.relax.struct_info import TensorStructInfo, static_shape
+from workbench.relax.transform._dims import Dim, exprs, shape_of
 from workbench.relax.transform._util import is_primitive, relax_functions, used_vars
 
 __all__ = ["SinkReshapes"]
@@ -65,12 +66,12 @@ def _op(e: Any) -> str:
     return getattr(getattr(e, "op", None), "name", "") if isinstance(e, Call) else ""
 
 
-def _shape(e: Expr) -> tuple[int, ...] | None:
-    si = e.struct_info
-    return static_shape(si) if isinstance(si, TensorStructInfo) else None
+def _shape(e: Expr) -> tuple[Dim, ...] | None:
+    # Dims compare like ints, and a symbolic sequence length like itself.
+    return shape_of(e)
 
 
-def _trailing_broadcast_ok(c: tuple[int, ...], s: tuple[int, ...], y: tuple[int, ...]) -> bool:
+def _trailing_broadcast_ok(c: tuple[Dim, ...], s: tuple[Dim, ...], y: tuple[Dim, ...]) -> bool:
     """Broadcasting a tensor of shape ``c`` against ``s`` then reshaping to ``y`` equals
     broadcasting it against ``y``: ``c`` fits into ``s`` and only spans trailing dimensions
     that the reshape keeps (row-major reshapes then only remap the leading ones)."""
@@ -80,7 +81,7 @@ def _trailing_broadcast_ok(c: tuple[int, ...], s: tuple[int, ...], y: tuple[int,
     return k == 0 or s[len(s) - k:] == y[len(y) - k:]
 
 
-def _moves_only_unit_dims(shape: tuple[int, ...], axes: Any) -> bool:
+def _moves_only_unit_dims(shape: tuple[Dim, ...], axes: Any) -> bool:
     axes = tuple(reversed(range(len(shape)))) if axes is None else tuple(int(a) for a in axes)
     kept = [a for a in axes if shape[a] != 1]
     return kept == sorted(kept)
@@ -120,7 +121,7 @@ class _Sinker(ExprMutator):
 
     # ---- helpers -------------------------------------------------------------------------------
 
-    def source(self, e: Expr) -> tuple[Expr, tuple[int, ...]] | None:
+    def source(self, e: Expr) -> tuple[Expr, tuple[Dim, ...]] | None:
         """``(y, shape of y)`` when ``e`` is (a Var bound to) ``reshape(y, ...)`` of a
         statically shaped ``y``."""
         while isinstance(e, Var) and id(e) in self.values:   # through aliases ``v = w``
@@ -137,19 +138,19 @@ class _Sinker(ExprMutator):
         return var
 
     @staticmethod
-    def reshape(y: Expr, shape: tuple[int, ...]) -> Expr:
+    def reshape(y: Expr, shape: tuple[Dim, ...]) -> Expr:
         if _shape(y) == tuple(shape):
             return y
         return _Sinker.reshape_call(y, shape)
 
     @staticmethod
-    def reshape_call(y: Expr, shape: tuple[int, ...]) -> Call:
-        return make_call(RESHAPE, (y, ShapeExpr(tuple(shape))))
+    def reshape_call(y: Expr, shape: tuple[Dim, ...]) -> Call:
+        return make_call(RESHAPE, (y, ShapeExpr(tuple(exprs(shape)))))
 
     def normalize(self, e: Expr) -> Expr:
         return self.builder_.normalize(e)
 
-    def collapsed(self, x: Expr, shape: tuple[int, ...]) -> Expr:
+    def collapsed(self, x: Expr, shape: tuple[Dim, ...]) -> Expr:
         """``x`` reshaped to ``shape``, through a reshape that produced ``x``."""
         src = self.source(x)
         return self.reshape(src[0] if src is not None else x, shape)
@@ -183,7 +184,7 @@ class _Sinker(ExprMutator):
             return self.binary(value, out)
         return None
 
-    def matmul(self, value: Call, out: tuple[int, ...]) -> Expr | None:
+    def matmul(self, value: Call, out: tuple[Dim, ...]) -> Expr | None:
         x, w = value.args
         src, xs, ws = self.source(x), _shape(x), _shape(w)
         if src is None or xs is None or ws is None or len(ws) != 2 or len(xs) < 2:
@@ -195,7 +196,7 @@ class _Sinker(ExprMutator):
                                span=value.span), "rows")
         return self.reshape(inner, out)
 
-    def binary(self, value: Call, out: tuple[int, ...]) -> Expr | None:
+    def binary(self, value: Call, out: tuple[Dim, ...]) -> Expr | None:
         a, b = value.args
         sa, sb = self.source(a), self.source(b)
         if sa is not None and sb is not None:
@@ -217,7 +218,7 @@ class _Sinker(ExprMutator):
 
     # ---- moving a reshape up a product's chain ------------------------------------------------
 
-    def hoisted_binary(self, value: Call, out: tuple[int, ...]) -> Expr | None:
+    def hoisted_binary(self, value: Call, out: tuple[Dim, ...]) -> Expr | None:
         """``value`` (a binary op of full-shape operands) with an operand ``reshape(p, out)``
         replaced by ``p``'s product chain computed at shape ``out`` (see the module docstring)."""
         args = list(value.args)
@@ -233,7 +234,7 @@ class _Sinker(ExprMutator):
                             span=value.span)
         return None
 
-    def hoist(self, var: Expr, shape: tuple[int, ...]) -> Expr | None:
+    def hoist(self, var: Expr, shape: tuple[Dim, ...]) -> Expr | None:
         """A Var holding ``var``'s value reshaped to ``shape``, computed by re-emitting the
         single-use product chain that ends in ``var`` at that shape; None when ``var`` is not
         such a chain."""

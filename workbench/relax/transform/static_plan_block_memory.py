@@ -13,10 +13,14 @@ where tensors share a storage when the earlier one is dead before the later one 
 (its last use -- through any alias: ``lv = alloc``, tuples, tuple items, calls -- is an earlier
 binding). Storages are pooled per dtype and matched by size class like TVM's 1-d allocator:
 the smallest free storage of at least the requested bytes within a factor of 16, else the
-largest smaller one (grown to fit). A symbolic size (``n * 64`` bytes) reuses only a storage
-of the very same size expression; such storages are still allocated on each call, with the
-size computed from the shape heap. Function outputs and allocations inside If branches keep
-``builtin.alloc_tensor`` (their own memory on each call).
+largest smaller one (grown to fit). A symbolic size (``n * 64`` bytes) whose variables all have
+an upper bound in the function's ``tir_var_upper_bound`` attribute (``{"n": 128}``, TVM's
+attribute; the torch importer sets it from ``torch.export.Dim(max=...)``) is planned as the
+constant size it has at those bounds, like a static one: the tensors of every length share
+the same storages, allocated with a size known at compile time. Any other symbolic size
+reuses only a storage of the very same size expression; such storages are allocated on each
+call, with the size computed from the shape heap. Function outputs and allocations inside If
+branches keep ``builtin.alloc_tensor`` (their own memory on each call).
 
 ``LowerAllocTensor()(mod)`` then rewrites each remaining ``builtin.alloc_tensor`` into its own
 ``memory.alloc_storage`` (size ``prod(shape) * itemsize``, symbolic allowed) plus
@@ -167,8 +171,40 @@ class _Allocator:
             self._symbolic_pool(storage.tokens[-1]).append(storage)
 
 
-def _plan(bindings: list[Binding], body: Any) -> dict[int, _Token]:
-    """Tokens (by binding index) with the storage each was given."""
+def upper_bounds(func: Function) -> dict[str, int]:
+    """The function's ``tir_var_upper_bound`` attribute as ``{name: int}`` (empty without it).
+    Raises ValueError naming the entry when a bound is not a non-negative int."""
+    raw = (func.attrs or {}).get("tir_var_upper_bound") or {}
+    out: dict[str, int] = {}
+    for name, value in dict(raw).items():
+        v = getattr(value, "value", value)
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise ValueError(f"StaticPlanBlockMemory: tir_var_upper_bound[{name!r}] must be a "
+                             f"non-negative int, got {value!r}")
+        out[str(name)] = int(v)
+    return out
+
+
+def _bounded_nbytes(size: PrimExpr, upper: dict[str, int]) -> int | None:
+    """The largest value of the byte count ``size`` when every variable in it has an upper
+    bound (and is a size, >= 0), else None."""
+    from workbench.tir.functor import collect_vars
+    from workbench.tir.buffer import Range
+    variables = collect_vars(size)
+    if not variables or any(v.name not in upper for v in variables):
+        return None
+    ana = Analyzer()
+    for v in variables:
+        ana.bind(v, Range.from_min_extent(0, upper[v.name] + 1))
+    bound = ana.const_int_bound(size)
+    hi = bound.max_value
+    return int(hi) if isinstance(hi, (int, np.integer)) and bound.min_value >= 0 else None
+
+
+def _plan(bindings: list[Binding], body: Any,
+          upper: dict[str, int] | None = None) -> dict[int, _Token]:
+    """Tokens (by binding index) with the storage each was given; ``upper``: the symbolic
+    variables' upper bounds, which make their sizes plannable as constants."""
     last = _last_uses(bindings, body)
     tokens: dict[int, _Token] = {}
     tokens_of: dict[int, set[int]] = {}
@@ -182,6 +218,9 @@ def _plan(bindings: list[Binding], body: Any) -> dict[int, _Token]:
                 _symbolic_nbytes(value.args[0], dtype)
             if isinstance(size, IntImm):
                 size = size.value
+            elif not isinstance(size, int) and upper:
+                bounded = _bounded_nbytes(size, upper)
+                size = size if bounded is None else bounded
             tokens[i] = _Token(i, size, dtype)
             tokens_of[id(b.var)] = {i}
             aliases.setdefault(i, []).append(id(b.var))
@@ -211,7 +250,7 @@ def _plan(bindings: list[Binding], body: Any) -> dict[int, _Token]:
 def _plan_function(func: Function) -> Function:
     seq = func.body
     bindings = _flat_bindings(seq)
-    planned = _plan(bindings, seq.body)
+    planned = _plan(bindings, seq.body, upper_bounds(func))
     if not planned:
         return func
     by_var = {id(bindings[i].var): tok for i, tok in planned.items()}
@@ -394,5 +433,5 @@ def estimate_memory_usage(mod: IRModule, shape_vars: dict[str, int] | None = Non
     return "\n".join(lines)
 
 
-__all__ = ["StaticPlanBlockMemory", "LowerAllocTensor", "MemoryUsage", "memory_usage",
+__all__ = ["StaticPlanBlockMemory", "LowerAllocTensor", "upper_bounds", "MemoryUsage", "memory_usage",
            "estimate_memory_usage"]

@@ -19,6 +19,10 @@ nothing symbolic is left for the code generator:
   ``vm.builtin.make_prim_value``. ``MatchCast`` bindings become the same checks followed by a
   plain binding. The result is checked against the return annotation (``loc=return``).
 
+- After the parameters are matched, each symbolic dim with an upper bound in the function's
+  ``tir_var_upper_bound`` attribute is checked against it
+  (``vm.builtin.check_upper_bound``: memory was planned for the bound).
+
 Functions without symbolic dims get the checks only (``heap`` is ``R.null_value()``).
 """
 from __future__ import annotations
@@ -114,6 +118,7 @@ class _Lowerer:
         for i, p in enumerate(self.func.params):
             ctx = self._err_ctx(f"param[{i}]", p.name_hint, p.struct_info)
             pre += self._match(p, p.struct_info, ctx)
+        pre += self._bound_checks()
         pre += self._compute_ready()
         body = self._lower_seq(self.func.body)
         ret_checks = self._return_checks(body)
@@ -127,6 +132,23 @@ class _Lowerer:
             new_blocks += (BindingBlock(tuple(ret_checks)),)
         new_body = SeqExpr(new_blocks, body.body, body.struct_info)
         return with_body(self.func, new_body)
+
+    def _bound_checks(self) -> list[Binding]:
+        """``vm.builtin.check_upper_bound(heap, slot, bound, name, err_ctx)`` for each symbolic
+        dim the parameters define that ``tir_var_upper_bound`` bounds: memory is planned for
+        the bound, so a longer input is refused at entry, by name."""
+        from workbench.relax.transform.static_plan_block_memory import upper_bounds
+        bounds = upper_bounds(self.func)
+        if not bounds or self.heap_var is None:
+            return []
+        ctx = StringImm(f"ErrorContext(fn={self.name}) ")
+        out = []
+        for v in sorted(self.heap.defined, key=lambda v: v.name):
+            if v.name in bounds:
+                out.append(_void(call_packed("vm.builtin.check_upper_bound", [
+                    self.heap_var, prim_int(self.heap.slot(v)), prim_int(bounds[v.name]),
+                    StringImm(v.name), ctx])))
+        return out
 
     def _all_dims(self) -> list[PrimExpr]:
         dims = [d for p in self.func.params for d in _dims_of(p.struct_info)]

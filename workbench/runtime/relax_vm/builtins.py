@@ -163,6 +163,17 @@ def match_prim_value(value: int, heap: Any, code: int, reg: int, err_ctx: Any = 
     _match_one(int(value), _heap_view(heap), code, reg, err_ctx, "PrimValue")
 
 
+@builtin("check_upper_bound")
+def check_upper_bound(heap: Any, slot: int, bound: int, name: str, err_ctx: Any = None) -> None:
+    """A symbolic dim (``heap[slot]``, named ``name``) must not exceed its ``bound`` (the
+    function's ``tir_var_upper_bound``, which memory was planned for)."""
+    value = int(_heap_view(heap)[slot])
+    if value > bound:
+        raise ValueError(f"{_ctx(err_ctx)}the dimension {name!s} is {value}, above its upper "
+                         f"bound {bound} (the function's tir_var_upper_bound, for which its "
+                         f"memory is planned); compile with a larger bound")
+
+
 @builtin("make_shape")
 def make_shape(heap: Any, n: int, *codes: int) -> ShapeTuple:
     """``make_shape(heap, n, code0, v0, ...)`` -> ShapeTuple (code 0 immediate, 1 heap[v])."""

@@ -194,7 +194,14 @@ class Canonicalizer:
         """A division we cannot take apart: fold constants, else keep it as an atom."""
         if a.is_const and b.is_const and b.const != 0:
             return _const(_FOLD_DIV[cls](a.const, b.const), dtype)
-        return self.make_split(cls(self.to_expr(a), self.to_expr(b), dtype), 1, 0)
+        e = cls(self.to_expr(a), self.to_expr(b), dtype)
+        if cls in (E.FloorDiv, E.FloorMod) and not b.is_const:
+            # (q * s + r) // s with 0 <= r < s: a symbolic length's row-major index
+            from workbench.tir.arith.rewrite_rules import floor_by_symbolic_divisor
+            got = floor_by_symbolic_divisor.fn(self.an, e)
+            if got is not None:
+                return self.canon(got)
+        return self.make_split(e, 1, 0)
 
     # ---- Sum arithmetic -------------------------------------------------------------------
 

@@ -192,6 +192,45 @@ def fold_cast(an: "Analyzer", e: E.Cast):
     return _int_const(int(x), e.dtype)
 
 
+def _symbolic_multiple(x: E.PrimExpr, d: E.PrimExpr) -> E.PrimExpr | None:
+    """``q`` when ``x`` is ``q * d`` or ``d * q`` (``d`` the very same expression)."""
+    from workbench.ir.structural import structural_equal
+    if isinstance(x, E.Mul):
+        if structural_equal(x.b, d):
+            return x.a
+        if structural_equal(x.a, d):
+            return x.b
+    return None
+
+
+@rule((E.FloorDiv, E.FloorMod))
+def floor_by_symbolic_divisor(an: "Analyzer", e: E.BinaryOp):
+    """A symbolic divisor ``s`` (a dynamic length; constant divisors are the canonical
+    form's job): ``(q * s + r) // s`` is ``q`` and ``(q * s + r) % s`` is ``r`` (``r`` alone:
+    0 and ``r``) when ``0 <= r < s`` is provable (a row-major index over ``s`` split back into its parts);
+    ``q * s`` divides exactly. Integer division goes to the canonical form, which takes
+    constant divisors apart itself and tries this rule for the others (``_opaque``)."""
+    d, x = e.b, e.a
+    # d >= 0 suffices: a division by 0 has no value to keep
+    if isinstance(d, E.IntImm) or not _is_int(x) or \
+            not an.can_prove(E.GE(d, E.IntImm(d.dtype, 0), "bool")):
+        return None
+    q = _symbolic_multiple(x, d)
+    if q is not None:
+        return q if isinstance(e, E.FloorDiv) else E.IntImm(e.dtype, 0)
+    if an.can_prove(E.GE(x, E.IntImm(x.dtype, 0), "bool")) and \
+            an.can_prove(E.LT(x, d, "bool")):
+        return E.IntImm(e.dtype, 0) if isinstance(e, E.FloorDiv) else x
+    if not isinstance(x, E.Add):
+        return None
+    for m, r in ((x.a, x.b), (x.b, x.a)):
+        q = _symbolic_multiple(m, d)
+        if q is not None and an.can_prove(E.GE(r, E.IntImm(r.dtype, 0), "bool")) and \
+                an.can_prove(E.LT(r, d, "bool")):
+            return q if isinstance(e, E.FloorDiv) else r
+    return None
+
+
 CONST_FOLD = RuleSet("const_fold", (fold_float_binary, fold_int_binary, fold_int_division,
                                      fold_compare, fold_cast))
 

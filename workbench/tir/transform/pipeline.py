@@ -21,6 +21,8 @@ from workbench.tir.transform.lower_match_buffer import lower_match_buffer
 from workbench.tir.transform.plan_buffers import compact_buffer_allocation, plan_buffer_allocation
 from workbench.tir.transform.simplify import simplify_func
 from workbench.tir.transform.unroll_loop import unroll_loop
+from workbench.tir.transform.unswitch_predicates import unswitch_tile_predicates
+from workbench.tir.transform.parallel_when_worth_it import parallel_when_worth_it
 from workbench.tir.transform.vectorize_loop import vectorize_loop
 
 
@@ -67,6 +69,10 @@ LOWERING_PIPELINE: tuple[Pass, ...] = (
     Pass("FlattenBuffer", flatten_buffer),        # N-d accesses -> 1-d linear indices
     Pass("Simplify", simplify_func),              # clean index expressions
     Pass("UnrollLoop", unroll_loop),              # unroll kinds and auto-unroll pragmas
+    Pass("UnswitchTilePredicates", unswitch_tile_predicates),  # whole tiles over a symbolic
+                                                  # extent skip their bounds checks
+    Pass("ParallelWhenWorthIt", parallel_when_worth_it),  # a small symbolic parallel loop
+                                                  # runs on the calling thread
     Pass("VectorizeLoop", vectorize_loop),        # vectorized loops -> Ramp/Broadcast
     Pass("Simplify", simplify_func),              # fold what vectorizing exposed
     Pass("LegalizeBF16", legalize_bf16),          # bfloat16 arithmetic -> float32

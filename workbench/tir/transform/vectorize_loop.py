@@ -28,6 +28,12 @@ class _CannotVectorize(Exception):
     """The body has a construct with no vector form; keep the loop serial."""
 
 
+def _widens_int(src: str, dst: str) -> bool:
+    """``src`` (vector) and ``dst`` (scalar) are integer types with ``dst`` at least as wide."""
+    a, b = dt.parse(dt.element_of(src)), dt.parse(dst)
+    return a.code == b.code == "int" and b.lanes == 1 and a.bits <= b.bits
+
+
 def _lanes(e: PrimExpr) -> int:
     return dt.lanes_of(e.dtype)
 
@@ -107,6 +113,17 @@ class _Vectorizer(IRMutator):
         v = self.visit(e.value)
         if v is e.value:
             return e
+        # A widening integer cast of a ramp stays a ramp (of int64 base and stride): an int32
+        # loop index added to an int64 symbolic shape's offset is then still one contiguous
+        # vector access, not a gather. (Index arithmetic does not overflow int32, as
+        # everywhere in lowering.)
+        if isinstance(v, (Ramp, Broadcast)) and _widens_int(v.dtype, e.dtype):
+            scalar = e.dtype
+            if isinstance(v, Broadcast):
+                return Broadcast(op.cast(scalar, v.value), v.lanes,
+                                 dt.with_lanes(scalar, v.lanes))
+            return Ramp(op.cast(scalar, v.base), op.cast(scalar, v.stride), v.lanes,
+                        dt.with_lanes(scalar, v.lanes))
         return Cast(dt.with_lanes(e.dtype, _lanes(v)), v)
 
     def visit_Select(self, e: Select) -> PrimExpr:

@@ -42,7 +42,7 @@ from typing import Callable, Sequence
 from workbench.ir.node import FrozenDict
 from workbench.tir import op
 from workbench.tir.buffer import Buffer, BufferRegion, Range, decl_buffer
-from workbench.tir.expr import PrimExpr, Var
+from workbench.tir.expr import IntImm, PrimExpr, SizeVar, Var
 from workbench.tir.function import PrimFunc, prim_func
 from workbench.tir.schedule import register_block_generator
 from workbench.tir.stmt import (
@@ -70,16 +70,19 @@ _I32 = "int32"
 
 @dataclass(frozen=True)
 class FlashAttentionSpec:
-    """Everything the kernel depends on besides its block sizes (static shapes only).
+    """Everything the kernel depends on besides its block sizes.
 
+    ``batch``, ``seq_q`` / ``seq_kv`` are ints, or the name of a symbolic size (a dynamic
+    batch or sequence length: the kernel's buffers then have that variable in their shape,
+    one variable per name, and it is bound from the arguments when the kernel is called).
     ``bias_shape`` is None without a bias, else the bias shape (right-aligned broadcast to
-    (B, N, S, T)); ``causal`` is None, "TopLeft" or "BottomRight"."""
+    (B, N, S, T); ints, or those names); ``causal`` is None, "TopLeft" or "BottomRight"."""
 
-    batch: int
-    seq_q: int
+    batch: int | str
+    seq_q: int | str
     heads: int
     head_dim: int
-    seq_kv: int
+    seq_kv: int | str
     kv_heads: int
     head_dim_v: int
     dtype: str = _F32
@@ -89,10 +92,14 @@ class FlashAttentionSpec:
     bias_dtype: str = _F32
 
     def __post_init__(self) -> None:
-        dims = (self.batch, self.seq_q, self.heads, self.head_dim, self.seq_kv,
-                self.kv_heads, self.head_dim_v)
-        if not all(isinstance(d, int) and d > 0 for d in dims):
-            raise ValueError(f"flash_attention: shapes must be positive ints, got {dims}")
+        dims = (self.heads, self.head_dim, self.kv_heads, self.head_dim_v)
+        if not all(isinstance(d, int) and d > 0 for d in dims + self.lengths):
+            lengths_ok = all((isinstance(d, int) and d > 0) or (isinstance(d, str) and d)
+                             for d in self.lengths)
+            if not (lengths_ok and all(isinstance(d, int) and d > 0 for d in dims)):
+                raise ValueError(f"flash_attention: shapes must be positive ints (the sequence "
+                                 f"lengths may be names of symbolic ones), got "
+                                 f"{dims + self.lengths}")
         if self.heads % self.kv_heads:
             raise ValueError(f"flash_attention: query heads ({self.heads}) must be a multiple "
                              f"of key heads ({self.kv_heads})")
@@ -102,9 +109,20 @@ class FlashAttentionSpec:
         if self.bias_shape is not None:
             full = (self.batch, self.heads, self.seq_q, self.seq_kv)
             if len(self.bias_shape) > 4 or any(
-                    d not in (1, f) for d, f in zip(reversed(self.bias_shape), reversed(full))):
+                    d != 1 and d != f
+                    for d, f in zip(reversed(self.bias_shape), reversed(full))):
                 raise ValueError(f"flash_attention: bias {self.bias_shape} does not broadcast "
                                  f"to (B, N, S, T) = {full}")
+
+    @property
+    def lengths(self) -> tuple[int | str, int | str, int | str]:
+        """The sizes that may be symbolic: batch, S and T."""
+        return (self.batch, self.seq_q, self.seq_kv)
+
+    @property
+    def symbolic(self) -> bool:
+        """Whether a sequence length is symbolic (a name) rather than an int."""
+        return any(isinstance(d, str) for d in (self.seq_q, self.seq_kv))
 
     @property
     def softmax_scale(self) -> float:
@@ -119,6 +137,11 @@ def default_block_sizes(spec: FlashAttentionSpec) -> tuple[int, int]:
     7.2 ms against 8.1 ms for 32 x 64 or 128 x 64 (with the keys packed in the kernel).
     (A variant with key-major scores and packed queries, which vectorizes the softmax
     statistics over rows, was 10-20% slower.)"""
+    if spec.symbolic:
+        # The length is known only at run time: a block of 64 queries whose loops stop at the
+        # last row (the kernel trims a short block), and whole blocks of 64 keys followed by
+        # 16-key blocks for the rest.
+        return 64, 64
     return min(64, spec.seq_q), min(64, _round_up(spec.seq_kv, LANES))
 
 
@@ -140,21 +163,28 @@ def flash_attention(spec: FlashAttentionSpec, block_q: int | None = None,
                          f"got {block_k!r}")
     s = spec
     if buffers is None:
-        q = decl_buffer((s.batch, s.seq_q, s.heads, s.head_dim), s.dtype, "q")
-        k = decl_buffer((s.batch, s.kv_heads, s.head_dim, s.seq_kv), s.dtype, "k_t")
-        v = decl_buffer((s.batch, s.seq_kv, s.kv_heads, s.head_dim_v), s.dtype, "v")
-        bias = None if s.bias_shape is None else decl_buffer(s.bias_shape, s.bias_dtype, "bias")
-        out = decl_buffer((s.batch, s.seq_q, s.heads, s.head_dim_v), s.dtype, "T_attention")
+        sym = {name: SizeVar(name, "int64") for name in s.lengths + tuple(s.bias_shape or ())
+               if isinstance(name, str)}
+        nb, sq, skv = (sym.get(d, d) for d in s.lengths)
+        q = decl_buffer((nb, sq, s.heads, s.head_dim), s.dtype, "q")
+        k = decl_buffer((nb, s.kv_heads, s.head_dim, skv), s.dtype, "k_t")
+        v = decl_buffer((nb, skv, s.kv_heads, s.head_dim_v), s.dtype, "v")
+        bias = None if s.bias_shape is None else decl_buffer(
+            tuple(sym.get(d, d) for d in s.bias_shape), s.bias_dtype, "bias")
+        out = decl_buffer((nb, sq, s.heads, s.head_dim_v), s.dtype, "T_attention")
     else:
         q, k, v, *rest = buffers
         bias, out = (rest[0], rest[1]) if s.bias_shape is not None else (None, rest[0])
     inputs = [q, k, v] + ([bias] if bias is not None else [])
-    block = _block(spec, block_q, block_k, q, k, v, bias, out)
+    # The lengths as int32 index expressions: constants, or the buffers' own variables.
+    lengths = _Lengths(_length(s.seq_q, q.shape[1]), _length(s.seq_kv, v.shape[1]),
+                       _length(s.batch, q.shape[0]))
+    block = _block(spec, block_q, block_k, q, k, v, bias, out, lengths)
     loops = [Var(n, _I32) for n in ("b", "n", "qo")]
-    extents = (s.batch, s.heads, _ceil_div(s.seq_q, block_q))
+    extents = (lengths.batch, _i(s.heads), _ceil_div_expr(lengths.q, block_q))
     body: Stmt = BlockRealize(tuple(loops), op.const(True), block)
     for lv, ext in reversed(list(zip(loops, extents))):
-        body = For(lv, _i(0), _i(ext), ForKind.SERIAL, body)
+        body = For(lv, _i(0), ext, ForKind.SERIAL, body)
     root = Block((), tuple(BufferRegion.full(b) for b in inputs),
                  (BufferRegion.full(out),), "root", body)
     func = prim_func(inputs + [out], BlockRealize((), op.const(True), root))
@@ -204,11 +234,27 @@ register_block_generator(GENERATOR, lambda func, params: retile_flash_attention(
 
 # ---- the block ---------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class _Lengths:
+    """The sequence lengths S and T and the batch as int32 expressions: IntImm when
+    static."""
+
+    q: PrimExpr
+    kv: PrimExpr
+    batch: PrimExpr
+
+
+def _length(declared: int | str, dim: PrimExpr) -> PrimExpr:
+    # Index arithmetic is int32 in this kernel; a symbolic length is the buffer's int64 var.
+    return _i(declared) if isinstance(declared, int) else op.cast(_I32, dim)
+
+
 def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buffer,
-           bias: Buffer | None, out: Buffer) -> Block:
-    ivs = [IterVar(Range(_i(0), _i(ext)), Var(name, _I32), IterType.DATA_PAR)
-           for name, ext in (("vb", s.batch), ("vn", s.heads),
-                             ("vqo", _ceil_div(s.seq_q, bq)))]
+           bias: Buffer | None, out: Buffer, lengths: _Lengths) -> Block:
+    S, T = lengths.q, lengths.kv
+    ivs = [IterVar(Range(_i(0), ext), Var(name, _I32), IterType.DATA_PAR)
+           for name, ext in (("vb", lengths.batch), ("vn", _i(s.heads)),
+                             ("vqo", _ceil_div_expr(S, bq)))]
     vb, vn, vqo = (iv.var for iv in ivs)
     H, Hv = s.head_dim, s.head_dim_v
     qs = decl_buffer((bq, H), _F32, "q_scaled")       # the block's query rows times scale
@@ -223,15 +269,22 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
     kvh = op.floordiv(vn, g)
     s0 = op.mul(vqo, _i(bq))
     neg_inf = op.neg(op.infinity(_F32))
+    if s.symbolic:
+        # A block's loops stop at its last query row (rounded up to the register tile), so
+        # a short sequence does not compute a whole block of clamped rows.
+        row_tiles: int | PrimExpr = _ceil_div_expr(op.min(_i(bq), op.sub(S, s0)), rt)
+        rows: int | PrimExpr = op.mul(row_tiles, _i(rt))
+    else:
+        row_tiles, rows = bq // rt, bq
 
     def row(i: PrimExpr) -> PrimExpr:                 # clamped query row of tile row i
-        return op.min(op.add(s0, i), _i(s.seq_q - 1))
+        return op.min(op.add(s0, i), _plus(S, -1))
 
     def f32(x: PrimExpr) -> PrimExpr:
         return x if x.dtype == _F32 else op.cast(_F32, x)
 
     init = _seq(
-        _for("i", bq, lambda i: _seq(
+        _for("i", rows, lambda i: _seq(
             BufferStore(m, neg_inf, (i,)), BufferStore(l_, op.const(0.0, _F32), (i,)),
             _for("h", Hv, lambda h: BufferStore(acc, op.const(0.0, _F32), (i, h)),
                  ForKind.VECTORIZED),
@@ -239,23 +292,22 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
                 qs, op.mul(f32(q[vb, row(i), vn, h]), op.const(s.softmax_scale, _F32)), (i, h)),
                 ForKind.VECTORIZED))))
 
-    def key_block(ko: PrimExpr, tail: bool) -> Stmt:
-        """One key block; only the ``tail`` one (past the last whole block) clamps its key
-        index and masks keys past T: in a whole block ``t0 + j`` stays a unit-stride index, so
-        a bias row is one vector load instead of a gather."""
-        t0 = op.mul(ko, _i(bk))
+    def key_block(t0: PrimExpr, width: int, tail: bool) -> Stmt:
+        """One block of ``width`` keys from ``t0``; only a ``tail`` one (past the last whole
+        block) clamps its key index and masks keys past T: in a whole block ``t0 + j`` stays a
+        unit-stride index, so a bias row is one vector load instead of a gather."""
 
         def key(j: PrimExpr) -> PrimExpr:
             t = op.add(t0, j)
-            return op.min(t, _i(s.seq_kv - 1)) if tail else t
+            return op.min(t, _plus(T, -1)) if tail else t
 
         # Register tile: ``rt`` rows x the key block, accumulated over h (LLVM keeps the
         # tile in vector registers: the scratch is a private alloca).
-        scores = _for("io", bq // rt, lambda io: _seq(
-            _for("ii", rt, lambda ii: _for("j", bk, lambda j: BufferStore(
+        scores = _for("io", row_tiles, lambda io: _seq(
+            _for("ii", rt, lambda ii: _for("j", width, lambda j: BufferStore(
                 sc, op.const(0.0, _F32), (op.add(op.mul(io, _i(rt)), ii), j)),
                 ForKind.VECTORIZED), ForKind.UNROLLED),
-            _for("h", H, lambda h: _for("ii", rt, lambda ii: _for("j", bk, lambda j: (
+            _for("h", H, lambda h: _for("ii", rt, lambda ii: _for("j", width, lambda j: (
                 lambda i: BufferStore(sc, op.add(sc[i, j], op.mul(
                     qs[i, h], f32(k[vb, kvh, h, key(j)]))), (i, j)))(
                 op.add(op.mul(io, _i(rt)), ii)), ForKind.VECTORIZED), ForKind.UNROLLED))))
@@ -264,24 +316,26 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
             x = sc[i, j]
             if bias is not None:
                 x = op.add(x, f32(bias[_bias_index(s, bias, vb, vn, row(i), key(j))]))
-            keep = _visible(s, op.add(s0, i), op.add(t0, j), tail)
-            return x if keep is None else op.if_then_else(keep, x, neg_inf)
+            keep = _visible(s, lengths, op.add(s0, i), op.add(t0, j), tail)
+            # A select, not if_then_else: both sides are safe to evaluate (the indices are
+            # clamped), and a select of a per-lane condition stays a vector operation.
+            return x if keep is None else op.select(keep, x, neg_inf)
 
         def stats(i: PrimExpr) -> Stmt:
             mnew, alpha = (_i(0),), (_i(1),)
             return _seq(
-                _for("j", bk, lambda j: BufferStore(sc, masked(i, j), (i, j)),
+                _for("j", width, lambda j: BufferStore(sc, masked(i, j), (i, j)),
                      ForKind.VECTORIZED),
-                _lane_reduce(red, sc, i, bk, op.max, neg_inf),
+                _lane_reduce(red, sc, i, width, op.max, neg_inf),
                 BufferStore(tmp, op.max(m[i], _sum_lanes(red, op.max)), mnew),
                 # A row with nothing visible so far keeps m = -inf: exponents are taken
                 # against 0 instead, so they are exp(-inf) = 0, never exp(nan).
                 BufferStore(tmp, op.exp(op.sub(m[i], _safe(tmp[mnew]))), alpha),
                 BufferStore(m, tmp[mnew], (i,)),
-                _for("j", bk, lambda j: BufferStore(
+                _for("j", width, lambda j: BufferStore(
                     sc, op.exp(op.sub(sc[i, j], _safe(tmp[mnew]))), (i, j)),
                     ForKind.VECTORIZED),
-                _lane_reduce(red, sc, i, bk, op.add, op.const(0.0, _F32)),
+                _lane_reduce(red, sc, i, width, op.add, op.const(0.0, _F32)),
                 BufferStore(l_, op.add(op.mul(l_[i], tmp[alpha]), _sum_lanes(red, op.add)),
                             (i,)),
                 _for("h", Hv, lambda h: BufferStore(acc, op.mul(acc[i, h], tmp[alpha]),
@@ -289,20 +343,31 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
 
         # ``rt`` rows of the accumulator per pass over the key block: each V row loaded once
         # per tile.
-        pv = _for("io", bq // rt, lambda io: _for("j", bk, lambda j: _for(
+        pv = _for("io", row_tiles, lambda io: _for("j", width, lambda j: _for(
             "ii", rt, lambda ii: _for("h", Hv, lambda h: (lambda i: BufferStore(
                 acc, op.add(acc[i, h], op.mul(sc[i, j], f32(v[vb, key(j), kvh, h]))), (i, h)))(
                 op.add(op.mul(io, _i(rt)), ii)), ForKind.VECTORIZED), ForKind.UNROLLED)))
-        work = _seq(scores, _for("i", bq, stats), pv)
-        first_hidden = _first_hidden_key(s, op.add(s0, _i(bq - 1)))
+        work = _seq(scores, _for("i", rows, stats), pv)
+        first_hidden = _first_hidden_key(s, lengths, op.add(s0, _i(bq - 1)))
         if first_hidden is None:
             return work
         # Causal: a key block wholly after the tile's last row's last visible key is skipped.
         return IfThenElse(op.lt(t0, first_hidden), work)
 
-    whole, rest = divmod(s.seq_kv, bk)
-    stream = _seq(*([_for("ko", whole, lambda ko: key_block(ko, False))] if whole else []) +
-                  ([key_block(_i(whole), True)] if rest else []))
+    if s.symbolic:
+        # Whole blocks of ``bk`` keys, then the rest in blocks of one vector each (at most
+        # bk / LANES - 1 of them, masked past T): a short sequence computes few wasted keys.
+        whole_keys = op.mul(op.floordiv(T, _i(bk)), _i(bk))
+        stream = _seq(
+            _for("ko", op.floordiv(T, _i(bk)),
+                 lambda ko: key_block(op.mul(ko, _i(bk)), bk, False)),
+            _for("kt", _ceil_div_expr(op.sub(T, whole_keys), LANES),
+                 lambda kt: key_block(op.add(whole_keys, op.mul(kt, _i(LANES))), LANES, True)))
+    else:
+        whole, rest = divmod(s.seq_kv, bk)
+        stream = _seq(*([_for("ko", whole, lambda ko: key_block(op.mul(ko, _i(bk)), bk,
+                                                                 False))] if whole else []) +
+                      ([key_block(op.mul(_i(whole), _i(bk)), bk, True)] if rest else []))
 
     def store(i: PrimExpr) -> Stmt:
         inv = op.if_then_else(op.gt(l_[i], op.const(0.0, _F32)),
@@ -310,11 +375,11 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
         write = _for("h", Hv, lambda h: BufferStore(
             out, _cast(s.dtype, op.mul(acc[i, h], inv)), (vb, op.add(s0, i), vn, h)),
             ForKind.VECTORIZED)
-        if s.seq_q % bq == 0:
+        if not s.symbolic and s.seq_q % bq == 0:
             return write
-        return IfThenElse(op.lt(op.add(s0, i), _i(s.seq_q)), write)
+        return IfThenElse(op.lt(op.add(s0, i), S), write)
 
-    body = _seq(init, stream, _for("i", bq, store))
+    body = _seq(init, stream, _for("i", rows, store))
     reads = [BufferRegion.full(b) for b in (q, k, v) + ((bias,) if bias is not None else ())]
     return Block(tuple(ivs), tuple(reads), (BufferRegion.full(out),), BLOCK_NAME, body,
                  alloc_buffers=(qs, sc, acc, m, l_, red, tmp),
@@ -324,23 +389,42 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
                                          "flash_attention.block_k": bk}))
 
 
-def _visible(s: FlashAttentionSpec, row: PrimExpr, col: PrimExpr,
+def _visible(s: FlashAttentionSpec, lengths: _Lengths, row: PrimExpr, col: PrimExpr,
              tail: bool) -> PrimExpr | None:
-    """Key ``col`` exists (checked in the ``tail`` block only) and the causal mask (if any)
+    """Key ``col`` exists (checked in ``tail`` blocks only) and the causal mask (if any)
     lets query ``row`` see it; None: always."""
-    exists = op.lt(col, _i(s.seq_kv)) if tail else None
+    exists = op.lt(col, lengths.kv) if tail else None
     if s.causal is None:
         return exists
-    offset = 0 if s.causal == "TopLeft" else s.seq_kv - s.seq_q
-    seen = op.le(col, op.add(row, _i(offset)))
+    seen = op.le(col, op.add(row, _causal_offset(s, lengths, 0)))
     return seen if exists is None else op.logical_and(exists, seen)
 
 
-def _first_hidden_key(s: FlashAttentionSpec, last_row: PrimExpr) -> PrimExpr | None:
+def _first_hidden_key(s: FlashAttentionSpec, lengths: _Lengths,
+                      last_row: PrimExpr) -> PrimExpr | None:
     if s.causal is None:
         return None
-    offset = 0 if s.causal == "TopLeft" else s.seq_kv - s.seq_q
-    return op.add(last_row, _i(offset + 1))
+    return op.add(last_row, _causal_offset(s, lengths, 1))
+
+
+def _causal_offset(s: FlashAttentionSpec, lengths: _Lengths, extra: int) -> PrimExpr:
+    """How far past its own row a query sees (0, or T - S bottom-right aligned), plus
+    ``extra``."""
+    if s.causal == "TopLeft":
+        return _i(extra)
+    if isinstance(lengths.kv, IntImm) and isinstance(lengths.q, IntImm):
+        return _i(lengths.kv.value - lengths.q.value + extra)
+    return _plus(op.sub(lengths.kv, lengths.q), extra)
+
+
+def _plus(x: PrimExpr, k: int) -> PrimExpr:
+    return _i(x.value + k) if isinstance(x, IntImm) else (op.add(x, _i(k)) if k else x)
+
+
+def _ceil_div_expr(x: PrimExpr, b: int) -> PrimExpr:
+    if isinstance(x, IntImm):
+        return _i(_ceil_div(x.value, b))
+    return op.floordiv(op.add(x, _i(b - 1)), _i(b))
 
 
 def _bias_index(s: FlashAttentionSpec, bias: Buffer, b: PrimExpr, n: PrimExpr,
@@ -396,7 +480,7 @@ def _seq(*stmts: Stmt) -> Stmt:
     return SeqStmt(tuple(stmts)) if len(stmts) > 1 else stmts[0]
 
 
-def _for(name: str, extent: int, body: Callable[[Var], Stmt],
+def _for(name: str, extent: int | PrimExpr, body: Callable[[Var], Stmt],
          kind: str = ForKind.SERIAL) -> Stmt:
     lv = Var(name, _I32)
-    return For(lv, _i(0), _i(extent), kind, body(lv))
+    return For(lv, _i(0), _i(extent) if isinstance(extent, int) else extent, kind, body(lv))

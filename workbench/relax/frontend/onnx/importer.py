@@ -314,8 +314,15 @@ class ONNXImporter(Importer):
 
 
 def _as_array(v: Any) -> np.ndarray:
-    """A folded value as an array (numpy indexing an object array returns the element)."""
+    """A folded value as an array (numpy indexing an object array returns the element). An
+    object array (a shape value) whose elements are all constants becomes an int64 array:
+    the static dims of a shape with a dynamic one (``Shape(x)[2]`` of a (seq, 1, 256) tensor)
+    are plain numbers for the ops after (a head dim's ``Sqrt`` for the attention scale)."""
     if isinstance(v, np.ndarray):
+        if v.dtype == object and v.size and all(
+                isinstance(e, (int, np.integer, IntImm)) for e in v.flat):
+            return np.asarray([int(getattr(e, "value", e)) for e in v.flat],
+                              dtype="int64").reshape(v.shape)
         return v
     if isinstance(v, PrimExpr):
         out = np.empty((), dtype=object)

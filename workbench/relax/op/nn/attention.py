@@ -66,13 +66,15 @@ def _infer_attention(call: Call, ctx: Any) -> StructInfo:
 
 @def_legalize("relax.nn.attention")
 def _legalize_attention(bb: Any, call: Call) -> Expr:
-    """Static shapes: the keys transposed to (B, N_kv, H, T), then one fused streaming kernel
-    (``workbench.topi.nn.attention``), marked opaque so fusion leaves it whole. Symbolic
-    shapes: the staged te formulation (it writes the (B, N, S, T) scores)."""
+    """Static shapes, or a symbolic batch or sequence lengths (dynamic dims): the keys
+    transposed to (B, N_kv, H, T), then one fused streaming kernel
+    (``workbench.topi.nn.attention``), marked opaque so fusion leaves it whole. Other symbolic
+    shapes (heads, head dims): the staged te formulation (it writes the (B, N, S, T)
+    scores)."""
     a = call.attrs
     q, k, v = call.args[:3]
     bias = call.args[3] if len(call.args) > 3 else None
-    spec = _static_spec(call)
+    spec = _kernel_spec(call)
     if spec is None:
         from workbench.topi.nn.relax_extras import attention as te_attention
         return bb.call_te(te_attention, q, k, v, bias, a["scale"], a["causal_mask"],
@@ -89,21 +91,41 @@ def _legalize_attention(bb: Any, call: Call) -> Expr:
     return call_tir(gv, [q, k_t, v] + list(call.args[3:]), call.struct_info)
 
 
-def _static_spec(call: Call) -> Any:
-    """The kernel's :class:`FlashAttentionSpec` when every shape is a known constant."""
+def _kernel_spec(call: Call) -> Any:
+    """The kernel's :class:`FlashAttentionSpec` when every shape is a known constant except
+    the batch and the sequence lengths S and T, which may also be symbolic variables (a
+    dynamic batch or sequence length: the spec then names them); else None."""
+    from workbench.tir.expr import Var as TirVar
     from workbench.topi.nn.attention import FlashAttentionSpec
     sis = [I.tensor_arg(call, i, n) for i, n in enumerate(("query", "key", "value", "bias")[
         :len(call.args)])]
-    dims = []
-    for si in sis:
-        if si.shape is None:
+    if any(si.shape is None for si in sis):
+        return None
+    q, k, v = (si.values for si in sis[:3])
+    lengths: dict[int, str] = {}        # id(tir Var) -> its name in the spec
+
+    def length(d: Any) -> int | str | None:
+        c = I.const_int(d)
+        if c is not None:
+            return c
+        if not isinstance(d, TirVar):
             return None
-        vals = [I.const_int(d) for d in si.values]
-        if any(d is None for d in vals):
+        name = lengths.setdefault(id(d), d.name)
+        # two different variables of one name would be one in the kernel
+        return name if list(lengths.values()).count(name) == 1 else None
+
+    b, s, t = length(q[0]), length(q[1]), length(k[1])
+    if None in (b, s, t) or length(v[1]) != t or length(k[0]) != b or length(v[0]) != b:
+        return None
+    fixed = [I.const_int(d) for d in (q[2], q[3], k[2], v[3])]
+    if any(d is None for d in fixed):
+        return None
+    n, h, nk, hv = fixed
+    bias = None
+    if len(sis) > 3:
+        bias = tuple(length(d) if id(d) in lengths else I.const_int(d) for d in sis[3].values)
+        if any(d is None for d in bias):
             return None
-        dims.append(tuple(vals))
-    (b, s, n, h), (_, t, nk, _), (_, _, _, hv) = dims[:3]
-    bias = dims[3] if len(dims) > 3 else None
     return FlashAttentionSpec(b, s, n, h, t, nk, hv, sis[0].dtype, call.attrs["scale"],
                               call.attrs["causal_mask"], bias,
                               sis[3].dtype if bias is not None else "float32")
