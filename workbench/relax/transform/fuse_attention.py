@@ -196,13 +196,13 @@ class _Fuser(ExprMutator):
                  ("relax.astype", None), ("relax.logical_not", None),
                  ("relax.equal", -math.inf)]
         e = cond
-        for name, const in steps:
+        for name, value in steps:
             v = self.bound(e)
             if _op(v) != name:
                 return False
             if name == "relax.max" and not _last_axis_keepdims(v):
                 return False
-            if const is not None and _scalar_any(v.args[1]) != const:
+            if value is not None and _scalar_any(v.args[1]) != value:
                 return False
             e = v.args[0]
         return e is z
