@@ -160,7 +160,7 @@ def _tune_one(mod: Any, target: str, work: str, trials: int, pretrained: bool,
                      num_trials_per_iter=8, seed=seed)
     db = JSONDatabase(work_dir=work)
     costs = []
-    for record in db.get_all_tuning_records():      # in the order they were measured
+    for record in db.records_in_commit_order():      # in the order they were measured
         ok = record.run_secs and all(s < 1e9 for s in record.run_secs)
         costs.append(float(np.median(record.run_secs)) if ok else np.inf)
     return list(np.minimum.accumulate(costs))
