@@ -4,8 +4,8 @@ TVM's "pack-sum" regression: every store row of a candidate gets a tree predicti
 candidate's score is their sum, and the custom objective is the label-weighted squared error
 of that sum, ``grad_row = (sum_pred[c] - y_c) * y_c``, with labels ``y = min_cost / cost``
 per workload group; the hessian is ``y_c * k_c`` for a candidate of ``k_c`` rows (TVM's is
-``y_c``, which overshoots k-fold on kernels with many stores: see ``_train``). So fast schedules dominate the loss and failures
-(y ~ 0) barely count. Training restarts from scratch on all data whenever the data grew by a
+``y_c``, which overshoots k-fold on kernels with many stores: see ``_train``). So fast
+schedules dominate the loss and failures (y ~ 0) barely count. Training restarts from scratch on all data whenever the data grew by a
 fifth since the last training (adaptive training), with early stopping on the training
 p-rmse. Until ``num_warmup_samples`` samples exist ``predict`` returns uniform noise --
 unless a pretrained model is at hand (``pretrained="auto"``: the one shipped for the target's
