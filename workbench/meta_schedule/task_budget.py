@@ -15,9 +15,9 @@ terminates the task, as it does for any finished search.
 A kernel nobody tuned is built with its default schedule (``workbench.dlight``), so a tuning
 record only helps when it beats that. :func:`default_schedule_candidates` makes the default
 schedule and its neighbouring register tiles measure candidates of the task, and
-:class:`SeededStrategy` measures such seeds as the task's first batch (trials like any other, recorded in the database, seen by the cost
-model) before its search starts: the task's best record is then never a schedule that
-measured slower than the default one.
+:class:`SeededStrategy` measures such seeds as the task's first batch (trials like any
+other, recorded in the database, seen by the cost model) before its search starts: the task's
+best record is then never a schedule that measured slower than the default one.
 """
 from __future__ import annotations
 
