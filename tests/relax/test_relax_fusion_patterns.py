@@ -110,8 +110,10 @@ def test_symbolic_reshape_fuses_with_elementwise_neighbours():
     assert [n for n, f in fused.items() if isinstance(f, relax.Function)
             and f.attrs.get("Primitive")] == ["fused_relu_reshape_exp"]
     exe = relax.build(mod, "llvm")
+    # the build's pipeline sinks the reshape below the elementwise exp first (SinkReshapes,
+    # symbolic shapes included): still one kernel
     assert [k for k in exe.kernel_names if not k.startswith("shape_func")] == \
-        ["fused_relu_reshape_exp"]
+        ["fused_relu_exp_reshape"]
     vm = relax.VirtualMachine(exe, wb.cpu())
     for batch in (2, 3):
         xs = np.random.default_rng(batch).standard_normal((batch, 8, 4, 4)).astype("float32")

@@ -33,7 +33,7 @@ def cprint(printable: Any, style: str | None = None, black_format: bool = False)
                         f"{type(printable).__name__}")
     if black_format:
         text = _black(text)
-    in_notebook = "ipykernel" in sys.modules
+    in_notebook = _in_kernel()
     if in_notebook and style is None:
         # The same colouring as the objects' own _repr_html_, so a notebook reads alike
         # whether a cell shows ``mod`` or calls ``mod.show()``.
@@ -62,6 +62,14 @@ def cprint(printable: Any, style: str | None = None, black_format: bool = False)
     else:
         print(highlight(text, Python3Lexer(), Terminal256Formatter(style=style or "default")),
               end="")
+
+
+def _in_kernel() -> bool:
+    """A Jupyter kernel is running this process (not merely ipykernel imported: a test suite
+    or a script may import the widgets without any kernel)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
 
 
 def _has_pygments() -> bool:

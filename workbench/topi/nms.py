@@ -146,7 +146,9 @@ def _block(dims: tuple[int, int, int, int], center: int, inputs: list[Buffer],
     def sift_down(start: PrimExpr) -> Stmt:
         """Move the entry at ``start`` down to its place in the heap of ``state[size]``."""
         here, kid = state[at], state[child]
-        swap = _seq(*(_swap(buf, here, kid) for buf in (h_score, h_box)), put(at, kid))
+        swap = put(at, kid)
+        for buf in (h_box, h_score):      # h_score's swap first, then h_box's, then the put
+            swap = _swap(buf, here, kid, swap)
         # Statements, not selects: an entry past the heap must not be compared.
         return _seq(put(at, start), put(go, _i(1)), While(op.eq(state[go], _i(1)), _seq(
             put(child, op.add(op.mul(here, _i(2)), _i(1))),
@@ -208,11 +210,13 @@ def _block(dims: tuple[int, int, int, int], center: int, inputs: list[Buffer],
                  alloc_buffers=(h_score, h_box, kept, state))
 
 
-def _swap(buf: Buffer, i: PrimExpr, j: PrimExpr) -> Stmt:
-    """Exchange ``buf[i]`` and ``buf[j]`` (a let holds the first)."""
+def _swap(buf: Buffer, i: PrimExpr, j: PrimExpr, then: Stmt) -> Stmt:
+    """Exchange ``buf[i]`` and ``buf[j]`` (a let holds the first), then run ``then`` inside the
+    let's body: a let followed by siblings prints like one whose body holds them (TVMScript
+    scopes a let to the end of its block), so the text would not read back the same."""
     tmp = Var(f"{buf.name}_tmp", buf.dtype)
     return LetStmt(tmp, buf[i], _seq(BufferStore(buf, buf[j], (i,)),
-                                     BufferStore(buf, tmp, (j,))))
+                                     BufferStore(buf, tmp, (j,)), then))
 
 
 def _i(v: int) -> PrimExpr:
