@@ -201,11 +201,9 @@ def is_call_dps_packed(e: Any) -> bool:
 
 def call_tir_parts(call: Call) -> tuple[GlobalVar, tuple[Expr, ...], tuple[Any, ...],
                                          tuple[TensorStructInfo, ...]]:
-    """``(gvar, input exprs, tir_vars dims, out sinfos)`` of a ``call_tir`` call."""
-    gvar, args = call.args[0], call.args[1]
-    inputs = args.fields if isinstance(args, Tuple) else (args,)
-    tir_vars = call.args[2].values if len(call.args) > 2 else ()
-    return gvar, tuple(inputs), tuple(tir_vars), tuple(call.sinfo_args)
+    """``(gvar, input exprs, tir_vars dims, out sinfos)`` of a ``call_tir`` call (the same
+    layout as every destination-passing call: :func:`dps_parts`)."""
+    return dps_parts(call)
 
 
 def is_call_tir(e: Any) -> bool:
