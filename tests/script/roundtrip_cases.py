@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import numpy as np
 from pathlib import Path
 from typing import Any, Callable
 
@@ -172,6 +173,56 @@ def _fused(mod: Any) -> Any:
     return relax.transform.FuseTIR()(relax.transform.FuseOps()(mod))
 
 
+def _fuse_ops_only(mod: Any) -> Any:
+    """Fused Relax functions before FuseTIR: each must have symbolic vars of its own (they
+    shared the caller's, and the text gives each function its own)."""
+    mod = relax.transform.AnnotateTIROpPattern()(_legalized(mod))
+    return relax.transform.FuseOps()(mod)
+
+
+def _vm_form(mod: Any) -> Any:
+    """The module at the end of the default Relax pipeline (VM form: no dataflow blocks,
+    explicit allocations and shape checks), its kernels lowered as the build does (unrolled,
+    unswitched and parallel-or-serial loops copy bodies: each copy defines its own vars)."""
+    return wb.lower(relax.get_default_pipeline("llvm")(mod))
+
+
+def nonfinite_constants() -> Any:
+    """-inf, inf and nan constants (their repr is no Python name: printed as float("inf"))."""
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorStructInfo((2,), "float32"))
+    with bb.function("main", [x]):
+        y = bb.emit(relax.op.add(x, relax.const(float("-inf"), "float32")))
+        z = bb.emit(relax.op.add(y, relax.const(np.array([np.nan, np.inf], "float32"))))
+        bb.emit_func_output(z)
+    return bb.get()
+
+
+def layout_rewrite_attr() -> tir.PrimFunc:
+    """An IndexMap in a function attribute (RemoveWeightLayoutRewriteBlock records them):
+    printed as T.index_map(lambda ...)."""
+    from workbench.tir.schedule.index_map import IndexMap
+    imap = IndexMap.from_func(lambda i, j: (j // 16, i, j % 16), index_dtype="int64")
+    return matmul_static().with_attr("layout_rewrites", ((1, (64, 64), imap),))
+
+
+def call_tir_inplace_single_index() -> Any:
+    """``inplace_indices=0`` (one index, printed as an int) with a constant argument: the
+    parser found no constructor for R.call_tir_inplace and stored the int unnormalised."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorStructInfo((2,), "float32"))
+    write = te.create_prim_func([te.placeholder((2,), name="a"),
+                                 te.compute((2,), lambda i: te.const(1.0, "float32"), name="b")])
+    with bb.function("main", [x]):
+        gv = bb.add_func(write, "write")
+        y = bb.emit(relax.op.call_tir_inplace(
+            gv, (x, relax.const(np.array([1], "int64"))), 0,
+            relax.TensorStructInfo((2,), "float32")))
+        bb.emit_func_output(y)
+    return bb.get()
+
+
 def torch_small() -> Any:
     import torch
     from workbench.relax.frontend.torch import from_exported_program
@@ -189,7 +240,7 @@ def torch_small() -> Any:
 
 
 def onnx_small() -> Any:
-    import numpy as np
+
     from onnx import TensorProto, helper, numpy_helper
     from workbench.relax.frontend.onnx import from_onnx
     w = numpy_helper.from_array(np.ones((4, 3), "float32"), "w")
@@ -222,6 +273,11 @@ for _m in (make_mlp, make_cnn, make_transformer):
     CASES["relax_" + _name] = (lambda m=_m: m()[0])
     CASES["relax_legalized_" + _name] = (lambda m=_m: _legalized(m()[0]))
     CASES["relax_fused_" + _name] = (lambda m=_m: _fused(m()[0]))
+    CASES["relax_fuse_ops_only_" + _name] = (lambda m=_m: _fuse_ops_only(m()[0]))
+    CASES["relax_vm_form_" + _name] = (lambda m=_m: _vm_form(m()[0]))
+CASES["relax_nonfinite_constants"] = nonfinite_constants
+CASES["layout_rewrite_attr"] = layout_rewrite_attr
+CASES["relax_call_tir_inplace_single_index"] = call_tir_inplace_single_index
 # One module per op case of the relax tests (every op family the printer writes), as built
 # and after legalization.
 for _op in OP_CASES:

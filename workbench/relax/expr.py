@@ -432,7 +432,19 @@ def is_leaf(e: Any) -> bool:
     tuples of leaves (TVM's ``IsLeafOrTuple``)."""
     if isinstance(e, Tuple):
         return all(is_leaf(f) for f in e.fields)
-    return isinstance(e, LEAF_TYPES)
+    return isinstance(e, LEAF_TYPES) or isinstance(e, _EXTRA_LEAVES)
+
+
+# Leaf nodes defined above this module (the VM-form values of relax.transform.lowered_ops).
+_EXTRA_LEAVES: tuple[type, ...] = ()
+
+
+def register_leaf_type(cls: type) -> None:
+    """Make ``cls`` a leaf for :func:`is_leaf` (TVM's LeafExpr subclasses defined elsewhere,
+    e.g. ``DataTypeImm``): normalisation then keeps it inline as a call argument."""
+    global _EXTRA_LEAVES
+    if cls not in _EXTRA_LEAVES:
+        _EXTRA_LEAVES = _EXTRA_LEAVES + (cls,)
 
 
 def get_struct_info(e: Any) -> StructInfo:

@@ -17,6 +17,7 @@ of the module are referred to as ``cls.<name>``.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 from workbench.ir.dispatch import TypeTable
@@ -35,6 +36,7 @@ from workbench.relax.struct_info import (
     TensorStructInfo, TupleStructInfo,
 )
 from workbench.relax.dim_text import dim_text
+from workbench.relax.op.registry import op_constructor
 from workbench.tir.expr import PrimExpr, SizeVar
 from workbench.tir.script_expr import ExprPrinter, Names
 
@@ -245,6 +247,9 @@ def _call(p: _Printer, c: Call) -> str:
     args = [p.expr(a) for a in c.args]
     if isinstance(op, Op):
         args += [f"{k}={p.attr_value(v)}" for k, v in c.attrs.items()]
+        if c.sinfo_args and op_constructor(op.name) is None:
+            # A registered-only op (R.call_builtin_with_ctx) takes its result from these.
+            args.append(f"sinfo_args=({''.join(p.sinfo(s) + ', ' for s in c.sinfo_args)})")
         return f"{_op_name(op.name)}({', '.join(args)})"
     if isinstance(op, ExternFunc):
         sinfo = ", ".join(p.sinfo(s) for s in c.sinfo_args)
@@ -253,14 +258,23 @@ def _call(p: _Printer, c: Call) -> str:
     return f"{p.expr(op)}({', '.join(args)})"
 
 
+def _literal(v: Any) -> str:
+    """A Python literal of a constant's values; inf and nan (whose repr is no Python name)
+    as ``float("inf")``, which the parser reads back."""
+    if isinstance(v, list):
+        return "[" + ", ".join(_literal(x) for x in v) + "]"
+    if isinstance(v, float) and not math.isfinite(v):
+        return f'float("{v}")'
+    return repr(v)
+
+
 def _constant(p: _Printer, c: Constant) -> str:
     d = c.data
     size = 1
     for s in d.shape:
         size *= s
     if size <= _CONST_INLINE_LIMIT:
-        value = d.numpy().tolist()
-        return f"R.const({value!r}, {quote(d.dtype)})"
+        return f"R.const({_literal(d.numpy().tolist())}, {quote(d.dtype)})"
     # Too big to print: a reference into the printout's metadata (TVM's form), which
     # IRModule.script(show_meta=True) writes out.
     return metadata_ref("relax.expr.Constant", c)

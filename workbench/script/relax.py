@@ -17,13 +17,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from workbench.relax import op as _op
 from workbench.relax.expr import (
     Call as _Call, Constant as _Constant, Expr, ExternFunc as _ExternFunc,
     PrimValue as _PrimValue, ShapeExpr as _ShapeExpr, StringImm as _StringImm,
     Tuple as _TupleExpr, const as _const,
 )
-from workbench.relax.op.registry import get_op, list_ops
+from workbench.relax.op.registry import get_op, list_ops, op_constructor
 from workbench.relax.struct_info import (
     FuncStructInfo, ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo,
     TensorStructInfo, TupleStructInfo,
@@ -185,6 +184,19 @@ def str(value: Any) -> _StringImm:  # noqa: A001 - TVMScript's name
     return _StringImm(value)
 
 
+def dtype(value: Any) -> Any:
+    """A dtype as a Relax value (``relax.DataTypeImm``; VM shape checks pass them)."""
+    from workbench.relax.transform.lowered_ops import DataTypeImm
+    return DataTypeImm(value)
+
+
+def null_value() -> Any:
+    """The VM's void value (``relax.NullValue``, not a call of the ``relax.null_value`` op:
+    that is what the printer writes for the node)."""
+    from workbench.relax.transform.lowered_ops import NullValue
+    return NullValue()
+
+
 def tuple(*fields: Any) -> _TupleExpr:  # noqa: A001
     return _TupleExpr(fields)
 
@@ -230,12 +242,7 @@ class OpCaller:
         self.__name__ = "R." + name[len("relax."):]
 
     def _constructor(self) -> Callable | None:
-        obj: Any = _op
-        for part in self.name[len("relax."):].split("."):
-            obj = getattr(obj, part, None)
-            if obj is None:
-                return None
-        return obj if callable(obj) else None
+        return op_constructor(self.name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         args = _b.tuple(_as_arg(a) for a in args)
@@ -251,11 +258,18 @@ class OpCaller:
             if len(known) == len(kwargs):
                 call = make(*args, **kwargs)
                 if isinstance(call, _Call) and getattr(call.op, "name", None) == self.name:
-                    given = {k: v for k, v in attrs.items() if k in call.attrs}
+                    # A scalar written for a sequence attribute (inplace_indices=0) is the
+                    # constructor's to normalise: it stored the tuple.
+                    given = {k: v for k, v in attrs.items() if k in call.attrs and not (
+                        isinstance(call.attrs[k], _b.tuple) and not isinstance(v, _b.tuple))}
                     if given:
                         call = call.replace(attrs={**call.attrs, **given})
                 return call
-        return _Call(get_op(self.name), args, attrs)
+        # A registered-only op's result comes from its sinfo_args (the printer writes them).
+        sinfo = attrs.pop("sinfo_args", None)
+        sinfo = () if sinfo is None else _b.tuple(as_struct_info(x) for x in (
+            (sinfo,) if isinstance(sinfo, StructInfo) else sinfo))
+        return _Call(get_op(self.name), args, attrs, sinfo)
 
     def __repr__(self) -> str:
         return self.__name__
@@ -289,5 +303,5 @@ def __getattr__(name: Any) -> Any:
 
 __all__ = ["function", "Tensor", "Shape", "Tuple", "Object", "Prim", "Callable",
            "as_struct_info", "dataflow", "output", "func_attr", "match_cast", "const", "shape",
-           "prim_value", "str", "tuple", "ExternFunc", "call_packed", "OpCaller", "OpNamespace",
+           "prim_value", "str", "dtype", "null_value", "tuple", "ExternFunc", "call_packed", "OpCaller", "OpNamespace",
            "DataflowScope", "Output", "FuncAttr", "MatchCastSpec"]

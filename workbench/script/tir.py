@@ -425,6 +425,12 @@ def address_of(load: Any) -> PrimExpr:
     return _op.address_of(load)
 
 
+def index_map(mapping: Callable[..., Any], index_dtype: str = "int64") -> Any:
+    """An IndexMap from a lambda over index variables (as in ``T.func_attr`` values)."""
+    from workbench.tir.schedule.index_map import IndexMap
+    return IndexMap.from_func(mapping, index_dtype=index_dtype)
+
+
 def infinity(dtype: Any) -> PrimExpr:
     return _op.infinity(_dtype_arg(dtype))
 
@@ -437,7 +443,7 @@ def min_value(dtype: Any) -> PrimExpr:
     return _op.min_value(_dtype_arg(dtype))
 
 
-__all__ = ["prim_func", "Buffer", "match_buffer", "alloc_buffer", "decl_buffer", "allocate",
+__all__ = ["index_map", "prim_func", "Buffer", "match_buffer", "alloc_buffer", "decl_buffer", "allocate",
            "sblock_alloc_buffer", "serial", "parallel", "vectorized", "unroll", "thread_binding", "grid", "block",
            "sblock", "init", "attr", "axis", "reads", "writes", "where", "block_attr",
            "func_attr", "evaluate", "meta_var", "max", "min", "Div", "truncdiv", "truncmod",

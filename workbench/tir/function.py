@@ -8,7 +8,7 @@ from workbench.ir.node import (
 )
 from workbench.tir.buffer import Buffer
 from workbench.tir.expr import Var
-from workbench.tir.stmt import Stmt
+from workbench.tir.stmt import Stmt, freeze_field
 
 
 @node
@@ -22,6 +22,10 @@ class PrimFunc(Node):
     ret_type: str = "void"
 
     __hash__ = object.__hash__
+
+    def __post_init__(self) -> None:
+        freeze_field(self, "buffer_map")
+        freeze_field(self, "attrs")
 
     def with_attr(self, key_or_dict: Any, value: Any = NO_VALUE) -> "PrimFunc":
         """A copy with attribute ``key`` set to ``value``, or with every entry of a dict set

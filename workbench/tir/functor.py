@@ -159,6 +159,38 @@ def renew_defs(func: Any) -> Any:
     return func.replace(params=params, buffer_map=buffer_map, body=r.visit(func.body))
 
 
+def _defined_here(n: Any) -> tuple[Var, ...]:
+    from workbench.tir.expr import Let
+    from workbench.tir.stmt import Allocate, Block, For, LetStmt
+    if isinstance(n, For):
+        return (n.loop_var,)
+    if isinstance(n, (LetStmt, Let)):
+        return (n.var,)
+    if isinstance(n, Allocate):
+        return (n.buffer_var,)
+    if isinstance(n, Block):
+        return tuple(iv.var for iv in n.iter_vars)
+    return ()
+
+
+class _RenewLocalDefs(_RenewDefs):
+    def __init__(self, defined: set[Var]) -> None:
+        super().__init__()
+        self.defined = defined
+
+    def visit_Var(self, v: Var) -> Var:
+        return super().visit_Var(v) if v in self.defined else v
+
+
+def renew_local_defs(stmt: Any) -> Any:
+    """``stmt`` with new Vars for the variables it defines itself (loop, let, allocation and
+    block iter vars); variables from outside are kept. For placing a copy of a statement next
+    to the original (unrolling): each variable then has one definition."""
+    defined: set[Var] = set()
+    post_order_visit(stmt, lambda n: defined.update(_defined_here(n)))
+    return _RenewLocalDefs(defined).visit(stmt) if defined else stmt
+
+
 def post_order_visit(node: Any, fvisit: Callable[[Any], None]) -> None:
     """Call ``fvisit`` on every node below ``node`` (children first), buffers included once."""
 

@@ -164,7 +164,19 @@ class ExprPrinter:
             return self.text(n)
         if isinstance(n, Buffer):
             return self.names.buffer(n)
+        if type(n).__name__ == "IndexMap":  # (tir.schedule is a layer above)
+            return self._index_map(n)
         return generic_repr(n)
+
+    def _index_map(self, m: Any) -> str:
+        """``T.index_map(lambda i0, i1: (...), index_dtype=...)``: the lambda's parameters are
+        the map's own variables, named apart from this printout's."""
+        sub = ExprPrinter(Names())
+        params = [sub.names.define(v, v.name) for v in m.initial_indices]
+        body = ", ".join(sub.text(e) for e in m.final_indices)
+        body += "," if len(m.final_indices) == 1 else ""
+        dtype = m.initial_indices[0].dtype if m.initial_indices else "int64"
+        return f'T.index_map(lambda {", ".join(params)}: ({body}), index_dtype="{dtype}")'
 
     def prec(self, e: PrimExpr) -> tuple[str, int]:
         h = _handler(type(e))

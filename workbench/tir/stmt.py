@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workbench.ir.node import FrozenDict, Node, node
+from workbench.ir.node import FrozenDict, Node, frozen, node
 from workbench.tir.buffer import Buffer, BufferRegion, MatchBufferRegion, Range
 from workbench.tir.expr import PrimExpr, Var
 
@@ -24,6 +24,14 @@ class ForKind:
     ALL = ("serial", "parallel", "vectorized", "unroll", "thread_binding")
 
 
+def freeze_field(n: Node, name: str) -> None:
+    """Store a plain dict given for ``name`` as a FrozenDict: IR is immutable, and a dict
+    compared unequal to the FrozenDict the same IR read back from TVMScript has."""
+    value = getattr(n, name)
+    if type(value) is not FrozenDict:
+        object.__setattr__(n, name, frozen(value))
+
+
 @node
 class For(Stmt):
     loop_var: Var
@@ -33,6 +41,9 @@ class For(Stmt):
     body: Stmt
     thread_binding: Any = None
     annotations: FrozenDict = FrozenDict()
+
+    def __post_init__(self) -> None:
+        freeze_field(self, "annotations")
 
 
 @node
@@ -151,6 +162,9 @@ class Block(Stmt):
     alloc_buffers: tuple[Buffer, ...] = ()
     match_buffers: tuple[MatchBufferRegion, ...] = ()
     annotations: FrozenDict = FrozenDict()
+
+    def __post_init__(self) -> None:
+        freeze_field(self, "annotations")
 
 
 @node

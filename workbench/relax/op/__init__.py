@@ -3,7 +3,9 @@
 Each family module registers its ops with their struct-info inference, legalization and numpy
 rules (see :mod:`workbench.relax.op.registry`). ``relax.op.nn`` holds the neural-network ops.
 """
-from workbench.relax.op.base import call_dps_packed, call_pure_packed, call_tir
+from workbench.relax.op.base import (
+    call_dps_packed, call_pure_packed, call_tir, call_tir_inplace,
+)
 from workbench.relax.op.binary import (
     add, bitwise_and, bitwise_or, bitwise_xor, divide, equal, floor_divide, floor_mod, greater,
     greater_equal, left_shift, less, less_equal, logical_and, logical_or, maximum, minimum, mod,
@@ -31,7 +33,7 @@ from workbench.relax.op import image, nn, vision
 from workbench.relax.op.registry import get_op, list_ops, OpError
 
 __all__ = [
-    "call_tir", "call_dps_packed", "call_pure_packed", "add", "subtract", "multiply", "divide", "floor_divide", "mod", "floor_mod",
+    "call_tir", "call_tir_inplace", "call_dps_packed", "call_pure_packed", "add", "subtract", "multiply", "divide", "floor_divide", "mod", "floor_mod",
     "power", "maximum", "minimum", "equal", "not_equal", "less", "less_equal", "greater",
     "greater_equal", "logical_and", "logical_or", "astype", "strided_slice", "take", "matmul",
     "linear", "broadcast_to", "concat", "expand_dims", "flatten", "permute_dims", "reshape",

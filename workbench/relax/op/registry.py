@@ -96,6 +96,19 @@ def make_call(name: str, args: tuple, attrs: dict | None = None,
     return Call(register_op(name), tuple(args), attrs or {}, tuple(sinfo_args))
 
 
+def op_constructor(name: str) -> Callable | None:
+    """The Python constructor of op ``name`` (``relax.nn.conv2d`` -> ``relax.op.nn.conv2d``),
+    or None for ops that are only registered (the VM-form builtins): TVMScript writes calls of
+    those as plain calls, with their ``sinfo_args`` spelled out."""
+    from workbench.relax import op as ops
+    obj: Any = ops
+    for part in name[len("relax."):].split(".") if name.startswith("relax.") else [None]:
+        obj = getattr(obj, part, None) if part else None
+        if obj is None:
+            return None
+    return obj if callable(obj) else None
+
+
 def short_name(name: str) -> str:
     """``relax.nn.relu`` -> ``nn.relu`` (how errors and printers name ops)."""
     return name[len("relax."):] if name.startswith("relax.") else name

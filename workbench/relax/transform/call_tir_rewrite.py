@@ -2,7 +2,8 @@
 allocation plus kernel calls in destination-passing style (TVM's passes of those names).
 
 ``ToNonDataflow()(mod)``: every dataflow block becomes a plain binding block (the code after
-this point has effects: it allocates and writes memory). DataflowVars keep their identity.
+this point has effects: it allocates and writes memory), and its DataflowVars become Vars (a
+DataflowVar outside a dataflow block is malformed: the text would read it back as a Var).
 
 ``CallTIRRewrite()(mod)``: in every Relax function, each binding ::
 
@@ -32,12 +33,15 @@ from typing import Any
 from workbench.ir.module import IRModule
 from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import (
-    Binding, BindingBlock, Call, DataflowBlock, ExternFunc, SeqExpr, Tuple, Var, VarBinding,
+    Binding, BindingBlock, Call, DataflowBlock, DataflowVar, ExternFunc, SeqExpr, Tuple, Var,
+    VarBinding,
 )
 from workbench.relax.op.base import (
     call_tir_parts, is_call_dps_packed, is_call_tir, is_call_tir_inplace,
 )
-from workbench.relax.transform._util import map_bindings, relax_functions, with_body
+from workbench.relax.transform._util import (
+    map_bindings, relax_functions, rewrite_nodes, with_body,
+)
 from workbench.relax.transform.lowered_ops import VOID_SINFO, builtin_alloc_tensor
 
 
@@ -47,6 +51,10 @@ def _to_plain(seq: SeqExpr) -> SeqExpr:
     if all(a is b for a, b in zip(blocks, seq.blocks)):
         return seq
     return SeqExpr(blocks, seq.body, seq.struct_info)
+
+
+def _plain_var(n: Any) -> Var | None:
+    return Var(n.name_hint, n.struct_info) if type(n) is DataflowVar else None
 
 
 class ToNonDataflow(Pass):
@@ -59,7 +67,8 @@ class ToNonDataflow(Pass):
         for name, func in relax_functions(mod):
             if isinstance(func.body, SeqExpr):
                 # Dataflow blocks cannot hold Ifs, so branches need no visit.
-                out[name] = with_body(func, _to_plain(func.body))
+                plain = with_body(func, _to_plain(func.body))
+                out[name] = rewrite_nodes(plain, _plain_var) if plain is not func else func
         return out
 
 
@@ -86,7 +95,9 @@ def _rewrite(b: Binding) -> list[Binding]:
                     (gvar, *inputs, *allocs, b.value.args[2]), {}, (VOID_SINFO,), VOID_SINFO,
                     span=span)
     else:
-        call = Call(gvar, (*inputs, *allocs), {}, (VOID_SINFO,), VOID_SINFO, span=span)
+        # No sinfo_args, as TVM: a call of a module function takes its result from the callee
+        # (and TVMScript has no place for them in ``cls.f(...)``).
+        call = Call(gvar, (*inputs, *allocs), {}, (), VOID_SINFO, span=span)
     out.append(VarBinding(Var("_", VOID_SINFO), call))
     result = results[0] if len(results) == 1 else Tuple(tuple(results), b.var.struct_info)
     out.append(VarBinding(b.var, result))

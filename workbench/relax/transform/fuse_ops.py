@@ -38,7 +38,9 @@ from workbench.relax.expr import (
 from workbench.relax.op.base import is_call_tir
 from workbench.relax.span import Span
 from workbench.relax.struct_info import TupleStructInfo
-from workbench.relax.transform._util import fresh_name, is_primitive, relax_functions, used_vars
+from workbench.relax.transform._util import (
+    fresh_name, is_primitive, relax_functions, renew_symbolic_vars, used_vars,
+)
 from workbench.relax.transform.annotate_tir_op_pattern import OpPatternKind as K
 from workbench.relax.transform.annotate_tir_op_pattern import is_row_normalization
 
@@ -359,7 +361,8 @@ def _fuse_block(block: DataflowBlock, mod: IRModule, used_later: set[int],
         func, args, outputs = _FunctionMaker(group_bindings, used_outside).make()
         names = [n for n in (_callee_name(x) for x in group_bindings) if n]
         name = fresh_name(new_funcs, "fused_" + "_".join(names))
-        new_funcs[name] = func
+        # The callee gets symbolic vars of its own; the call's result keeps the caller's.
+        new_funcs[name] = renew_symbolic_vars(func)
         gv = new_funcs.get_global_var(name)
         # The fused call implements every member's model operations (source locations).
         span = Span.merge(x.value.span for x in group_bindings if isinstance(x.value, Call))

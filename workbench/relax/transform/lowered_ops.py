@@ -26,7 +26,9 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from workbench.ir.node import node
-from workbench.relax.expr import Call, Expr, ExternFunc, PrimValue, ShapeExpr, Tuple, Var
+from workbench.relax.expr import (
+    Call, Expr, ExternFunc, PrimValue, ShapeExpr, Tuple, Var, register_leaf_type,
+)
 from workbench.relax.op.registry import def_infer, register_op
 from workbench.relax.struct_info import (
     ObjectStructInfo, PrimStructInfo, ShapeStructInfo, StructInfo, TensorStructInfo,
@@ -90,10 +92,19 @@ def memory_alloc_storage(size: ShapeExpr, virtual_device_index: int = 0,
 
 def memory_alloc_tensor(storage: Expr, offset: int, shape: ShapeExpr | Var, dtype: str) -> Call:
     """A tensor of ``shape``/``dtype`` at byte ``offset`` of ``storage``."""
-    sinfo = TensorStructInfo(shape, dtype) if isinstance(shape, ShapeExpr) else \
-        TensorStructInfo(None, dtype, ndim=_ndim_of(shape))
     return Call(MEMORY_ALLOC_TENSOR, (storage, shape), {"offset": offset, "dtype": dtype}, (),
-                sinfo)
+                _alloc_sinfo(shape, dtype))
+
+
+def _alloc_sinfo(shape: ShapeExpr | Var, dtype: str) -> TensorStructInfo:
+    """A shape variable whose struct info knows its values gives the tensor that shape (as
+    TVM's inference does), so building the call and re-inferring it agree."""
+    if isinstance(shape, ShapeExpr):
+        return TensorStructInfo(shape, dtype)
+    si = shape.struct_info
+    if isinstance(si, ShapeStructInfo) and si.values is not None:
+        return TensorStructInfo(ShapeExpr(tuple(si.values)), dtype)
+    return TensorStructInfo(None, dtype, ndim=_ndim_of(shape))
 
 
 def _ndim_of(shape: Var) -> int:
@@ -108,10 +119,7 @@ def _infer_alloc_storage(call: Call, ctx: Any) -> StructInfo:
 
 @def_infer("relax.memory.alloc_tensor")
 def _infer_alloc_tensor(call: Call, ctx: Any) -> StructInfo:
-    shape = call.args[1]
-    if isinstance(shape, ShapeExpr):
-        return TensorStructInfo(shape, call.attrs["dtype"])
-    return TensorStructInfo(None, call.attrs["dtype"], ndim=_ndim_of(shape))
+    return _alloc_sinfo(call.args[1], call.attrs["dtype"])
 
 
 @def_infer("relax.memory.kill_storage")
@@ -132,7 +140,8 @@ NULL_VALUE = register_op("relax.null_value")
 
 def call_builtin_with_ctx(name: str, args: Sequence[Expr], sinfo: StructInfo) -> Call:
     """``name(%vm, *args)``."""
-    return Call(CALL_BUILTIN_WITH_CTX, (ExternFunc(name), Tuple(tuple(args), VOID_SINFO)),
+    # The argument tuple's struct info is its fields' (derived), not the void tuple's.
+    return Call(CALL_BUILTIN_WITH_CTX, (ExternFunc(name), Tuple(tuple(args))),
                 {}, (sinfo,), sinfo)
 
 
@@ -171,6 +180,10 @@ def _register_printers() -> None:
 
 
 _register_printers()
+# Both are values a call takes inline (TVM's DataTypeImm is a LeafExpr; the heap argument of a
+# shape check is a null value): the parser's normaliser must not bind them to variables.
+register_leaf_type(DataTypeImm)
+register_leaf_type(NullValue)
 
 __all__ = ["DataTypeImm", "NullValue", "builtin_alloc_tensor", "memory_alloc_storage",
            "memory_alloc_tensor", "call_builtin_with_ctx", "call_packed", "prim_int", "is_op",

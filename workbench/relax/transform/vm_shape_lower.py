@@ -226,8 +226,9 @@ class _Lowerer:
         out: list[Binding] = []
         if todo:
             fname = self._shape_func(todo)
-            out.append(_void(Call(GlobalVar(fname), (self.heap_var,), {}, (VOID_SINFO,),
-                                  VOID_SINFO)))
+            # No sinfo_args on a call of a module function (as TVM; the text has no place
+            # for them).
+            out.append(_void(Call(GlobalVar(fname), (self.heap_var,), {}, (), VOID_SINFO)))
         still = []
         for value, d, i, ctx in self.pending_checks:
             if self.heap.slot(d) in self.heap.computed:

@@ -296,6 +296,25 @@ def _dict(p: Parser, node: ast.Dict) -> dict:
     return out
 
 
+def _lambda(p: Parser, node: ast.Lambda) -> Callable[..., Any]:
+    """A Python function whose call evaluates the body with the parameters bound (what
+    ``T.index_map(lambda i, j: ...)`` takes); positional parameters only."""
+    a = node.args
+    if a.vararg or a.kwarg or a.kwonlyargs or a.defaults or a.posonlyargs:
+        raise p.error(node, "a lambda here takes plain positional parameters only")
+    names = [x.arg for x in a.args]
+
+    def call(*args: Any) -> Any:
+        with p.scope():
+            for name, value in zip(names, args):
+                p.define(name, value)
+            return p.eval(node.body)
+
+    call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names])
+    return call
+
+
 def _if_exp(p: Parser, node: ast.IfExp) -> Any:
     return p.eval(node.body) if p.eval(node.test) else p.eval(node.orelse)
 
@@ -315,6 +334,7 @@ _EXPR: dict[type, Callable[[Parser, Any], Any]] = {
     ast.BoolOp: lambda p, n: p.boolop(n.op, [p.eval(v) for v in n.values], n),
     ast.Compare: _compare,
     ast.IfExp: _if_exp,
+    ast.Lambda: _lambda,
 }
 
 

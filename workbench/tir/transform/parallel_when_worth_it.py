@@ -19,7 +19,7 @@ from __future__ import annotations
 from workbench.tir import op
 from workbench.tir.expr import IntImm
 from workbench.tir.function import PrimFunc
-from workbench.tir.functor import IRMutator
+from workbench.tir.functor import IRMutator, renew_local_defs
 from workbench.tir.stmt import For, ForKind, IfThenElse, SeqStmt, Stmt
 
 __all__ = ["parallel_when_worth_it", "MIN_PARALLEL_WORK"]
@@ -62,7 +62,8 @@ class _Guard(IRMutator):
             return s
         enough = op.ge(op.mul(s.extent, op.const(w, s.extent.dtype)),
                        op.const(MIN_PARALLEL_WORK, s.extent.dtype))
-        return IfThenElse(enough, s, s.replace(kind=ForKind.SERIAL))
+        # The serial copy defines its variables anew (one definition per variable).
+        return IfThenElse(enough, s, renew_local_defs(s.replace(kind=ForKind.SERIAL)))
 
 
 def parallel_when_worth_it(func: PrimFunc) -> PrimFunc:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from workbench.tir import op
 from workbench.tir.expr import IntImm
 from workbench.tir.function import PrimFunc
-from workbench.tir.functor import IRMutator, substitute
+from workbench.tir.functor import IRMutator, renew_local_defs, substitute
 from workbench.ir.node import field_names
 from workbench.tir.stmt import For, ForKind, SeqStmt, Stmt, seq
 
@@ -41,7 +41,10 @@ def _steps(stmt: Stmt) -> int:
 
 
 def _unroll(loop: For) -> Stmt:
-    copies = [substitute(loop.body, {loop.loop_var: op.add(loop.min, k)})
+    # Every copy after the first defines its inner loops' (and lets') variables anew: one
+    # definition per variable, as the printed text (and TVM's SSA form) has.
+    copies = [substitute(loop.body if k == 0 else renew_local_defs(loop.body),
+                         {loop.loop_var: op.add(loop.min, k)})
               for k in range(loop.extent.value)]
     return seq(*copies)
 

@@ -35,7 +35,9 @@ from workbench.tir import op
 from workbench.tir.arith import Analyzer
 from workbench.tir.expr import LT, BufferLoad, IntImm, PrimExpr, Var
 from workbench.tir.function import PrimFunc
-from workbench.tir.functor import IRMutator, IRVisitor, collect_vars, post_order_visit
+from workbench.tir.functor import (
+    IRMutator, IRVisitor, collect_vars, post_order_visit, renew_local_defs,
+)
 from workbench.tir.stmt import Evaluate, For, IfThenElse, LetStmt, Stmt
 
 __all__ = ["unswitch_tile_predicates", "MAX_VERSIONS"]
@@ -141,9 +143,10 @@ def _row_checks(conds: list[PrimExpr]) -> list[PrimExpr]:
 def _partial_tiles(body: Stmt, rows: list[PrimExpr]) -> Stmt:
     """``body`` specialised for each number ``m`` of rows in bounds (checks 0..m-1 hold,
     m.. fail), tried from the most rows down, the last version keeping the first check."""
-    out: Stmt = _DropChecks([], rows[1:]).visit(body)
+    # Each version defines its loops' and buffers' variables anew (one definition each).
+    out: Stmt = renew_local_defs(_DropChecks([], rows[1:]).visit(body))
     for m in range(2, len(rows) + 1):
-        version = _DropChecks(rows[:m], rows[m:]).visit(body)
+        version = renew_local_defs(_DropChecks(rows[:m], rows[m:]).visit(body))
         out = IfThenElse(rows[m - 1], version, out)
     return out
 
@@ -166,7 +169,8 @@ class _Unswitcher(IRMutator):
         # A partial tile of a register-tiled loop nest: one version per number of rows in
         # bounds, each without checks in its inner loops (a check inside the reduction loop
         # kept the accumulators out of registers: 2.9x the time of a static build at 7 rows).
-        rest = _partial_tiles(s.body, rows) if rows and len(rows) <= MAX_VERSIONS else s.body
+        rest = _partial_tiles(s.body, rows) if rows and len(rows) <= MAX_VERSIONS else \
+            renew_local_defs(s.body)
         return s.replace(body=IfThenElse(whole, fast, rest))
 
 
