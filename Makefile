@@ -7,7 +7,8 @@ CHROMIUM_STAMP := $(VENV)/.chromium
 # Extras installed into the venv (pyproject.toml): the tests need all of them.
 EXTRAS ?= dev,models,cluster
 
-.PHONY: demo test test-quick test-browser test-models lint lab bench clean extension fuzz
+.PHONY: demo test test-quick test-browser test-models test-roundtrip lint lab bench clean extension \
+	fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +65,17 @@ test-browser: $(STAMP) $(CHROMIUM_STAMP)
 # PyTorch and onnxruntime (hours of compilation; outside CI's time limit).
 test-models: $(STAMP)
 	WORKBENCH_MODEL_SWEEP=1 $(BIN)/python -m pytest -q tests/relax/frontend/test_torchvision_sweep.py
+
+# Issue 23's TVMScript round trip over every module the IR-building tests make: each test runs
+# in a PassContext whose RoundTripInstrument prints, parses and compares the module entering
+# each pipeline (ROUNDTRIP=all: every pass boundary). Slow tests are left out (they build the
+# same IR, larger); CI does not run this. Summary at the end, report in build/.
+ROUNDTRIP ?= entry
+ROUNDTRIP_DIRS := tests/relax tests/tir tests/te tests/topi tests/dlight tests/script \
+	tests/transform tests/codegen tests/meta_schedule
+test-roundtrip: $(STAMP)
+	WORKBENCH_SCRIPT_ROUNDTRIP=$(ROUNDTRIP) $(BIN)/python -m pytest -q -p no:cacheprovider \
+		-m "not slow" $(ROUNDTRIP_DIRS)
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/

@@ -28,3 +28,68 @@ os.environ.setdefault("WORKBENCH_MS_CONFIRM_ROUNDS", "0")
 # test's first rounds are the cold search its assertions were written for (and cheap);
 # tests/meta_schedule/test_ms_pretrained.py turns it on, as users have it.
 os.environ.setdefault("WORKBENCH_MS_PRETRAINED_COST_MODEL", "0")
+
+
+# ---- the TVMScript round trip over everything the suite builds (`make test-roundtrip`) -------
+# With WORKBENCH_SCRIPT_ROUNDTRIP=entry (or 1) every test runs inside a PassContext holding a
+# RoundTripInstrument that round-trips the module entering each pipeline (=all: every pass
+# boundary). Failures are collected with the test id, summarised at the end of the run and
+# written as JSON (WORKBENCH_SCRIPT_ROUNDTRIP_REPORT, default build/script_roundtrip.json).
+# Tests that enter their own PassContext run their passes under it, unchecked: they are counted.
+_RT_MODE = {"1": "entry", "entry": "entry", "all": "all"}.get(
+    os.environ.get("WORKBENCH_SCRIPT_ROUNDTRIP", "").strip().lower())
+_RT_STATS = {"tests": 0, "tests_checked": 0, "tests_own_context": 0, "modules": 0,
+             "functions": 0, "failures": [], "allowed": []}
+
+if _RT_MODE:
+    import json
+    import time
+
+    import pytest
+
+    _RT_STARTED = time.time()
+
+    @pytest.fixture(autouse=True)
+    def _script_roundtrip(request, monkeypatch):
+        from workbench.ir.transform import PassContext
+        from workbench.script.roundtrip import RoundTripInstrument
+
+        inst = RoundTripInstrument(mode=_RT_MODE, on_failure="record")
+        ctx = PassContext(instruments=[inst])
+        own = [0]
+        enter = PassContext.__enter__
+
+        def counting_enter(self):
+            if self is not ctx:
+                own[0] += 1
+            return enter(self)
+
+        monkeypatch.setattr(PassContext, "__enter__", counting_enter)
+        with ctx:
+            yield
+        _RT_STATS["tests"] += 1
+        _RT_STATS["tests_checked"] += inst.modules_checked > 0
+        _RT_STATS["tests_own_context"] += own[0] > 0
+        _RT_STATS["modules"] += inst.modules_checked
+        _RT_STATS["functions"] += inst.functions_checked
+        for key, found in (("failures", inst.failures), ("allowed", inst.allowed)):
+            _RT_STATS[key].extend(dict(f.as_dict(), test=request.node.nodeid) for f in found)
+
+    def pytest_terminal_summary(terminalreporter):
+        tr, s = terminalreporter, _RT_STATS
+        tr.section(f"TVMScript round trip ({_RT_MODE})")
+        tr.write_line(f"{s['tests']} tests: {s['tests_checked']} built IR that was checked, "
+                      f"{s['tests_own_context']} entered their own PassContext (not covered); "
+                      f"{s['modules']} modules, {s['functions']} functions checked; "
+                      f"{len(s['failures'])} failures, {len(s['allowed'])} allow-listed; "
+                      f"{time.time() - _RT_STARTED:.0f}s")
+        for f in s["failures"]:
+            tr.write_line(f"ROUNDTRIP {f['test']}: {f['stage']} {f['pass_name']} "
+                          f"function={f['function']}: {f['path']}: "
+                          f"{f['reason'].splitlines()[0]}")
+        path = os.environ.get("WORKBENCH_SCRIPT_ROUNDTRIP_REPORT", "build/script_roundtrip.json")
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "w") as out:
+            json.dump(dict(s, mode=_RT_MODE, seconds=round(time.time() - _RT_STARTED, 1)),
+                      out, indent=1)
+        tr.write_line(f"report: {path}")

@@ -11,47 +11,20 @@ import re
 import pytest
 
 from roundtrip_cases import CASES
-from workbench.ir.module import IRModule
 from workbench.ir.structural import first_mismatch
 from workbench.script import from_source
-from workbench.tir.functor import IRMutator
-from workbench.tir.stmt import SeqStmt
-
-
-class _FlattenSeqs(IRMutator):
-    """Nested SeqStmts as one (TVM's SeqStmt flattens on construction; loop unrolling here
-    nests them, and TVMScript, like Python, cannot write a sequence inside a sequence)."""
-
-    def visit_SeqStmt(self, s: SeqStmt) -> SeqStmt:
-        flat = []
-        for x in s.seq:
-            x = self.visit(x)
-            flat.extend(x.seq if isinstance(x, SeqStmt) else [x])
-        return SeqStmt(tuple(flat))
-
-
-def _canonical(x):
-    if isinstance(x, IRModule):
-        out = x.copy()
-        for name, f in x.items():
-            if hasattr(f, "buffer_map"):
-                out[name] = f.with_body(_FlattenSeqs().visit(f.body))
-        return out
-    return x.with_body(_FlattenSeqs().visit(x.body))
-
-
-def _text(x) -> str:
-    return x.script(show_meta=True) if isinstance(x, IRModule) else x.script()
+from workbench.script.roundtrip import canonical as _canonical
+from workbench.script.roundtrip import check_roundtrip
+from workbench.script.roundtrip import script_text as _text
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_print_parse_is_structurally_equal(case):
     x = _canonical(CASES[case]())
     text = _text(x)
-    y = from_source(text)
-    assert type(y) is type(x)
-    bad = first_mismatch(x, y)
+    bad = check_roundtrip(x)
     assert bad is None, f"{bad.path}: {bad.reason}\n{text}"
+    y = from_source(text)
     # Source locations of imported models print as trailing comments; they are not IR.
     assert _text(y) == re.sub(r"(?<=\S)  # [^\n]*", "", text)
 
