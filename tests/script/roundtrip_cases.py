@@ -223,6 +223,39 @@ def call_tir_inplace_single_index() -> Any:
     return bb.get()
 
 
+def shuffle_of_vector_loads() -> tir.PrimFunc:
+    """A vector load inside T.Shuffle's list (the generic int8 dot intrinsic's form): the
+    parser turned sliced reads into loads only as direct call arguments."""
+    from workbench.script import from_source
+    return from_source(
+        "@T.prim_func\n"
+        "def f(B: T.Buffer((16, 4), \"int8\"), C: T.Buffer((16,), \"int32\")):\n"
+        "    C[0:16] = T.Cast(\"int32x16\", T.Shuffle([B[0, 0:64]], [0, 4, 8, 12, 16, 20, 24, "
+        "28, 32, 36, 40, 44, 48, 52, 56, 60]))\n")
+
+
+def kernel_in_two_groups() -> Any:
+    """One padded conv2d kernel fused into two groups: FuseTIR gave both fused functions the
+    kernel's very buffers (pad_temp), one object in two functions."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorStructInfo((1, 4, 8, 8), "float32"))
+    w = relax.Var("w", relax.TensorStructInfo((4, 4, 3, 3), "float32"))
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.nn.relu(relax.op.nn.conv2d(x, w, padding=1)))
+            b = bb.emit(relax.op.nn.conv2d(a, w, padding=1))
+            out = bb.emit_output(relax.op.add(b, relax.const(1.0, "float32")))
+        bb.emit_func_output(out)
+    return _fused(bb.get())
+
+
+def size_var_param() -> tir.PrimFunc:
+    """A SizeVar scalar parameter (call_te passes unbound dims so): it printed as ``n: T.int64``
+    and read back as a plain Var."""
+    f = elementwise_symbolic()
+    return f.replace(params=f.params + (tir.SizeVar("t", "int64"),))
+
+
 def torch_small() -> Any:
     import torch
     from workbench.relax.frontend.torch import from_exported_program
@@ -277,6 +310,9 @@ for _m in (make_mlp, make_cnn, make_transformer):
     CASES["relax_vm_form_" + _name] = (lambda m=_m: _vm_form(m()[0]))
 CASES["relax_nonfinite_constants"] = nonfinite_constants
 CASES["layout_rewrite_attr"] = layout_rewrite_attr
+CASES["shuffle_of_vector_loads"] = shuffle_of_vector_loads
+CASES["relax_kernel_in_two_groups"] = kernel_in_two_groups
+CASES["size_var_param"] = size_var_param
 CASES["relax_call_tir_inplace_single_index"] = call_tir_inplace_single_index
 # One module per op case of the relax tests (every op family the printer writes), as built
 # and after legalization.

@@ -335,7 +335,9 @@ def script_func(func: PrimFunc, name: str = "main") -> str:
         if buf is not None:
             sig.append(f"{names.buffer(buf)}: T.Buffer({p.buffer_args(buf, True)})")
         else:
-            sig.append(f"{names.var(v)}: {dtype_ann(v.dtype)}")
+            # A size var keeps its kind in the annotation (it reads back as a SizeVar).
+            size = "(is_size_var=True)" if isinstance(v, SizeVar) else ""
+            sig.append(f"{names.var(v)}: {dtype_ann(v.dtype)}{size}")
     ret = "" if func.ret_type == "void" else f" -> {dtype_ann(func.ret_type)}"
 
     root = _implicit_root(func.body)

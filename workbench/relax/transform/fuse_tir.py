@@ -47,7 +47,7 @@ from workbench.tir.buffer import Buffer
 from workbench.tir.expr import PrimExpr
 from workbench.tir.expr import Var as TirVar
 from workbench.tir.function import PrimFunc
-from workbench.tir.functor import IRMutator, collect_vars, substitute
+from workbench.tir.functor import IRMutator, collect_vars, renew_defs, substitute
 from workbench.tir.stmt import Block, BlockRealize, For, IterVar, LetStmt, Stmt, seq
 from workbench.tir import op as tir_op
 
@@ -271,7 +271,9 @@ class _Fuser:
         func = substitute(func, fresh) if fresh else func
         # Compound dims of parameter buffers (a fused reshape's ``n * 12``) become plain vars, as
         # call_te's kernels have them: the kernel ABI binds shapes from plain dims only.
-        return _plain_param_dims(func)
+        # New definitions throughout (TVM's FuseTIR ends with RenewDefs): a kernel merged into
+        # two groups would otherwise give both fused functions the same buffer objects.
+        return renew_defs(_plain_param_dims(func))
 
 
 def _function_dims(func: Function) -> set[TirVar]:

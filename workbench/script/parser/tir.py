@@ -161,8 +161,9 @@ class TIRParser(Parser):
             self.buffer_map[handle] = buf
             self.define(arg.arg, buf)
             return handle
-        if isinstance(ann, T._ScalarType):
-            v = Var(arg.arg, ann.dtype)
+        if isinstance(ann, T._ScalarType) or (isinstance(ann, Var) and ann.name == ""):
+            # ``n: T.int64`` is a Var; ``n: T.int64(is_size_var=True)`` a SizeVar.
+            v = (type(ann) if isinstance(ann, Var) else Var)(arg.arg, ann.dtype)
             self.define(arg.arg, v)
             return v
         raise self.error(arg, f"parameter {arg.arg!r}: unsupported annotation "
@@ -518,6 +519,8 @@ class TIRParser(Parser):
         if isinstance(v, Sliced):
             idx = self.indices(v.buffer, v.indices, None)
             return v.buffer.vload(idx)
+        if isinstance(v, list) and any(isinstance(x, Sliced) for x in v):
+            return [self.as_expr(x) for x in v]  # T.Shuffle([B[0, 0:64]], ...)
         return v
 
     def subscript(self, value: Any, index: Any, node: ast.Subscript) -> Any:
