@@ -226,6 +226,9 @@ def test_one_kernel_three_weights_two_constant_one_input():
     # The input weight w3 still needs the packing kernel; the constants get a stripped copy.
     original, stripped = low["conv2d"], low["conv2d_prepacked"]
     assert _preproc_blocks(original) and not _preproc_blocks(stripped)
+    # The copy defines its own parameters (one Var in two functions did not read back from
+    # TVMScript: each function of the text has its own).
+    assert not {id(p) for p in original.params} & {id(p) for p in stripped.params}
     assert {"conv2d", "conv2d_prepacked"} <= set(exe.kernel_names)
     (rw,) = layout_rewrites(stripped)
     calls = _kernel_args(low["main"], "conv2d_prepacked")

@@ -49,6 +49,7 @@ from workbench.relax.op.base import call_tir_parts, is_call_tir
 from workbench.relax.struct_info import TensorStructInfo
 from workbench.relax.transform._util import fresh_name, relax_functions
 from workbench.tir.function import PrimFunc
+from workbench.tir.functor import renew_defs
 from workbench.tir.transform.remove_weight_layout_rewrite_block import (
     LAYOUT_REWRITES_ATTR, LayoutRewrite, layout_rewrites, remove_weight_layout_rewrite_block,
 )
@@ -196,7 +197,10 @@ class PrepackConstantWeights(Pass):
                 out[name] = entry.func
             else:
                 entry.new_name = fresh_name(out, f"{name}_prepacked")
-                out[entry.new_name] = entry.func.with_attr("global_symbol", entry.new_name)
+                # Next to the original, the copy needs definitions of its own (the stripped
+                # kernel still holds the original's parameter vars and buffers).
+                out[entry.new_name] = renew_defs(entry.func).with_attr("global_symbol",
+                                                                       entry.new_name)
             by_site.update(dict.fromkeys(entry.sites, entry))
         if not by_site:
             return out
