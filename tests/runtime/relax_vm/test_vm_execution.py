@@ -258,6 +258,14 @@ def test_make_shape_follows_the_heap():
     assert B.make_shape([4, 2], 2, B.LOAD_SHAPE, 1, B.LOAD_SHAPE, 0) == (2, 4)
 
 
+def test_shape_heap_is_an_aligned_host_int64_tensor():
+    heap = B.alloc_shape_heap(_Ctx(), 3)
+    assert isinstance(heap, wb.nd.NDArray) and heap.shape == (3,) and heap.dtype == "int64"
+    assert heap._ptr % 64 == 0 and heap.device == _Ctx().devices[-1]
+    heap.numpy(copy=False)[:] = [5, 6, 7]
+    assert heap.numpy().tolist() == [5, 6, 7]
+
+
 def test_check_builtins():
     B.check_shape_info(ShapeTuple([1, 2]), 2, "c")
     with pytest.raises(TypeError, match="c expect a Shape but get Tensor"):
