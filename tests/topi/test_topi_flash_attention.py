@@ -210,13 +210,21 @@ def _row_tile_extents(func):
 @pytest.mark.parametrize("causal", [None, "BottomRight"])
 def test_symbolic_lengths_compute_whole_row_tiles_then_single_rows(causal):
     """With a symbolic S a query block's rows are whole 4-row register tiles and then single
-    rows (a 1-row sequence computes one row, not a tile of 4); every length, a multiple of the
-    tile or not, against float64 numpy."""
+    rows (a 1-row sequence computes one row, not a tile of 4), and a tail key block with few
+    keys computes its scores key by key (a loop over the keys left, no gather); every length,
+    a multiple of the tile or not, against float64 numpy."""
     spec = FlashAttentionSpec(1, "s", 2, 16, "t", 2, 16, causal=causal)
     func = flash_attention(spec)
+    static = flash_attention(FlashAttentionSpec(1, 64, 2, 16, 70, 2, 16))
     assert _row_tile_extents(func) == {4, 1}
-    assert _row_tile_extents(flash_attention(FlashAttentionSpec(1, 64, 2, 16, 64, 2, 16))) \
-        == {4}
+    assert _row_tile_extents(static) == {4}
+
+    def key_loops(f):
+        found = []
+        post_order_visit(f.body, lambda n: found.append(n) if isinstance(n, S.For) and
+                         n.loop_var.name == "j" and not hasattr(n.extent, "value") else None)
+        return found
+    assert key_loops(func) and not key_loops(static)
     lib = workbench.compile(func, "llvm")
     rng = np.random.default_rng(7)
     for s, t in ((1, 1), (2, 5), (3, 17), (4, 4), (7, 7), (66, 66), (71, 40)):

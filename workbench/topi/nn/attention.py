@@ -57,6 +57,10 @@ __all__ = ["FlashAttentionSpec", "flash_attention", "retile_flash_attention", "s
 #: it carries (the tuner hands the block to the custom rule of that name).
 BLOCK_NAME = "flash_attention"
 SCHEDULE_RULE = "flash_attention"
+#: A symbolic tail block computes its scores key by key (scalar dot products) instead of by
+#: gathers when keys x rows of a tile is at most this.
+FEW_KEY_ROWS = 8
+
 #: The block generator (``sch.regenerate``) that rebuilds the kernel for other block sizes.
 GENERATOR = "flash_attention"
 #: The PrimFunc attribute holding the spec (JSON text: it survives databases and pickling).
@@ -315,14 +319,35 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
 
         # Register tile: ``rt`` rows x the key block, accumulated over h (LLVM keeps the
         # tile in vector registers: the scratch is a private alloca).
-        scores = tiled(lambda i0, r: _seq(
-            _for("ii", r, lambda ii: _for("j", width, lambda j: BufferStore(
-                sc, op.const(0.0, _F32), (op.add(i0, ii), j)),
-                ForKind.VECTORIZED), ForKind.UNROLLED),
-            _for("h", H, lambda h: _for("ii", r, lambda ii: _for("j", width, lambda j: (
-                lambda i: BufferStore(sc, op.add(sc[i, j], op.mul(
-                    qs[i, h], f32(k[vb, kvh, h, key(j)]))), (i, j)))(
-                op.add(i0, ii)), ForKind.VECTORIZED), ForKind.UNROLLED))))
+        def tile(i0: PrimExpr, r: int) -> Stmt:
+            return _seq(
+                _for("ii", r, lambda ii: _for("j", width, lambda j: BufferStore(
+                    sc, op.const(0.0, _F32), (op.add(i0, ii), j)),
+                    ForKind.VECTORIZED), ForKind.UNROLLED),
+                _for("h", H, lambda h: _for("ii", r, lambda ii: _for("j", width, lambda j: (
+                    lambda i: BufferStore(sc, op.add(sc[i, j], op.mul(
+                        qs[i, h], f32(k[vb, kvh, h, key(j)]))), (i, j)))(
+                    op.add(i0, ii)), ForKind.VECTORIZED), ForKind.UNROLLED)))
+
+        if not (tail and s.symbolic):
+            scores = tiled(tile)
+        else:
+            # The clamped keys of a tail block are a gather per h (H gathers of a vector,
+            # shared by the tile's rows). With only a few keys and rows (a short sequence:
+            # 1 query x 1 key took 1.7x the static build's time, whose tail folds to one key)
+            # each key's dot product over h, one scalar at a time, costs less.
+            n_keys = op.min(_i(width), op.sub(T, t0))
+
+            def key_by_key(i0: PrimExpr, r: int) -> Stmt:
+                return _for("ii", r, lambda ii: (lambda i: _seq(
+                    _for("j", width, lambda j: BufferStore(sc, op.const(0.0, _F32), (i, j)),
+                         ForKind.VECTORIZED),
+                    _for("j", n_keys, lambda j: _for("h", H, lambda h: BufferStore(
+                        sc, op.add(sc[i, j], op.mul(qs[i, h], f32(k[vb, kvh, h, op.add(t0, j)]))),
+                        (i, j))))))(op.add(i0, ii)))
+
+            scores = tiled(lambda i0, r: IfThenElse(
+                op.le(op.mul(n_keys, _i(r)), _i(FEW_KEY_ROWS)), key_by_key(i0, r), tile(i0, r)))
 
         def masked(i: PrimExpr, j: PrimExpr) -> PrimExpr:
             x = sc[i, j]
