@@ -360,6 +360,40 @@ def test_a_length_above_the_bound_is_refused_by_name():
         vm["main"](wb.nd.array(np.ones((17, 8), "float32")))
 
 
+def test_a_parallel_loop_over_symbolic_inner_work_runs_serially_when_small(request):
+    """The keys' transpose to ``[heads, dim, seq]``: its parallel loop has a constant extent
+    (heads x dim) over a symbolic inner loop (seq), so its work is unknown when scheduling;
+    lowered, it is guarded by ``heads * dim * seq >= MIN_PARALLEL_WORK`` (a static build runs
+    it serially at a short length), with the same results either way."""
+    n = SizeVar("n", "int64")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorStructInfo((1, n, 2, 64), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(R.permute_dims(x, [0, 2, 3, 1]))
+        bb.emit_func_output(out)
+    exe = relax.build(bb.get(), TARGET)
+    (kernel,) = [k for k in exe.kernel_names if not k.startswith("shape_func")]
+    lowered = wb.lower(exe.lowered_mod[kernel])[kernel]
+    parallel: list[For] = []
+    guards: list[IfThenElse] = []
+    post_order_visit(lowered.body, lambda s: parallel.append(s) if isinstance(s, For) and
+                     s.kind == "parallel" else None)
+    post_order_visit(lowered.body, lambda s: guards.append(s) if isinstance(s, IfThenElse)
+                     and isinstance(s.then_case, For) and s.then_case.kind == "parallel"
+                     else None)
+    assert parallel and isinstance(parallel[0].extent, E.IntImm), "expected a constant extent"
+    assert len(guards) == len(parallel) and all(
+        isinstance(g.else_case, For) and g.else_case.kind == "serial" for g in guards)
+    vm = relax.VirtualMachine(exe, wb.cpu())
+    rng = np.random.default_rng(8)
+    with request.node.running():
+        for rows in (1, 3, 200):             # 2 * 64 * 200 elements: the parallel branch
+            a = rng.standard_normal((1, rows, 2, 64)).astype("float32")
+            np.testing.assert_allclose(vm["main"](wb.nd.array(a)).numpy(),
+                                       a.transpose(0, 2, 3, 1))
+
+
 def test_a_small_symbolic_parallel_loop_runs_serially(request):
     """A row kernel over a symbolic number of rows is scheduled parallel (its work is unknown
     when scheduling); lowered, it runs serially when rows x work per row is small

@@ -197,3 +197,40 @@ def test_spec_checks_its_arguments():
         FlashAttentionSpec(1, 4, 2, 8, 4, 2, 8, causal="top")
     with pytest.raises(ValueError, match=r"bias \(3, 4\) does not broadcast"):
         FlashAttentionSpec(1, 4, 2, 8, 4, 2, 8, bias_shape=(3, 4))
+
+
+def _row_tile_extents(func):
+    """Extents of the register tile's row loops (``ii``) in ``func``."""
+    found = set()
+    post_order_visit(func.body, lambda n: found.add(int(n.extent.value)) if isinstance(
+        n, S.For) and n.loop_var.name == "ii" else None)
+    return found
+
+
+@pytest.mark.parametrize("causal", [None, "BottomRight"])
+def test_symbolic_lengths_compute_whole_row_tiles_then_single_rows(causal):
+    """With a symbolic S a query block's rows are whole 4-row register tiles and then single
+    rows (a 1-row sequence computes one row, not a tile of 4), and a tail key block with few
+    keys computes its scores key by key (a loop over the keys left, no gather); every length,
+    a multiple of the tile or not, against float64 numpy."""
+    spec = FlashAttentionSpec(1, "s", 2, 16, "t", 2, 16, causal=causal)
+    func = flash_attention(spec)
+    static = flash_attention(FlashAttentionSpec(1, 64, 2, 16, 70, 2, 16))
+    assert _row_tile_extents(func) == {4, 1}
+    assert _row_tile_extents(static) == {4}
+
+    def key_loops(f):
+        found = []
+        post_order_visit(f.body, lambda n: found.append(n) if isinstance(n, S.For) and
+                         n.loop_var.name == "j" and not hasattr(n.extent, "value") else None)
+        return found
+    assert key_loops(func) and not key_loops(static)
+    lib = workbench.compile(func, "llvm")
+    rng = np.random.default_rng(7)
+    for s, t in ((1, 1), (2, 5), (3, 17), (4, 4), (7, 7), (66, 66), (71, 40)):
+        q, k, v = inputs(rng, 1, s, 2, 16, t, 2, 16)
+        args = [workbench.nd.array(a) for a in (q, np.ascontiguousarray(k.transpose(0, 2, 3, 1)),
+                                                v, np.full((1, s, 2, 16), np.nan, np.float32))]
+        lib(*args)
+        np.testing.assert_allclose(args[-1].numpy(), reference(q, k, v, causal=causal),
+                                   rtol=1e-5, atol=1e-5, err_msg=f"S={s} T={t}")

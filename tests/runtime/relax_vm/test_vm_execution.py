@@ -246,6 +246,26 @@ def test_match_shape_codes_and_make_shape():
     assert B.make_prim_value(heap, B.LOAD_SHAPE, 0) == 3
 
 
+def test_make_shape_follows_the_heap():
+    """make_shape remembers the shapes it built (a symbolic-length model rebuilds the same
+    ones every call): a changed heap value must still give the new shape, of Python ints."""
+    heap = B.alloc_shape_heap(_Ctx(), 2)
+    for n in (3, 9, 3, 1):
+        B.match_shape(ShapeTuple([1, n]), heap, 2, B.NO_OP, 0, B.STORE_TO_HEAP, 0, "ctx")
+        shape = B.make_shape(heap, 3, B.USE_IMM, 1, B.LOAD_SHAPE, 0, B.USE_IMM, 768)
+        assert isinstance(shape, ShapeTuple) and tuple(shape) == (1, n, 768)
+        assert all(type(d) is int for d in shape)
+    assert B.make_shape([4, 2], 2, B.LOAD_SHAPE, 1, B.LOAD_SHAPE, 0) == (2, 4)
+
+
+def test_shape_heap_is_an_aligned_host_int64_tensor():
+    heap = B.alloc_shape_heap(_Ctx(), 3)
+    assert isinstance(heap, wb.nd.NDArray) and heap.shape == (3,) and heap.dtype == "int64"
+    assert heap._ptr % 64 == 0 and heap.device == _Ctx().devices[-1]
+    heap.numpy(copy=False)[:] = [5, 6, 7]
+    assert heap.numpy().tolist() == [5, 6, 7]
+
+
 def test_check_builtins():
     B.check_shape_info(ShapeTuple([1, 2]), 2, "c")
     with pytest.raises(TypeError, match="c expect a Shape but get Tensor"):

@@ -45,6 +45,13 @@ class ShapeTuple(tuple):
             out.append(int(d))
         return tuple.__new__(cls, out)
 
+    @classmethod
+    def of_ints(cls, dims: list[int]) -> "ShapeTuple":
+        """A ShapeTuple of ``dims``, which must already be Python ints: skips the per-element
+        checks of the constructor (the VM builds shapes of a symbolic-length model on every
+        call, where the checks cost more than the rest of the builtin)."""
+        return tuple.__new__(cls, dims)
+
     def __repr__(self) -> str:
         return f"ShapeTuple({list(self)})"
 

@@ -57,6 +57,10 @@ __all__ = ["FlashAttentionSpec", "flash_attention", "retile_flash_attention", "s
 #: it carries (the tuner hands the block to the custom rule of that name).
 BLOCK_NAME = "flash_attention"
 SCHEDULE_RULE = "flash_attention"
+#: A symbolic tail block computes its scores key by key (scalar dot products) instead of by
+#: gathers when keys x rows of a tile is at most this.
+FEW_KEY_ROWS = 8
+
 #: The block generator (``sch.regenerate``) that rebuilds the kernel for other block sizes.
 GENERATOR = "flash_attention"
 #: The PrimFunc attribute holding the spec (JSON text: it survives databases and pickling).
@@ -270,12 +274,24 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
     s0 = op.mul(vqo, _i(bq))
     neg_inf = op.neg(op.infinity(_F32))
     if s.symbolic:
-        # A block's loops stop at its last query row (rounded up to the register tile), so
-        # a short sequence does not compute a whole block of clamped rows.
-        row_tiles: int | PrimExpr = _ceil_div_expr(op.min(_i(bq), op.sub(S, s0)), rt)
-        rows: int | PrimExpr = op.mul(row_tiles, _i(rt))
+        # A block's loops stop at its last query row, so a short sequence does not compute a
+        # whole block of clamped rows: whole register tiles of ``rt`` rows, then the rest one
+        # row at a time (rounding the rows up to a tile made a 1-row sequence compute 4 rows:
+        # the kernel took 1.8x a static build's time at length 1).
+        rows: int | PrimExpr = op.min(_i(bq), op.sub(S, s0))
+        row_tiles: int | PrimExpr = op.floordiv(rows, _i(rt)) if rt > 1 else rows
+        spare_rows: int | PrimExpr = op.floormod(rows, _i(rt)) if rt > 1 else 0
     else:
-        row_tiles, rows = bq // rt, bq
+        row_tiles, rows, spare_rows = bq // rt, bq, 0
+
+    def tiled(tile: Callable[[PrimExpr, int], Stmt]) -> Stmt:
+        """``tile(first_row, n_rows)`` over the block's rows: ``row_tiles`` tiles of ``rt``
+        rows, then ``spare_rows`` tiles of one row."""
+        whole = _for("io", row_tiles, lambda io: tile(op.mul(io, _i(rt)), rt))
+        if isinstance(spare_rows, int):
+            return whole
+        return _seq(whole, _for("ir", spare_rows, lambda ir: tile(
+            op.add(op.mul(row_tiles, _i(rt)), ir), 1)))
 
     def row(i: PrimExpr) -> PrimExpr:                 # clamped query row of tile row i
         return op.min(op.add(s0, i), _plus(S, -1))
@@ -303,14 +319,35 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
 
         # Register tile: ``rt`` rows x the key block, accumulated over h (LLVM keeps the
         # tile in vector registers: the scratch is a private alloca).
-        scores = _for("io", row_tiles, lambda io: _seq(
-            _for("ii", rt, lambda ii: _for("j", width, lambda j: BufferStore(
-                sc, op.const(0.0, _F32), (op.add(op.mul(io, _i(rt)), ii), j)),
-                ForKind.VECTORIZED), ForKind.UNROLLED),
-            _for("h", H, lambda h: _for("ii", rt, lambda ii: _for("j", width, lambda j: (
-                lambda i: BufferStore(sc, op.add(sc[i, j], op.mul(
-                    qs[i, h], f32(k[vb, kvh, h, key(j)]))), (i, j)))(
-                op.add(op.mul(io, _i(rt)), ii)), ForKind.VECTORIZED), ForKind.UNROLLED))))
+        def tile(i0: PrimExpr, r: int) -> Stmt:
+            return _seq(
+                _for("ii", r, lambda ii: _for("j", width, lambda j: BufferStore(
+                    sc, op.const(0.0, _F32), (op.add(i0, ii), j)),
+                    ForKind.VECTORIZED), ForKind.UNROLLED),
+                _for("h", H, lambda h: _for("ii", r, lambda ii: _for("j", width, lambda j: (
+                    lambda i: BufferStore(sc, op.add(sc[i, j], op.mul(
+                        qs[i, h], f32(k[vb, kvh, h, key(j)]))), (i, j)))(
+                    op.add(i0, ii)), ForKind.VECTORIZED), ForKind.UNROLLED)))
+
+        if not (tail and s.symbolic):
+            scores = tiled(tile)
+        else:
+            # The clamped keys of a tail block are a gather per h (H gathers of a vector,
+            # shared by the tile's rows). With only a few keys and rows (a short sequence:
+            # 1 query x 1 key took 1.7x the static build's time, whose tail folds to one key)
+            # each key's dot product over h, one scalar at a time, costs less.
+            n_keys = op.min(_i(width), op.sub(T, t0))
+
+            def key_by_key(i0: PrimExpr, r: int) -> Stmt:
+                return _for("ii", r, lambda ii: (lambda i: _seq(
+                    _for("j", width, lambda j: BufferStore(sc, op.const(0.0, _F32), (i, j)),
+                         ForKind.VECTORIZED),
+                    _for("j", n_keys, lambda j: _for("h", H, lambda h: BufferStore(
+                        sc, op.add(sc[i, j], op.mul(qs[i, h], f32(k[vb, kvh, h, op.add(t0, j)]))),
+                        (i, j))))))(op.add(i0, ii)))
+
+            scores = tiled(lambda i0, r: IfThenElse(
+                op.le(op.mul(n_keys, _i(r)), _i(FEW_KEY_ROWS)), key_by_key(i0, r), tile(i0, r)))
 
         def masked(i: PrimExpr, j: PrimExpr) -> PrimExpr:
             x = sc[i, j]
@@ -343,10 +380,10 @@ def _block(s: FlashAttentionSpec, bq: int, bk: int, q: Buffer, k: Buffer, v: Buf
 
         # ``rt`` rows of the accumulator per pass over the key block: each V row loaded once
         # per tile.
-        pv = _for("io", row_tiles, lambda io: _for("j", width, lambda j: _for(
-            "ii", rt, lambda ii: _for("h", Hv, lambda h: (lambda i: BufferStore(
+        pv = tiled(lambda i0, r: _for("j", width, lambda j: _for(
+            "ii", r, lambda ii: _for("h", Hv, lambda h: (lambda i: BufferStore(
                 acc, op.add(acc[i, h], op.mul(sc[i, j], f32(v[vb, key(j), kvh, h]))), (i, h)))(
-                op.add(op.mul(io, _i(rt)), ii)), ForKind.VECTORIZED), ForKind.UNROLLED)))
+                op.add(i0, ii)), ForKind.VECTORIZED), ForKind.UNROLLED)))
         work = _seq(scores, _for("i", rows, stats), pv)
         first_hidden = _first_hidden_key(s, lengths, op.add(s0, _i(bq - 1)))
         if first_hidden is None:
