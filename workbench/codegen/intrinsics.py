@@ -3,6 +3,8 @@
 ``INTRINSIC_RULES`` maps an op name to a function ``(ctx, call, args) -> ir.Value`` where
 ``args`` are the already-emitted operands. Float math that LLVM has an intrinsic for uses it
 (vector forms included); the rest calls libm per lane. float16 math is done in float32.
+``sigmoid`` on float32 vectors computes its exp inline (:mod:`workbench.codegen.inline_exp`):
+it is the epilogue of fused convolutions (SiLU), where a vector-math call would spill them.
 """
 from __future__ import annotations
 
