@@ -3,6 +3,8 @@
 ``INTRINSIC_RULES`` maps an op name to a function ``(ctx, call, args) -> ir.Value`` where
 ``args`` are the already-emitted operands. Float math that LLVM has an intrinsic for uses it
 (vector forms included); the rest calls libm per lane. float16 math is done in float32.
+``sigmoid`` on float32 vectors computes its exp inline (:mod:`workbench.codegen.inline_exp`):
+it is the epilogue of fused convolutions (SiLU), where a vector-math call would spill them.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Callable
 import llvmlite.ir as ir
 
 from workbench.ir import dtype as dt
+from workbench.codegen import inline_exp
 from workbench.codegen.llvm_types import I1
 from workbench.codegen.vector_math import vector_math_call
 
@@ -110,7 +113,9 @@ def _sigmoid(ctx, call, args):
     def emit(a):
         x = a[0]
         neg = ctx.b.fneg(x)
-        e = vector_math_call(ctx, "exp", [neg]) or llvm_intrinsic(ctx, "llvm.exp", [neg])
+        # float32 vectors: exp inline (a libmvec call would spill a fused kernel's registers)
+        e = (inline_exp.emit_exp(ctx, neg) if inline_exp.applies(neg.type) else
+             vector_math_call(ctx, "exp", [neg]) or llvm_intrinsic(ctx, "llvm.exp", [neg]))
         return ctx.b.fdiv(_const_like(x.type, 1.0), ctx.b.fadd(_const_like(x.type, 1.0), e))
     return _in_float32(ctx, call, args, emit)
 
