@@ -72,13 +72,32 @@ def test_matmul_kernel_flops_and_bytes_are_the_hand_counted_ones(model):
     assert row["GB/s"] == pytest.approx(row["Bytes"] / secs / 1e9)
     intensity = row["FLOP"] / row["Bytes"]
     assert row["Intensity"] == pytest.approx(intensity)
-    bound = min(LIMITS.peak_gflops, intensity * LIMITS.bandwidth_gbs)
+    bound = min(LIMITS.peak_gflops, intensity * LIMITS.bandwidth_gbs)   # no cache level known
     assert row["Bound (GFLOPS)"] == pytest.approx(bound)
     assert row["Limit"] == ("compute" if intensity >= LIMITS.ridge_intensity else "memory")
     assert row["% of bound"] == pytest.approx(row["GFLOPS"] / bound * 100)
     assert row["Headroom"] == pytest.approx(bound / row["GFLOPS"])
     assert row["Calls"] == 1
     assert frame.attrs["peak_gflops"] == 100.0 and frame.attrs["limits"]["key"] == "test"
+
+
+def test_a_kernel_whose_data_fits_the_cache_meets_the_cache_roof(model):
+    """With the last-level cache measured, a call moving no more than it holds is held
+    against the cache's bandwidth (a tuning candidate reruns on warm data); one moving more,
+    against memory's."""
+    _, exe, report = model
+    name = _matmul_name(exe)
+    nbytes = 4 * (M * K + K * N + M * N)
+    fits = MachineLimits(**dict(LIMITS.to_dict(), cache_bandwidth_gbs=40.0, cache_bytes=nbytes))
+    spills = MachineLimits(**dict(fits.to_dict(), cache_bytes=nbytes - 1))
+    row_in, row_out = roofline(report, exe, fits).loc[name], roofline(report, exe, spills).loc[name]
+    intensity = row_in["Intensity"]
+    assert row_in["Bound (GFLOPS)"] == pytest.approx(min(100.0, intensity * 40.0))
+    assert row_out["Bound (GFLOPS)"] == pytest.approx(min(100.0, intensity * 10.0))
+    secs = row_in["Time (us)"] * 1e-6
+    want = max(row_in["FLOP"] / 100e9, nbytes / 40e9) / secs * 100
+    assert row_in["% of bound"] == pytest.approx(want)
+    assert row_in["Limit"] == ("compute" if intensity >= 100.0 / 40.0 else "memory")
 
 
 def test_ranking_is_ordered_by_the_time_tuning_could_save(model):

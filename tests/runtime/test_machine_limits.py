@@ -95,3 +95,37 @@ def test_bad_arguments_are_named():
         ml.machine_limits("llvm")
     with pytest.raises(ValueError, match=r"missing fields \['per_core_gflops'"):
         ml.MachineLimits.from_dict({"peak_gflops": 1.0})
+
+
+def test_the_last_level_cache_is_measured_and_sized(cache_dir):
+    limits = ml.machine_limits()
+    llc = ml._last_level_cache_bytes()
+    assert limits.cache_bytes == llc
+    if llc:   # sysfs knows the caches (Linux): the cache roof is at least memory's
+        assert limits.cache_bandwidth_gbs >= limits.bandwidth_gbs
+        assert "last-level cache" in str(limits)
+
+
+LIMITS = ml.MachineLimits(peak_gflops=100.0, per_core_gflops=50.0, bandwidth_gbs=10.0, cores=2,
+                          cpu="test CPU", kind="fp32", measured_at="2026-01-01T00:00:00Z",
+                          key="test", cache_bandwidth_gbs=40.0, cache_bytes=1 << 20)
+
+
+def test_the_bytes_of_a_call_pick_the_bandwidth_roof():
+    # a call that fits in the cache meets the cache's roof, a bigger one memory's
+    assert LIMITS.bandwidth_for(1 << 20) == 40.0 and LIMITS.bandwidth_for((1 << 20) + 1) == 10.0
+    assert list(LIMITS.bandwidth_for([1e3, 1e7])) == [40.0, 10.0]
+    assert LIMITS.bandwidth_for(None) == 10.0
+    assert LIMITS.bound_gflops(1.0, 1e3) == pytest.approx(40.0)
+    assert LIMITS.bound_gflops(1.0, 1e7) == pytest.approx(10.0)
+    assert LIMITS.bound_gflops(1.0) == pytest.approx(10.0)
+    # time: max(flop / peak, bytes / bandwidth); the level by the bytes of *one* call
+    assert LIMITS.bound_seconds(0.0, 4e5) == pytest.approx(4e5 / 40e9)
+    assert LIMITS.bound_seconds(0.0, 4e6, calls=2) == pytest.approx(4e6 / 10e9)
+    assert LIMITS.bound_seconds(1e9, 4e5) == pytest.approx(1e9 / 100e9)
+    # unknown cache: memory's roof everywhere
+    plain = ml.MachineLimits.from_dict({k: v for k, v in LIMITS.to_dict().items()
+                                        if not k.startswith("cache")})
+    assert plain.cache_bytes == 0 and plain.bandwidth_for(1e3) == 10.0
+    with pytest.raises(ValueError, match="cache_bytes must be a number >= 0"):
+        ml.MachineLimits.from_dict(dict(LIMITS.to_dict(), cache_bytes=-1))

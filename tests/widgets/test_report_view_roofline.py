@@ -73,7 +73,8 @@ def test_roofline_plot_and_ranking():
     view = ReportView(report(), exe=kernels(), limits=LIMITS)
     fig = view.roofline_figure
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
-    memory, compute, points = fig.data
+    memory, compute, points, cache = fig.data
+    assert len(cache.x) == 0                                    # no cache level known
     ridge = LIMITS.ridge_intensity
     assert memory.x[1] == pytest.approx(ridge) and memory.y[1] == pytest.approx(100.0)
     assert memory.y[0] == pytest.approx(memory.x[0] * 10.0)     # slope = bandwidth
@@ -142,3 +143,44 @@ def test_dashboard_shows_each_tasks_roofline_bound():
     assert "Bound (GFLOPS)" not in none.frame.columns
     with pytest.raises(TypeError, match="limits must be MachineLimits"):
         TuningDashboard("text", limits=1.0)
+
+
+def _copy_kernel() -> IRModule:
+    x = te.placeholder((N, N), name="X")
+    y = te.compute((N, N), lambda i, j: x[i, j], name="Y")
+    return IRModule({"main": te.create_prim_func([x, y])})
+
+
+def test_a_task_that_only_moves_data_is_held_against_the_bandwidth():
+    """A copy has no FLOPs: its percentage is its bytes' time at the roof's bandwidth against
+    its latency, and the text line prints no "0.0 GFLOPS" roof (it read "11.3% of the
+    roofline's 0.0" on a reshape)."""
+    from types import SimpleNamespace
+
+    from workbench.meta_schedule.runner import RunnerResult
+    sched = SimpleNamespace(tasks_=[SimpleNamespace(
+        ctx=SimpleNamespace(task_name="copy", mod=_copy_kernel()), task_weight=1.0,
+        flop=0.0, is_terminated=False, runner_futures=None)])
+    nbytes = 2 * N * N * 4
+    cached = MachineLimits(**dict(LIMITS.to_dict(), cache_bandwidth_gbs=40.0,
+                                  cache_bytes=nbytes))
+    for limits, bandwidth in ((LIMITS, 10e9), (cached, 40e9)):
+        text = TuningDashboard("text", limits=limits, file=io.StringIO())
+        text.apply(sched, 0, [object()], [SimpleNamespace(error_msg=None)],
+                   [RunnerResult([4e-6], None)])
+        want = nbytes / bandwidth / 4e-6 * 100
+        assert text.frame["% of bound"].tolist() == pytest.approx([want])
+        line = text.text_line(0, 1)
+        assert f"({want:.1f}% of the roofline)" in line and "GFLOPS)" not in line
+
+
+def test_the_roofline_plot_draws_the_cache_roof_when_known():
+    cached = MachineLimits(**dict(LIMITS.to_dict(), cache_bandwidth_gbs=40.0,
+                                  cache_bytes=1 << 20))
+    fig = ReportView(report(), exe=kernels(), limits=cached).roofline_figure
+    cache = fig.data[3]
+    assert cache.line.dash == "dash" and len(cache.x) == 2
+    assert cache.y[1] == pytest.approx(100.0) and cache.x[1] == pytest.approx(100.0 / 40.0)
+    assert "40.0 GB/s in cache" in fig.layout.title.text
+    plain = ReportView(report(), exe=kernels(), limits=LIMITS).roofline_figure
+    assert len(plain.data[3].x) == 0

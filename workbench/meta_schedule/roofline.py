@@ -11,7 +11,9 @@ all its calls in the report:
   Shapes``) x calls. That is a *lower bound* of the traffic: each byte read or written once,
   as if every reuse hit a cache;
 - ``GFLOPS`` and ``GB/s`` achieved, ``Intensity`` = FLOP / byte, the roofline ``Bound
-  (GFLOPS)`` = min(peak, intensity x bandwidth), which roof binds (``Limit``: "compute" /
+  (GFLOPS)`` = min(peak, intensity x bandwidth) -- the last-level cache's bandwidth for a
+  kernel whose call moves no more than the cache holds, memory's otherwise
+  (:meth:`MachineLimits.bandwidth_for`) --, which roof binds (``Limit``: "compute" /
   "memory"), ``% of bound`` = achieved / bound and ``Headroom`` = bound / achieved (how many
   times faster the roofline says it could run). Both are taken in time (the roofline's time
   max(FLOP / peak, bytes / bandwidth) against the measured one), so a kernel that only moves
@@ -169,14 +171,18 @@ def _frame(rows: Mapping[str, Mapping[str, float]], limits: MachineLimits,
         frame["GFLOPS"] = frame["FLOP"] / secs / 1e9
         frame["GB/s"] = frame["Bytes"] / secs / 1e9
         frame["Intensity"] = frame["FLOP"] / frame["Bytes"]
-        frame["Bound (GFLOPS)"] = limits.bound_gflops(frame["Intensity"].to_numpy(float))
+        per_call = (frame["Bytes"] / frame["Calls"]).to_numpy(float)
+        frame["Bound (GFLOPS)"] = limits.bound_gflops(frame["Intensity"].to_numpy(float),
+                                                      per_call)
+        ridge = limits.peak_gflops / limits.bandwidth_for(per_call)
         frame["Limit"] = np.where(frame["Intensity"].isna(), "",
-                                  np.where(frame["Intensity"] < limits.ridge_intensity,
-                                           "memory", "compute"))
+                                  np.where(frame["Intensity"] < ridge, "memory", "compute"))
         # Against the time the roofline allows: FLOP / bound GFLOPS for computing kernels,
         # bytes / bandwidth for those that only move data (a copy has no FLOPs to count).
-        bound_s = np.maximum(frame["FLOP"] / (limits.peak_gflops * 1e9),
-                             frame["Bytes"] / (limits.bandwidth_gbs * 1e9))
+        bound_s = pd.Series(limits.bound_seconds(frame["FLOP"].to_numpy(float),
+                                                 frame["Bytes"].to_numpy(float),
+                                                 frame["Calls"].to_numpy(float)),
+                            index=frame.index)
         fraction = bound_s / secs
         frame["% of bound"] = fraction * 100
         frame["Headroom"] = 1 / fraction

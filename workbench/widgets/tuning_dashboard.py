@@ -320,8 +320,11 @@ class TuningDashboard(PyMeasureCallback):
         on = f" | on {len(workers)} worker{'s' if len(workers) != 1 else ''}" \
             if len(workers) else ""
         again = f" + {task.remeasured} re-measured" if task.remeasured else ""
-        bound = f" ({task.percent_of_bound:.1f}% of the roofline's {task.bound_gflops:.1f})" \
-            if math.isfinite(task.percent_of_bound) else ""
+        bound = ""
+        if math.isfinite(task.percent_of_bound):
+            # A kernel that only moves data (a reshape) has no GFLOPS roof worth printing.
+            roof = f" of {task.bound_gflops:.1f} GFLOPS" if task.bound_gflops >= 0.1 else ""
+            bound = f" ({task.percent_of_bound:.1f}% of the roofline{roof})"
         return (f"[Task #{task_id}: {task.name}] +{batch_size} -> {task.trials} trials{again} "
                 f"(total {snap.budget_text()}{snap.extra_text()}) | best {_fmt(task.best_gflops)} GFLOPS{bound} "
                 f"({_fmt(task.best_latency_ms * 1e3, 2)} us) | errors {task.errors} | "

@@ -83,6 +83,9 @@ class TaskStats:
     note: str | None = None
     #: The roofline's GFLOPS for the task on this machine (NaN when unknown).
     bound_gflops: float = math.nan
+    #: The roofline's time for one call, in microseconds: max(FLOP / peak, bytes /
+    #: bandwidth) (NaN when unknown). A kernel that only moves data has no GFLOPS to compare.
+    bound_us: float = math.nan
 
     @property
     def best_gflops(self) -> float:
@@ -93,10 +96,12 @@ class TaskStats:
 
     @property
     def percent_of_bound(self) -> float:
-        """Best GFLOPS as a percentage of the roofline bound (NaN when either is unknown)."""
-        if not self.bound_gflops > 0:
+        """The roofline's time as a percentage of the best latency (NaN when either is
+        unknown): for a kernel that computes, its best GFLOPS against the bound's; for one that
+        only moves data (a reshape), its bytes' time at the roof's bandwidth against its own."""
+        if not self.bound_us > 0 or not math.isfinite(self.best_latency_ms):
             return math.nan
-        return self.best_gflops / self.bound_gflops * 100
+        return self.bound_us / (self.best_latency_ms * 1e3) * 100
 
 
 @dataclass(frozen=True)
@@ -394,12 +399,16 @@ class TuningProgress:
                 self._limits = None
         return self._limits if isinstance(self._limits, MachineLimits) else None
 
-    def _bound(self, record: Any, flop: float) -> float:
+    def _bound(self, record: Any, flop: float) -> tuple[float, float]:
+        """(roofline GFLOPS, roofline microseconds per call) of a task; NaNs when unknown."""
         nbytes = _task_bytes(record)
         if not nbytes > 0 or getattr(getattr(record, "ctx", None), "mod", None) is None:
-            return math.nan
+            return math.nan, math.nan
         limits = self.limits()
-        return math.nan if limits is None else float(limits.bound_gflops(flop / nbytes))
+        if limits is None:
+            return math.nan, math.nan
+        return (float(limits.bound_gflops(flop / nbytes, nbytes)),
+                float(limits.bound_seconds(flop, nbytes)) * 1e6)
 
     def sync_tasks(self, task_scheduler: Any) -> None:
         """Add rows for tasks not seen yet (with their roofline bound) and copy each task's
@@ -419,7 +428,8 @@ class TuningProgress:
                     stats = self._tasks[tid] = TaskStats(
                         tid, name, _task_flop(record), _task_weight(record),
                         layers=self._layers.get(name, ""),
-                        bound_gflops=bounds.get(tid, math.nan))
+                        bound_gflops=bounds.get(tid, (math.nan,))[0],
+                        bound_us=bounds.get(tid, (math.nan, math.nan))[1])
                 if bool(getattr(record, "is_terminated", False)):
                     stats.done = True
                 stats.note = getattr(record, "note", None)
