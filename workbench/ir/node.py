@@ -7,7 +7,7 @@ change" is an ``is`` test. Structural comparison is :func:`workbench.ir.structur
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 # Every node class by name, for JSON load and for dispatch tables built from method names.
 NODE_REGISTRY: dict[str, type] = {}
@@ -127,3 +127,32 @@ def node(cls):
     if NODE_REGISTRY.get(cls.__name__) is cls:
         NODE_REGISTRY[cls.__name__] = new
     return new
+
+
+def rewrite_nodes(root: Any, replace: Callable[[Any], Any]) -> Any:
+    """``root`` rebuilt bottom-up: every IR node (fields rewritten first) is passed to
+    ``replace``, whose result stands for it wherever it occurs (``None`` keeps the node).
+    Shared nodes stay shared (one rewrite per object), unchanged subtrees are the same
+    objects, so identity-compared variables can be swapped consistently."""
+    memo: dict[int, Any] = {}
+
+    def rewrite(x: Any) -> Any:
+        key = id(x)
+        if key in memo:
+            return memo[key]
+        if isinstance(x, Node):
+            out = x.replace(**{k: rewrite(getattr(x, k)) for k in field_names(type(x))})
+            new = replace(out)
+            out = out if new is None else new
+        elif type(x) is tuple:
+            items = tuple(rewrite(v) for v in x)
+            out = x if all(a is b for a, b in zip(items, x)) else items
+        elif isinstance(x, FrozenDict):
+            items = {k: rewrite(v) for k, v in x.items()}
+            out = x if all(items[k] is v for k, v in x.items()) else FrozenDict(items)
+        else:
+            out = x
+        memo[key] = out
+        return out
+
+    return rewrite(root)

@@ -79,7 +79,7 @@ def canonical(x: Any) -> Any:
         return x if body is x.body else x.with_body(body)
     from workbench.relax.expr import Function
     if isinstance(x, Function):
-        from workbench.relax.transform._util import rewrite_nodes
+        from workbench.ir.node import rewrite_nodes
         return rewrite_nodes(x, _merge_plain_blocks)
     return x
 

@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator
 
 from workbench.ir.dispatch import TypeTable
 from workbench.ir.module import GlobalVar, IRModule
-from workbench.ir.node import FrozenDict, Node, field_names
+from workbench.ir.node import rewrite_nodes
 from workbench.relax.expr import (
     Binding, Call, Function, If, SeqExpr, Tuple, TupleGetItem, Var,
 )
@@ -155,33 +155,6 @@ __all__ = ["used_vars", "referenced_functions", "relax_functions", "is_primitive
 
 
 
-def rewrite_nodes(root: Any, replace: Callable[[Any], Any]) -> Any:
-    """``root`` rebuilt bottom-up: every IR node (fields rewritten first) is passed to
-    ``replace``, whose result stands for it wherever it occurs (``None`` keeps the node).
-    Shared nodes stay shared (one rewrite per object), unchanged subtrees are the same
-    objects, so identity-compared variables can be swapped consistently."""
-    memo: dict[int, Any] = {}
-
-    def rewrite(x: Any) -> Any:
-        key = id(x)
-        if key in memo:
-            return memo[key]
-        if isinstance(x, Node):
-            out = x.replace(**{k: rewrite(getattr(x, k)) for k in field_names(type(x))})
-            new = replace(out)
-            out = out if new is None else new
-        elif type(x) is tuple:
-            items = tuple(rewrite(v) for v in x)
-            out = x if all(a is b for a, b in zip(items, x)) else items
-        elif isinstance(x, FrozenDict):
-            items = {k: rewrite(v) for k, v in x.items()}
-            out = x if all(items[k] is v for k, v in x.items()) else FrozenDict(items)
-        else:
-            out = x
-        memo[key] = out
-        return out
-
-    return rewrite(root)
 
 
 def renew_symbolic_vars(func: Function) -> Function:
