@@ -14,6 +14,7 @@ def _run(f, *arrays):
     return [x.numpy() for x in nds]
 
 
+@pytest.mark.not_roundtrip("one loop variable defined by two loops (a hand-built body)")
 def test_allocate_on_stack_and_heap():
     for n in (64, 100_000):  # 256 B on the stack; 400 KB on the heap
         A = tir.decl_buffer((n,), "float32", "A")

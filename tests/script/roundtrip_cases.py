@@ -256,7 +256,9 @@ def size_var_param() -> tir.PrimFunc:
     return f.replace(params=f.params + (tir.SizeVar("t", "int64"),))
 
 
-def torch_small() -> Any:
+def torch_small(keep_params_as_input: bool = False) -> Any:
+    """A small torch model; with ``keep_params_as_input`` its weights ride in the function's
+    ``params`` attr as NDArrays (printed as ``metadata["runtime.NDArray"][k]``)."""
     import torch
     from workbench.relax.frontend.torch import from_exported_program
 
@@ -269,7 +271,7 @@ def torch_small() -> Any:
             return torch.softmax(torch.relu(self.fc(x)) * 2.0, dim=-1)
 
     ep = torch.export.export(Net().eval(), (torch.randn(2, 8),))
-    return from_exported_program(ep)
+    return from_exported_program(ep, keep_params_as_input=keep_params_as_input)
 
 
 def onnx_small() -> Any:
@@ -322,6 +324,7 @@ for _op in OP_CASES:
 if _has("torch"):
     CASES["torch_small"] = torch_small
     CASES["torch_small_fused"] = lambda: _fused(torch_small())
+    CASES["torch_small_params_attr"] = lambda: torch_small(keep_params_as_input=True)
 if _has("onnx"):
     CASES["onnx_small"] = onnx_small
     CASES["onnx_small_legalized"] = lambda: _legalized(onnx_small())

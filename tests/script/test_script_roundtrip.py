@@ -34,3 +34,22 @@ def test_a_changed_text_is_not_equal():
     x = CASES["matmul_static"]()
     y = from_source(x.script().replace("T.float32(0)", "T.float32(1)"))
     assert first_mismatch(x, y) is not None
+
+
+def test_a_changed_tensor_in_an_attr_is_not_equal():
+    """Tensor values in attrs (an importer's ``params``) compare by content: a changed weight
+    is a difference, in equality and in the hash."""
+    pytest.importorskip("torch")
+    from workbench import nd
+    from workbench.ir.structural import structural_equal, structural_hash
+    x = CASES["torch_small_params_attr"]()
+    params = list(x["main"].attrs["params"])
+    data = params[0].numpy()
+    data.flat[0] += 1.0
+    changed = x.copy()
+    changed["main"] = x["main"].with_attr("params", (nd.array(data), *params[1:]))
+    assert not structural_equal(x, changed)
+    assert structural_hash(x) != structural_hash(changed)
+    same = x.copy()
+    same["main"] = x["main"].with_attr("params", tuple(nd.array(p.numpy()) for p in params))
+    assert structural_equal(x, same) and structural_hash(x) == structural_hash(same)

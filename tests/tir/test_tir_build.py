@@ -14,6 +14,8 @@ def _funcs():
             te.create_prim_func([A, C]).with_attr("global_symbol", "dec"))
 
 
+@pytest.mark.not_roundtrip("te.create_prim_func gives two functions made from one placeholder "
+                           "the same buffer object (TVM makes one per function)")
 def test_tir_build_primfunc_and_module():
     triple, dec = _funcs()
     a = workbench.nd.array(np.arange(8, dtype="float32"))

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+
+import numpy as np
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
@@ -99,6 +101,31 @@ def _rule(cls: type) -> _Rule:
                  getter)
     _RULES[cls] = rule
     return rule
+
+
+def _is_array(x: Any) -> bool:
+    """(Atoms first: the common case stays one set lookup.) A tensor value outside the IR (an NDArray or numpy array in an attr, such as the
+    importers' ``params``): compared by content, as TVM compares NDArrays."""
+    if type(x) in _ATOMS:
+        return False
+    return isinstance(x, np.ndarray) or (hasattr(x, "shape") and hasattr(x, "dtype")
+                                         and callable(getattr(x, "numpy", None)))
+
+
+def _array_bytes(x: Any) -> tuple[str, tuple, bytes]:
+    arr = np.asarray(x if isinstance(x, np.ndarray) else x.numpy())
+    return str(arr.dtype), tuple(arr.shape), np.ascontiguousarray(arr).tobytes()
+
+
+def _array_key(x: Any) -> str:
+    dtype, shape, data = _array_bytes(x)
+    return f"{dtype}{shape}:{hashlib.sha1(data).hexdigest()}"
+
+
+def _leaf_equal(x: Any, y: Any) -> bool:
+    if _is_array(x):
+        return type(x) is type(y) and _array_bytes(x) == _array_bytes(y)
+    return x == y
 
 
 def _float_eq(x: float, y: float) -> bool:
@@ -187,7 +214,7 @@ def first_mismatch(a: Any, b: Any, map_free_vars: bool = False) -> Mismatch | No
                 push((x.attrs, y.attrs, False, (path, ".attrs", x, y)))
                 continue
             if not isinstance(x, Node):
-                if x is not y and x != y:
+                if x is not y and not _leaf_equal(x, y):
                     return _mismatch(path, x, y, "values differ")
                 continue
             rule = _rule(tx)
@@ -324,7 +351,8 @@ def _tokens(node: Any, map_free_vars: bool) -> list[str]:
                 push((x.attrs, False))
                 continue
             if not isinstance(x, Node):
-                emit(f"?{tx.__module__}.{tx.__qualname__}:{x!r}")
+                emit(f"?{tx.__module__}.{tx.__qualname__}:"
+                     f"{_array_key(x) if _is_array(x) else repr(x)}")
                 continue
             rule = _rule(tx)
         if rule.kind is not NODE:

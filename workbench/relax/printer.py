@@ -40,6 +40,9 @@ from workbench.relax.op.registry import op_constructor
 from workbench.tir.expr import PrimExpr, SizeVar
 from workbench.tir.script_expr import ExprPrinter, Names
 
+#: The metadata table of tensor values in function attrs (TVM's kind name).
+NDARRAY_METADATA = "runtime.NDArray"
+
 _CONST_INLINE_LIMIT = 8  # constants with more elements print as a summary
 
 
@@ -155,11 +158,13 @@ class _Printer:
         return "\n".join(lines)
 
 
-class _TensorSummary:
-    """How a tensor value in a function attr prints (the importers' ``params``)."""
+class _TensorRef:
+    """How a tensor value in a function attr (the importers' ``params``) prints: a reference
+    into the printout's metadata, ``metadata["runtime.NDArray"][k]`` (TVM's form), which
+    ``IRModule.script(show_meta=True)`` writes out and the parser reads back as an NDArray."""
 
     def __init__(self, v: Any) -> None:
-        self.text = f"<tensor {tuple(v.shape)} {v.dtype}>"
+        self.text = metadata_ref(NDARRAY_METADATA, Constant(v))
 
     def __repr__(self) -> str:
         return self.text
@@ -169,7 +174,7 @@ def _attr_summary(v: Any) -> Any:
     if isinstance(v, (tuple, list)):
         return type(v)(_attr_summary(x) for x in v)
     if hasattr(v, "shape") and hasattr(v, "dtype") and not isinstance(v, (Expr, PrimExpr)):
-        return _TensorSummary(v)
+        return _TensorRef(v)
     return v
 
 

@@ -27,9 +27,17 @@ def module_attrs(attrs: dict) -> ModuleAttrs:
 
 
 def load_metadata(text: str) -> Any:
-    """The metadata section ``IRModule.script(show_meta=True)`` writes: values by kind."""
+    """The metadata section ``IRModule.script(show_meta=True)`` writes: values by kind. The
+    ``"runtime.NDArray"`` table (tensor values of function attrs, stored as constants) reads
+    back as NDArrays."""
     from workbench.ir.json import load_json
-    return load_json(text)
+    from workbench.relax.printer import NDARRAY_METADATA
+    from workbench.runtime.ndarray import array
+    tables = load_json(text)
+    if isinstance(tables, dict) and NDARRAY_METADATA in tables:
+        tables = dict(tables)
+        tables[NDARRAY_METADATA] = [array(c.data.numpy()) for c in tables[NDARRAY_METADATA]]
+    return tables
 
 
 def GlobalVar(name: str) -> _GlobalVar:  # noqa: N802 - TVMScript's name
