@@ -159,18 +159,21 @@ def renew_defs(func: Any) -> Any:
     return func.replace(params=params, buffer_map=buffer_map, body=r.visit(func.body))
 
 
+# The variables a statement defines, by its type (filled on first use: tir.stmt imports this
+# module).
+_DEFINES: dict[type, Callable[[Any], tuple[Var, ...]]] = {}
+
+
 def _defined_here(n: Any) -> tuple[Var, ...]:
-    from workbench.tir.expr import Let
-    from workbench.tir.stmt import Allocate, Block, For, LetStmt
-    if isinstance(n, For):
-        return (n.loop_var,)
-    if isinstance(n, (LetStmt, Let)):
-        return (n.var,)
-    if isinstance(n, Allocate):
-        return (n.buffer_var,)
-    if isinstance(n, Block):
-        return tuple(iv.var for iv in n.iter_vars)
-    return ()
+    if not _DEFINES:
+        from workbench.tir.expr import Let
+        from workbench.tir.stmt import Allocate, Block, For, LetStmt
+        _DEFINES.update({
+            For: lambda s: (s.loop_var,), LetStmt: lambda s: (s.var,), Let: lambda s: (s.var,),
+            Allocate: lambda s: (s.buffer_var,),
+            Block: lambda s: tuple(iv.var for iv in s.iter_vars)})
+    defines = _DEFINES.get(type(n))
+    return defines(n) if defines is not None else ()
 
 
 class _RenewLocalDefs(_RenewDefs):

@@ -425,11 +425,11 @@ class TuningProgress:
                 stats = self._tasks.get(tid)
                 if stats is None:
                     name = _task_name(record, tid)
+                    bound_gflops, bound_us = bounds.get(tid, (math.nan, math.nan))
                     stats = self._tasks[tid] = TaskStats(
                         tid, name, _task_flop(record), _task_weight(record),
                         layers=self._layers.get(name, ""),
-                        bound_gflops=bounds.get(tid, (math.nan,))[0],
-                        bound_us=bounds.get(tid, (math.nan, math.nan))[1])
+                        bound_gflops=bound_gflops, bound_us=bound_us)
                 if bool(getattr(record, "is_terminated", False)):
                     stats.done = True
                 stats.note = getattr(record, "note", None)

@@ -150,13 +150,6 @@ def tensor_fields(sinfo: Any) -> list[TensorStructInfo]:
     raise TypeError(f"expected tensor or tuple struct info, got {sinfo}")
 
 
-__all__ = ["used_vars", "referenced_functions", "relax_functions", "is_primitive", "fresh_name", "map_bindings",
-           "with_body", "tensor_fields"]
-
-
-
-
-
 def renew_symbolic_vars(func: Function) -> Function:
     """``func`` with fresh tir Vars for the symbolic vars its parameters define (TVM's
     SymbolicVarRenewMutator). A symbolic var belongs to the one function that defines it: a
@@ -173,3 +166,8 @@ def renew_symbolic_vars(func: Function) -> Function:
         return func
     # tir Vars have no IR fields, so replace sees the original objects.
     return rewrite_nodes(func, lambda n: vmap.get(id(n)))
+
+
+__all__ = ["used_vars", "referenced_functions", "relax_functions", "is_primitive", "fresh_name", "map_bindings",
+           "with_body", "tensor_fields",
+           "renew_symbolic_vars"]
