@@ -77,8 +77,9 @@ __all__ += ["FunctionPass", "function_pass", "module_pass", "Pass", "PassContext
 # to a registered backend codegen.
 from workbench.relax.transform.fusion_pattern import FusionPattern, PatternCheckContext  # noqa: E402
 from workbench.relax.transform.fuse_ops_by_pattern import FuseOpsByPattern  # noqa: E402
+from workbench.relax.transform.run_codegen import RunCodegen  # noqa: E402
 
-__all__ += ["FusionPattern", "PatternCheckContext", "FuseOpsByPattern"]
+__all__ += ["FusionPattern", "PatternCheckContext", "FuseOpsByPattern", "RunCodegen"]
 
 _TUNER_PASSES = ("MetaScheduleApplyDatabase", "MetaScheduleTuneTIR", "MetaScheduleTuneIRMod")
 
