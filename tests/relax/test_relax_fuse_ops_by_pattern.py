@@ -251,3 +251,33 @@ def test_invalid_patterns_are_reported():
         FusionPattern("demo.bad", "relax.matmul")
     with pytest.raises(TypeError, match="non-empty str"):
         FusionPattern("", wildcard())
+
+
+class DynamicModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 8)
+        self.fc2 = nn.Linear(8, 4, bias=False)
+
+    def forward(self, x):
+        return self.fc2(nn.gelu(self.fc1(x)))
+
+
+def test_symbolic_batch_each_function_owns_its_symbolic_vars():
+    mod, params = DynamicModel().export_tvm({"forward": {"x": nn.spec.Tensor(("n", 16),
+                                                                             "float32")}})
+    annotated = cublas.partition_for_cublas(mod)
+    composites = sorted(f.attrs["Composite"] for f in _inner_functions(annotated))
+    assert composites == ["cublas.matmul_transposed", "cublas.matmul_transposed_bias_gelu"]
+    plain = FuseOpsByPattern(relax.backend.get_patterns_with_prefix("cublas"))(mod)
+    assert check_roundtrip(annotated) is None and check_roundtrip(plain) is None
+    vm = relax.VirtualMachine(workbench.compile(plain, target="llvm"), workbench.cpu())
+    rng = np.random.default_rng(3)
+    weights = [rng.standard_normal(p.shape).astype("float32") for _, p in params]
+    for batch in (3, 5):
+        x = rng.standard_normal((batch, 16)).astype("float32")
+        expected = evaluate_numpy(mod, "forward", x, *weights)
+        np.testing.assert_allclose(evaluate_numpy(annotated, "forward", x, *weights), expected,
+                                   rtol=1e-6)
+        got = vm["forward"](*[workbench.nd.array(a) for a in (x, *weights)]).numpy()
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)

@@ -38,6 +38,7 @@ from workbench.relax.expr import (
     Binding, BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, Function, Op,
     PrimValue, SeqExpr, ShapeExpr, Tuple, TupleGetItem, Var, VarBinding,
 )
+from workbench.relax.struct_info import TupleStructInfo
 from workbench.relax.transform._util import fresh_name, renew_symbolic_vars, used_vars
 from workbench.relax.transform.fusion_pattern import (
     FusionPattern, PatternCheckContext, as_fusion_pattern,
@@ -300,7 +301,7 @@ def _fuse_block(block: DataflowBlock, groups: Mapping[Var, _Group], lift_constan
         func = renew_symbolic_vars(func.with_attrs(attrs))
         name = fresh_name(out_mod, creator.name.replace(".", "_"))
         out_mod[name] = func
-        out.extend(_call_bindings(out_mod.get_global_var(name), func, creator))
+        out.extend(_call_bindings(out_mod.get_global_var(name), creator))
     return DataflowBlock(tuple(out))
 
 
@@ -330,12 +331,15 @@ def _topo_sort(bindings: Sequence[Binding], roots: Mapping[Var, _Group],
     return out
 
 
-def _call_bindings(gv: GlobalVar, func: Function, creator: _FunctionCreator) -> list[Binding]:
-    call = Call(gv, tuple(creator.arguments), {}, (), func.ret_struct_info)
+def _call_bindings(gv: GlobalVar, creator: _FunctionCreator) -> list[Binding]:
     outputs = creator.outputs
+    # The call's struct info is in the caller's symbolic vars (the callee has its own).
+    sinfo = outputs[0].struct_info if len(outputs) == 1 else \
+        TupleStructInfo(tuple(o.struct_info for o in outputs))
+    call = Call(gv, tuple(creator.arguments), {}, (), sinfo)
     if len(outputs) == 1:
         return [VarBinding(outputs[0], call)]
-    tuple_var = DataflowVar(f"{outputs[-1].name_hint}_tuple", func.ret_struct_info)
+    tuple_var = DataflowVar(f"{outputs[-1].name_hint}_tuple", sinfo)
     return [VarBinding(tuple_var, call)] + [
         VarBinding(o, TupleGetItem(tuple_var, k, o.struct_info)) for k, o in enumerate(outputs)]
 
@@ -396,15 +400,18 @@ def _annotate_codegen(mod: IRModule) -> IRModule:
 def _codegen_function(inner: Function, codegen: str, symbol: str) -> Function:
     """``def <symbol>(params): local_func = <inner>; return local_func(params)`` with the
     Codegen and global_symbol attrs (the inner function keeps only Composite)."""
-    inner = inner.without_attr("Primitive")
+    # The local function gets symbolic vars of its own: each function defines the ones its
+    # parameters use (shared ones would not read back from the printed text). The outer
+    # function and the call keep the composite function's.
     params = tuple(Var(p.name_hint, p.struct_info) for p in inner.params)
-    local = Var("local_func", inner.struct_info)
-    output = Var("output", inner.ret_struct_info)
-    body = SeqExpr((BindingBlock((VarBinding(local, inner),
-                                  VarBinding(output, Call(local, params, {}, (),
-                                                          inner.ret_struct_info)))),),
-                   output, inner.ret_struct_info)
-    return Function(params, body, inner.ret_struct_info, inner.is_pure,
+    ret = inner.ret_struct_info
+    local_func = renew_symbolic_vars(inner.without_attr("Primitive"))
+    local = Var("local_func", local_func.struct_info)
+    output = Var("output", ret)
+    body = SeqExpr((BindingBlock((VarBinding(local, local_func),
+                                  VarBinding(output, Call(local, params, {}, (), ret)))),),
+                   output, ret)
+    return Function(params, body, ret, inner.is_pure,
                     {"Codegen": codegen, "global_symbol": symbol})
 
 
