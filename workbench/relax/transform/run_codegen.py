@@ -23,6 +23,7 @@ from workbench.ir.module import GlobalVar, IRModule
 from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import Call, Constant, Function, SeqExpr, Tuple, VarBinding
 from workbench.relax.op.base import call_dps_packed
+from workbench.relax.struct_info import TupleStructInfo
 from workbench.relax.transform._util import referenced_functions
 from workbench.runtime.module import Module
 from workbench.runtime.registry import get_global_func
@@ -87,7 +88,10 @@ def _rewrite_calls(func: Function, symbols: Mapping[str, str]) -> Function:
     def rewrite(b: Any) -> Any:
         v = b.value if isinstance(b, VarBinding) else None
         if isinstance(v, Call) and isinstance(v.op, GlobalVar) and v.op.name_hint in symbols:
-            call = call_dps_packed(symbols[v.op.name_hint], v.args, v.struct_info)
+            # A function with several results writes each into its own output tensor.
+            outs = list(v.struct_info.fields) if isinstance(v.struct_info, TupleStructInfo) \
+                else v.struct_info
+            call = call_dps_packed(symbols[v.op.name_hint], v.args, outs)
             return b.replace(value=call.replace(struct_info=v.struct_info, span=v.span))
         return b
     blocks = []
