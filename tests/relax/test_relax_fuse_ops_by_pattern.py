@@ -281,3 +281,47 @@ def test_symbolic_batch_each_function_owns_its_symbolic_vars():
                                    rtol=1e-6)
         got = vm["forward"](*[workbench.nd.array(a) for a in (x, *weights)]).numpy()
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+# TVM's layout of an annotate_codegen partition, written as TVM's tests write it (a local
+# @R.function without private=True has no global_symbol).
+EXPECTED_ANNOTATED = '''
+@I.ir_module
+class Expected:
+    @R.function
+    def forward(x: R.Tensor((1, 784), dtype="float32"), fc1_weight: R.Tensor((256, 784), dtype="float32"), fc1_bias: R.Tensor((256,), dtype="float32"), fc2_weight: R.Tensor((10, 256), dtype="float32")) -> R.Tensor((1, 10), dtype="float32"):
+        R.func_attr({"num_input": 1})
+        cls = Expected
+        with R.dataflow():
+            lv: R.Tensor((1, 256), dtype="float32") = cls.fused_relax_permute_dims_relax_matmul_relax_add_relax_nn_relu_cublas(fc1_weight, x, fc1_bias)
+            permute_dims1: R.Tensor((256, 10), dtype="float32") = R.permute_dims(fc2_weight, axes=None)
+            matmul1: R.Tensor((1, 10), dtype="float32") = R.matmul(lv, permute_dims1, out_dtype="void")
+            gv: R.Tensor((1, 10), dtype="float32") = matmul1
+            R.output(gv)
+        return gv
+
+    @R.function
+    def fused_relax_permute_dims_relax_matmul_relax_add_relax_nn_relu_cublas(fc1_weight1: R.Tensor((256, 784), dtype="float32"), x1: R.Tensor((1, 784), dtype="float32"), fc1_bias1: R.Tensor((256,), dtype="float32")) -> R.Tensor((1, 256), dtype="float32"):
+        R.func_attr({"Codegen": "cublas"})
+
+        @R.function
+        def gv1(fc1_weight2: R.Tensor((256, 784), dtype="float32"), x2: R.Tensor((1, 784), dtype="float32"), fc1_bias2: R.Tensor((256,), dtype="float32")) -> R.Tensor((1, 256), dtype="float32"):
+            R.func_attr({"Composite": "cublas.matmul_transposed_bias_relu"})
+            with R.dataflow():
+                permute_dims: R.Tensor((784, 256), dtype="float32") = R.permute_dims(fc1_weight2, axes=None)
+                matmul: R.Tensor((1, 256), dtype="float32") = R.matmul(x2, permute_dims, out_dtype="void")
+                add: R.Tensor((1, 256), dtype="float32") = R.add(matmul, fc1_bias2)
+                gv2: R.Tensor((1, 256), dtype="float32") = R.nn.relu(add)
+                R.output(gv2)
+            return gv2
+
+        gv11: R.Tensor((1, 256), dtype="float32") = gv1(fc1_weight1, x1, fc1_bias1)
+        return gv11
+'''
+
+
+def test_the_partition_has_tvms_layout(tutorial):
+    mod, _, _ = tutorial
+    fp = relax.backend.get_pattern("cublas.matmul_transposed_bias_relu")
+    out = FuseOpsByPattern([fp], annotate_codegen=True)(mod)
+    workbench.ir.assert_structural_equal(out, from_source(EXPECTED_ANNOTATED))

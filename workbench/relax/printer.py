@@ -93,7 +93,7 @@ class _Printer:
             self.if_binding(name, ann, b.value, out)
             return
         if isinstance(b.value, Function):
-            out.extend(self.function(b.value, name).split("\n"))
+            out.extend(self.function(b.value, name, local=True).split("\n"))
             return
         lhs = f"{name}: {ann}" if ann else name
         span = getattr(b.value, "span", None)
@@ -129,7 +129,10 @@ class _Printer:
                     self.binding(b, out)
         return self.expr(s.body)
 
-    def function(self, f: Function, name: str) -> str:
+    def function(self, f: Function, name: str, local: bool = False) -> str:
+        """``@R.function def name(...)``; a ``local`` function (bound inside another) never
+        has an implicit global_symbol, so it prints as plain ``@R.function`` with all its attrs
+        (TVM's form)."""
         params = []
         for p in f.params:
             pname = self.names.define(p, p.name_hint)
@@ -144,11 +147,11 @@ class _Printer:
             size = "is_size_var=True" if isinstance(v, SizeVar) else ""
             head.append(f"{self.names.var(v)} = T.{v.dtype}({size})")
         attrs = {k: _attr_summary(v) for k, v in f.attrs.items()
-                 if not (k == "global_symbol" and v == name)}
+                 if local or not (k == "global_symbol" and v == name)}
         if attrs:
             head.append(f"R.func_attr({format_value(attrs)})")
         opts = []
-        if "global_symbol" not in f.attrs:
+        if "global_symbol" not in f.attrs and not local:
             opts.append("private=True")
         if not f.is_pure:
             opts.append("pure=False")

@@ -239,6 +239,9 @@ class RelaxParser(Parser):
         ``FuseOpsByPattern(annotate_codegen=True)`` makes): parsed with the names in scope,
         then bound to a variable of its name."""
         opts = _function_options(self, node)
+        # A local function has no implicit global_symbol (TVM's parser adds none either);
+        # one it has is written in its R.func_attr.
+        opts["private"] = True
         env = dict(self.env)
         for frame in self.scopes:
             env.update(frame)
