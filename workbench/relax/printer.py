@@ -23,8 +23,8 @@ from typing import Any, Callable
 from workbench.ir.dispatch import TypeTable
 from workbench.ir.module import GlobalVar
 from workbench.ir.printer import (
-    format_value, metadata_ref, quote, register_function_printer, register_script,
-    register_short_repr,
+    format_value, metadata_ref, quote, register_attr_value, register_function_printer,
+    register_script, register_short_repr,
 )
 from workbench.relax.expr import (
     BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc, Function, If,
@@ -37,11 +37,14 @@ from workbench.relax.struct_info import (
 )
 from workbench.relax.dim_text import dim_text
 from workbench.relax.op.registry import op_constructor
+from workbench.runtime.module import Module
 from workbench.tir.expr import PrimExpr, SizeVar
 from workbench.tir.script_expr import ExprPrinter, Names
 
 #: The metadata table of tensor values in function attrs (TVM's kind name).
 NDARRAY_METADATA = "runtime.NDArray"
+#: The metadata table of compiled modules in module attrs (RunCodegen's external_mods).
+MODULE_METADATA = "runtime.Module"
 
 _CONST_INLINE_LIMIT = 8  # constants with more elements print as a summary
 
@@ -353,6 +356,9 @@ def _short_var(v: Var) -> str:
 
 def register() -> None:
     register_function_printer(Function, function_text)
+    # A compiled module (in RunCodegen's external_mods) prints as a metadata reference (TVM's
+    # form); the metadata section holds its code, which I.load_metadata loads again.
+    register_attr_value(Module, lambda m: metadata_ref(MODULE_METADATA, m.serialize()))
     register_script(Function, lambda f: function_text(f, f.attrs.get("global_symbol", "main")))
     register_script(Expr, expr_text)
     register_script(StructInfo, sinfo_text)
