@@ -115,7 +115,18 @@ def format_value(v: Any, node_fmt: Callable[[Any], str] | None = None) -> str:
     if isinstance(v, dict):
         return "{" + ", ".join(f"{format_value(k, node_fmt)}: {format_value(x, node_fmt)}"
                                for k, x in v.items()) + "}"
-    return repr(v)
+    rule = _ATTR_VALUES.lookup(t)
+    return rule(v) if rule is not None else repr(v)
+
+
+# Attribute values that are not IR and print some other way than repr (runtime modules in a
+# module's external_mods print as metadata references): registered by the layer that knows them.
+_ATTR_VALUES: TypeTable[Callable[[Any], str]] = TypeTable()
+
+
+def register_attr_value(cls: type, text: Callable[[Any], str]) -> None:
+    """Print attribute values of type ``cls`` as ``text(value)``."""
+    _ATTR_VALUES.register(cls, text)
 
 
 def indent(text: str, by: str = "    ") -> str:
@@ -243,4 +254,4 @@ def html_highlight(text: str) -> str:
 __all__ = ["script", "short_repr", "html_highlight", "register_script",
            "register_function_printer", "register_short_repr", "format_value", "quote",
            "generic_repr", "script_or_repr", "module_script", "indent", "Metadata", "metadata_ref",
-           "metadata_scope"]
+           "metadata_scope", "register_attr_value"]

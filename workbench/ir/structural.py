@@ -125,7 +125,27 @@ def _array_key(x: Any) -> str:
 def _leaf_equal(x: Any, y: Any) -> bool:
     if _is_array(x):
         return type(x) is type(y) and _array_bytes(x) == _array_bytes(y)
+    content = _OPAQUE.get(type(x))
+    if content is not None:
+        return type(x) is type(y) and content(x) == content(y)
     return x == y
+
+
+# Values outside the IR compared by content, not identity (runtime modules a backend codegen
+# attached to a module): type -> its content as bytes. Registered by the layer that knows them.
+_OPAQUE: dict[type, Callable[[Any], bytes]] = {}
+
+
+def register_opaque_value(cls: type, content: Callable[[Any], bytes]) -> None:
+    """Compare and hash values of type ``cls`` (outside the IR) by ``content(value)``."""
+    _OPAQUE[cls] = content
+
+
+def _leaf_key(x: Any) -> str:
+    if _is_array(x):
+        return _array_key(x)
+    content = _OPAQUE.get(type(x))
+    return hashlib.sha1(content(x)).hexdigest() if content is not None else repr(x)
 
 
 def _float_eq(x: float, y: float) -> bool:
@@ -351,8 +371,7 @@ def _tokens(node: Any, map_free_vars: bool) -> list[str]:
                 push((x.attrs, False))
                 continue
             if not isinstance(x, Node):
-                emit(f"?{tx.__module__}.{tx.__qualname__}:"
-                     f"{_array_key(x) if _is_array(x) else repr(x)}")
+                emit(f"?{tx.__module__}.{tx.__qualname__}:{_leaf_key(x)}")
                 continue
             rule = _rule(tx)
         if rule.kind is not NODE:
@@ -453,4 +472,5 @@ class StructuralSet:
 
 
 __all__ = ["structural_equal", "structural_hash", "assert_structural_equal", "first_mismatch",
-           "register_structural", "Mismatch", "NODE", "VAR", "BOUND", "StructuralSet"]
+           "register_structural", "register_opaque_value", "Mismatch", "NODE", "VAR", "BOUND",
+           "StructuralSet"]

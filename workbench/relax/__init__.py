@@ -3,7 +3,8 @@
 - Expressions and struct info: :mod:`workbench.relax.expr`, :mod:`workbench.relax.struct_info`.
 - :class:`BlockBuilder` builds functions; ``relax.op`` has the operators (``relax.op.nn`` the
   neural-network ones); ``relax.call_tir`` calls a PrimFunc.
-- ``relax.transform``: ``LegalizeOps``, ``AnnotateTIROpPattern``.
+- ``relax.transform``: ``LegalizeOps``, ``AnnotateTIROpPattern``, ``FuseOpsByPattern``, ``RunCodegen``.
+- ``relax.dpl``: dataflow patterns; ``relax.backend``: the backends' pattern registry.
 - ``relax.testing.evaluate_numpy``: the numpy reference evaluator.
 - ``relax.frontend.nn``: PyTorch-like modules exported with ``Module.export_tvm``;
   ``relax.frontend.torch.from_exported_program`` / ``relax.frontend.onnx.from_onnx`` import
@@ -33,6 +34,8 @@ from workbench.relax import expr_functor
 from workbench.relax.span import Source, Span
 from workbench.relax import analysis, testing, transform
 from workbench.relax import frontend
+# Dataflow patterns and bring-your-own-codegen backends (issue 23).
+from workbench.relax import dpl, backend
 # Compilation to the VM (issue 5): relax.build, the pipeline, and TVM's VM aliases.
 from workbench.relax.pipeline import get_default_pipeline
 from workbench.relax.named_pipelines import get_pipeline, register_pipeline
@@ -47,7 +50,7 @@ __all__ = [
     "DataflowBlock", "SeqExpr", "Function", "get_struct_info", "BlockBuilder", "op",
     "call_tir", "call_tir_inplace", "call_dps_packed", "call_pure_packed", "OpError",
     "ExprMutator", "ExprVisitor", "PyExprMutator", "PyExprVisitor", "expr_functor", "analysis",
-    "testing", "transform", "frontend", "build", "get_default_pipeline", "get_pipeline",
+    "testing", "transform", "frontend", "dpl", "backend", "build", "get_default_pipeline", "get_pipeline",
     "register_pipeline", "VirtualMachine", "Executable",
     "VMExecutable", "ExecBuilder", "Span", "Source",
 ]

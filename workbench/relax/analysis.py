@@ -7,6 +7,8 @@
   NDArrays, tuples) and checks the rest: what the reference evaluators use at function entry,
   and what ``MatchCast`` does at run time.
 - :func:`eval_dims` evaluates dims under such bindings.
+- :func:`get_var2val` maps each bound variable of a function to its value (what the dataflow
+  pattern matcher follows, ``workbench.relax.dpl``).
 - :func:`estimate_memory_usage` is TVM's ``relax.analysis.estimate_memory_usage`` (implemented
   with memory planning, in :mod:`workbench.relax.transform.static_plan_block_memory`).
 """
@@ -155,5 +157,31 @@ def estimate_memory_usage(mod: Any, shape_vars: Mapping[str, int] | None = None)
     return _estimate(mod, dict(shape_vars) if shape_vars is not None else None)
 
 
+def get_var2val(func: Any) -> dict:
+    """``{Var: bound value}`` for every variable binding of the Relax function ``func`` (TVM's
+    ``relax.analysis.get_var2val``), nested functions and If branches included."""
+    from workbench.relax.expr import Function, If, SeqExpr, VarBinding
+
+    if not isinstance(func, Function):
+        raise TypeError(f"get_var2val expects a relax.Function, got {type(func).__name__}")
+    out: dict = {}
+
+    def walk(e: Any) -> None:
+        if isinstance(e, Function):
+            walk(e.body)
+        elif isinstance(e, SeqExpr):
+            for block in e.blocks:
+                for b in block.bindings:
+                    if isinstance(b, VarBinding):
+                        out[b.var] = b.value
+                    walk(b.value)
+            walk(e.body)
+        elif isinstance(e, If):
+            walk(e.true_branch)
+            walk(e.false_branch)
+    walk(func)
+    return out
+
+
 __all__ = ["bind_symbolic", "substitute_sinfo", "match_value", "eval_dims", "ShapeMismatch",
-           "estimate_memory_usage"]
+           "estimate_memory_usage", "get_var2val"]

@@ -23,8 +23,8 @@ from typing import Any, Callable
 from workbench.ir.dispatch import TypeTable
 from workbench.ir.module import GlobalVar
 from workbench.ir.printer import (
-    format_value, metadata_ref, quote, register_function_printer, register_script,
-    register_short_repr,
+    format_value, metadata_ref, quote, register_attr_value, register_function_printer,
+    register_script, register_short_repr,
 )
 from workbench.relax.expr import (
     BindingBlock, Call, Constant, DataflowBlock, DataflowVar, Expr, ExternFunc, Function, If,
@@ -37,11 +37,14 @@ from workbench.relax.struct_info import (
 )
 from workbench.relax.dim_text import dim_text
 from workbench.relax.op.registry import op_constructor
+from workbench.runtime.module import Module
 from workbench.tir.expr import PrimExpr, SizeVar
 from workbench.tir.script_expr import ExprPrinter, Names
 
 #: The metadata table of tensor values in function attrs (TVM's kind name).
 NDARRAY_METADATA = "runtime.NDArray"
+#: The metadata table of compiled modules in module attrs (RunCodegen's external_mods).
+MODULE_METADATA = "runtime.Module"
 
 _CONST_INLINE_LIMIT = 8  # constants with more elements print as a summary
 
@@ -93,7 +96,7 @@ class _Printer:
             self.if_binding(name, ann, b.value, out)
             return
         if isinstance(b.value, Function):
-            out.extend(self.function(b.value, name).split("\n"))
+            out.extend(self.function(b.value, name, local=True).split("\n"))
             return
         lhs = f"{name}: {ann}" if ann else name
         span = getattr(b.value, "span", None)
@@ -129,7 +132,10 @@ class _Printer:
                     self.binding(b, out)
         return self.expr(s.body)
 
-    def function(self, f: Function, name: str) -> str:
+    def function(self, f: Function, name: str, local: bool = False) -> str:
+        """``@R.function def name(...)``; a ``local`` function (bound inside another) never
+        has an implicit global_symbol, so it prints as plain ``@R.function`` with all its attrs
+        (TVM's form)."""
         params = []
         for p in f.params:
             pname = self.names.define(p, p.name_hint)
@@ -144,11 +150,11 @@ class _Printer:
             size = "is_size_var=True" if isinstance(v, SizeVar) else ""
             head.append(f"{self.names.var(v)} = T.{v.dtype}({size})")
         attrs = {k: _attr_summary(v) for k, v in f.attrs.items()
-                 if not (k == "global_symbol" and v == name)}
+                 if local or not (k == "global_symbol" and v == name)}
         if attrs:
             head.append(f"R.func_attr({format_value(attrs)})")
         opts = []
-        if "global_symbol" not in f.attrs:
+        if "global_symbol" not in f.attrs and not local:
             opts.append("private=True")
         if not f.is_pure:
             opts.append("pure=False")
@@ -350,6 +356,9 @@ def _short_var(v: Var) -> str:
 
 def register() -> None:
     register_function_printer(Function, function_text)
+    # A compiled module (in RunCodegen's external_mods) prints as a metadata reference (TVM's
+    # form); the metadata section holds its code, which I.load_metadata loads again.
+    register_attr_value(Module, lambda m: metadata_ref(MODULE_METADATA, m.serialize()))
     register_script(Function, lambda f: function_text(f, f.attrs.get("global_symbol", "main")))
     register_script(Expr, expr_text)
     register_script(StructInfo, sinfo_text)

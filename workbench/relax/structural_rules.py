@@ -7,11 +7,12 @@ flag down through struct info and shape expressions to the bare tir Vars inside 
 """
 from __future__ import annotations
 
-from workbench.ir.structural import VAR, register_structural
+from workbench.ir.structural import VAR, register_opaque_value, register_structural
 from workbench.relax.expr import Call, Function, MatchCast, ShapeExpr, Var, VarBinding
 from workbench.relax.struct_info import (
     PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo,
 )
+from workbench.runtime.module import Module
 
 
 def register() -> None:
@@ -28,6 +29,9 @@ def register() -> None:
     register_structural(VarBinding, order=("value", "var"), defs=("var",))
     register_structural(MatchCast, order=("value", "struct_info", "var"),
                         defs=("struct_info", "var"))
+    # Compiled modules a backend codegen attached (RunCodegen's external_mods): equal when
+    # their code is, so a module read back from its printout equals the original.
+    register_opaque_value(Module, lambda m: m.serialize()[0].encode() + m.serialize()[1])
 
 
 register()

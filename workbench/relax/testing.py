@@ -125,7 +125,20 @@ def _call(env: _Env, c: Call) -> Any:
             return _call_function(env.mod, callee, op.name_hint, args)
         raise NotImplementedError(f"evaluate_numpy: cannot call {type(callee).__name__} "
                                   f"{op.name_hint!r} directly (use call_tir)")
+    if isinstance(op, Var):
+        callee = _var(env, op)
+        if isinstance(callee, _Closure):
+            return _call_function(env.mod, callee.func, op.name_hint,
+                                  [_eval(env, a) for a in c.args])
     raise NotImplementedError(f"evaluate_numpy: cannot call {type(op).__name__}")
+
+
+class _Closure:
+    """The value of a local function binding (``FuseOpsByPattern(annotate_codegen=True)``'s
+    outer functions bind their composite function locally, then call it)."""
+
+    def __init__(self, func: Function):
+        self.func = func
 
 
 def _call_tir(env: _Env, c: Call) -> Any:
@@ -185,6 +198,7 @@ _EVAL: TypeTable[Callable[[_Env, Any], Any]] = TypeTable({
     TupleGetItem: lambda env, g: _eval(env, g.tuple_value)[g.index],
     Call: _call,
     If: _if,
+    Function: lambda env, f: _Closure(f),
 })
 
 

@@ -5,7 +5,8 @@ Steps: bind ``params`` as constants (optional), run the Relax pipeline
 (:func:`workbench.relax.pipeline.get_default_pipeline`), generate bytecode for every Relax
 function (:mod:`workbench.relax.vm_codegen`), compile all remaining PrimFuncs (fused kernels,
 unfused ones, shape functions) with ``workbench.build`` into one runtime Module and import it
-into the Executable. The result runs with ``relax.VirtualMachine(exe, dev)`` and can be saved
+into the Executable, with the modules a backend codegen made (``RunCodegen``'s
+``external_mods``). The result runs with ``relax.VirtualMachine(exe, dev)`` and can be saved
 with ``exe.save(path)`` / loaded with ``Executable.load(path)`` in another process.
 
 The Executable also carries, for inspection (not saved with it):
@@ -76,6 +77,9 @@ def build(mod: IRModule, target: Any = None, params: Mapping[str, Any] | None = 
     if target is None:
         target = Target.current() or Target("llvm")
     target = target if isinstance(target, Target) else Target(target)
+    # Backend modules from RunCodegen (the symbols its call_dps_packed calls name); passes may
+    # rebuild the module without its attrs, so they are taken before the pipeline.
+    external_mods = tuple(mod.attrs.get("external_mods", ()))
     if params:
         mod = BindParams(entry_function(mod), params)(mod)
     pipeline = _relax_pipeline(relax_pipeline, target, fuse, plan_memory, database,
@@ -96,6 +100,8 @@ def build(mod: IRModule, target: Any = None, params: Mapping[str, Any] | None = 
             with target:
                 kernels = tir_pipeline(kernels)
         exe.import_module(build_kernels(kernels, target))
+    for ext in external_mods:
+        exe.import_module(ext)
     exe.memory_usage = memory_usage(lowered)
     exe.kernel_names = list(kernels)
     exe.lowered_mod = lowered

@@ -76,6 +76,22 @@ class Module:
         return cls(code, library=data, sources=loader.read_sources(code),
                    uses_gomp=b"GOMP_" in data)
 
+    def serialize(self) -> tuple[str, bytes]:
+        """``(kind, bytes)`` from which :meth:`deserialize` rebuilds this module: its object
+        code (``"object"``), or the shared library it was loaded from (``"library"``)."""
+        if self._object is not None:
+            return ("object", self._object)
+        return ("library", self._library)
+
+    @classmethod
+    def deserialize(cls, kind: str, data: bytes) -> "Module":
+        """The module :meth:`serialize` described."""
+        if kind == "object":
+            return cls.from_object(data)
+        if kind == "library":
+            return cls._from_library_bytes(bytes(data), "<serialized module>")
+        raise ValueError(f"Module.deserialize: kind must be 'object' or 'library', got {kind!r}")
+
     def __reduce__(self):
         # Lets a Module cross process boundaries (tuner workers) without a file.
         if self._object is not None:

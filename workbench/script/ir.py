@@ -29,14 +29,20 @@ def module_attrs(attrs: dict) -> ModuleAttrs:
 def load_metadata(text: str) -> Any:
     """The metadata section ``IRModule.script(show_meta=True)`` writes: values by kind. The
     ``"runtime.NDArray"`` table (tensor values of function attrs, stored as constants) reads
-    back as NDArrays."""
+    back as NDArrays, the ``"runtime.Module"`` one (compiled modules in module attrs, stored
+    as their code) as runtime Modules."""
     from workbench.ir.json import load_json
-    from workbench.relax.printer import NDARRAY_METADATA
+    from workbench.relax.printer import MODULE_METADATA, NDARRAY_METADATA
+    from workbench.runtime.module import Module
     from workbench.runtime.ndarray import array
     tables = load_json(text)
     if isinstance(tables, dict) and NDARRAY_METADATA in tables:
         tables = dict(tables)
         tables[NDARRAY_METADATA] = [array(c.data.numpy()) for c in tables[NDARRAY_METADATA]]
+    if isinstance(tables, dict) and MODULE_METADATA in tables:
+        tables = dict(tables)
+        tables[MODULE_METADATA] = [Module.deserialize(kind, data)
+                                   for kind, data in tables[MODULE_METADATA]]
     return tables
 
 

@@ -73,6 +73,16 @@ from workbench.ir.transform import module_pass  # noqa: E402
 __all__ += ["FunctionPass", "function_pass", "module_pass", "Pass", "PassContext", "PassInfo",
             "Sequential", "MetaScheduleTuneTIR", "MetaScheduleTuneIRMod"]
 
+# Bring your own codegen (issue 23): partition by dataflow patterns, then hand the partitions
+# to a registered backend codegen.
+from workbench.relax.transform.fusion_pattern import FusionPattern, PatternCheckContext  # noqa: E402
+from workbench.relax.transform.fuse_ops_by_pattern import FuseOpsByPattern  # noqa: E402
+from workbench.relax.transform.run_codegen import RunCodegen  # noqa: E402
+from workbench.relax.transform.merge_composite_functions import MergeCompositeFunctions  # noqa: E402,E501
+
+__all__ += ["FusionPattern", "PatternCheckContext", "FuseOpsByPattern", "RunCodegen",
+            "MergeCompositeFunctions"]
+
 _TUNER_PASSES = ("MetaScheduleApplyDatabase", "MetaScheduleTuneTIR", "MetaScheduleTuneIRMod")
 
 

@@ -33,6 +33,7 @@ class RelaxParser(Parser):
 
     def __init__(self, source: Source, env: dict[str, Any], mod: IRModule | None = None) -> None:
         super().__init__(source, env)
+        self.mod = mod
         # The module's functions parsed so far let calls of them infer their result.
         self.bb = BlockBuilder(mod)
         self.dims: dict[str, TirVar] = {}   # symbolic vars by name, for string dims
@@ -233,6 +234,22 @@ class RelaxParser(Parser):
         self.bb.emit_normalized(VarBinding(var, expr))
         self.define(name, var)
 
+    def _function_def(self, node: ast.FunctionDef) -> None:
+        """A local function (``@R.function def f(...)`` inside a function body, as
+        ``FuseOpsByPattern(annotate_codegen=True)`` makes): parsed with the names in scope,
+        then bound to a variable of its name."""
+        opts = _function_options(self, node)
+        # A local function has no implicit global_symbol (TVM's parser adds none either);
+        # one it has is written in its R.func_attr.
+        opts["private"] = True
+        env = dict(self.env)
+        for frame in self.scopes:
+            env.update(frame)
+        func = RelaxParser(self.source, env, self.mod).parse_function(node, **opts)
+        var = self._new_var(node.name, func.struct_info)
+        self.bb.emit_normalized(VarBinding(var, func))
+        self.define(node.name, var)
+
     # ---- expressions -------------------------------------------------------------------------
 
     def expr_of(self, value: Any, node: ast.AST) -> Expr:
@@ -296,10 +313,26 @@ def _branch_target(p: RelaxParser, stmts: list[ast.stmt], node: ast.AST) -> str:
     return target.id
 
 
+def _function_options(p: RelaxParser, node: ast.FunctionDef) -> dict[str, bool]:
+    """``pure`` / ``private`` from a local function's ``@R.function(...)`` decorator."""
+    if len(node.decorator_list) != 1:
+        raise p.error(node, "a local function takes one decorator, @R.function")
+    deco = node.decorator_list[0]
+    func = deco.func if isinstance(deco, ast.Call) else deco
+    if p.eval(func) is not R.function:
+        raise p.error(node, "a local function in a Relax function must be an @R.function")
+    opts: dict[str, bool] = {}
+    for kw in deco.keywords if isinstance(deco, ast.Call) else ():
+        if kw.arg not in ("pure", "private"):
+            raise p.error(deco, f"@R.function: unknown option {kw.arg!r}")
+        opts[kw.arg] = bool(p.eval(kw.value))
+    return opts
+
+
 _STMT: dict[type, Callable[[RelaxParser, Any], None]] = {
     ast.Assign: RelaxParser._assign, ast.AnnAssign: RelaxParser._ann_assign,
     ast.Expr: RelaxParser._expr_stmt, ast.With: RelaxParser._with, ast.If: RelaxParser._if,
-    ast.Pass: lambda p, n: None,
+    ast.Pass: lambda p, n: None, ast.FunctionDef: RelaxParser._function_def,
 }
 
 
