@@ -184,7 +184,7 @@ def test_cublas_check_refuses_a_match_whose_intermediate_is_used_outside():
 
 
 def _inner_functions(mod):
-    for name, func in mod.items():
+    for func in mod.functions.values():
         if isinstance(func, relax.Function) and "Codegen" in func.attrs:
             yield bindings(func)[0].value
 
