@@ -29,6 +29,14 @@ def test_target_forms():
         Target("cuda")
     with pytest.raises(ValueError, match="unknown target option"):
         Target("llvm -bogus=1")
+    # TVM's other spellings: -key value, --key, a bare flag
+    assert Target("llvm -num-cores 2 --mcpu znver4 -fast-math") == \
+        Target("llvm -mcpu=znver4 -num-cores=2 -fast-math=1")
+    assert Target("llvm -fast-math -mcpu=haswell").fast_math
+    for bad, why in (("llvm -mcpu=", "empty option"), ("llvm mcpu", "expected a -flag"),
+                     ("llvm -mcpu=a -mcpu b", "appears more than once")):
+        with pytest.raises(ValueError, match=why):
+            Target(bad)
 
 
 def test_sources_and_cache(tmp_path):

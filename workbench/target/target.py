@@ -208,11 +208,22 @@ def _parse(target: Any) -> dict[str, Any]:
         raise ValueError("empty target string; use 'llvm'")
     kind, flags = words[0], words[1:]
     d: dict[str, Any] = {"kind": kind}
-    for flag in flags:
+    # TVM's three spellings: -key=value, -key value (the next word does not start with a
+    # dash), and a bare -flag (True); one or two leading dashes.
+    i = 0
+    while i < len(flags):
+        flag = flags[i]
         if not flag.startswith("-"):
             raise ValueError(f"target {target!r}: expected a -flag, got {flag!r}")
-        key, _, value = flag.lstrip("-").partition("=")
+        key, eq, value = flag.lstrip("-").partition("=")
+        if eq and not (key and value):
+            raise ValueError(f"target {target!r}: empty option key or value in {flag!r}")
+        if not eq and i + 1 < len(flags) and not flags[i + 1].startswith("-"):
+            value, i = flags[i + 1], i + 1
+        if key in d:
+            raise ValueError(f"target {target!r}: option {key!r} appears more than once")
         d[key] = True if value == "" else value
+        i += 1
     return _from_dict(d)
 
 
