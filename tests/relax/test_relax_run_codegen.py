@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from byoc_tutorial import tutorial_case
 
 import workbench
 from workbench import relax, te, tir
 from workbench.relax.backend import patterns as backend_patterns
 from workbench.relax.backend.cuda import cublas
-from workbench.relax.frontend import nn
 from workbench.relax.transform import FuseOpsByPattern, RunCodegen
 from workbench.runtime import remove_global_func
 from workbench.script import from_source
@@ -19,26 +19,9 @@ from workbench.script.roundtrip import check_roundtrip
 SYMBOL = "fused_relax_permute_dims_relax_matmul_relax_add_relax_nn_relu_pyblas"
 
 
-class TutorialModel(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(784, 256)
-        self.relu1 = nn.ReLU()
-        self.fc2 = nn.Linear(256, 10, bias=False)
-
-    def forward(self, x):
-        return self.fc2(self.relu1(self.fc1(x)))
-
-
 @pytest.fixture(scope="module")
 def tutorial():
-    mod, params = TutorialModel().export_tvm(
-        {"forward": {"x": nn.spec.Tensor((1, 784), "float32")}})
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((1, 784)).astype("float32")
-    weights = [(rng.standard_normal(p.shape) * 0.05).astype(p.dtype) for _, p in params]
-    w1, b1, w2 = weights
-    return mod, [x, *weights], np.maximum(x @ w1.T + b1, 0) @ w2.T
+    return tutorial_case()
 
 
 def partition(mod):
