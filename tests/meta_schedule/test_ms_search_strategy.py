@@ -239,6 +239,7 @@ def test_an_informed_round_sizes_its_population_by_the_replay_time():
 
     scored, stats = run(0.0)
     assert scored == 8 and "EvoSearch/Evolve/Mutation" not in stats
+
     scored, stats = run(None)
     assert scored > 24 and stats["EvoSearch/Evolve/Mutation"] > 0
     strategy = EvolutionarySearch(population_size=512, seconds_per_candidate=0.15)
@@ -250,3 +251,21 @@ def test_an_informed_round_sizes_its_population_by_the_replay_time():
     assert strategy._plan(64) == (128, 0) and strategy._plan(8) == (16, 0)
     with pytest.raises(ValueError, match="seconds_per_candidate"):
         EvolutionarySearch(seconds_per_candidate=-1)
+
+
+def test_a_first_informed_round_times_replays_before_sizing_its_population():
+    """A model informed from the first round (pretrained, warm-started) with no replay timed
+    yet: a first sample of the population times the replays, and the round is sized by it --
+    not TVM's fixed population (a 512^3 matmul's first measurement came 96 s after the call)."""
+    strategy = EvolutionarySearch(population_size=24, init_min_unmeasured=4,
+                                  genetic_num_iters=2, genetic_mutate_prob=1.0,
+                                  seconds_per_candidate=0.0)
+    ctx = _ctx(strategy, n=64)
+    model = _HashModel()
+    with Profiler() as prof:
+        ctx.pre_tuning(max_trials=8, num_trials_per_iter=4, cost_model=model)
+        assert strategy._replay_wall is None
+        cands = ctx.generate_measure_candidates()
+    assert len(cands) == 4 and strategy._replay_wall is not None
+    # the least population (twice the batch), scored once, no generations
+    assert model.scored == 8 and "EvoSearch/Evolve/Mutation" not in prof.stats_sec

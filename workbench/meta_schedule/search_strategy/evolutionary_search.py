@@ -17,7 +17,9 @@ about ``seconds_per_candidate`` x the batch (Workbench; None: TVM's fixed popula
 wall time per replay is measured on the run's own replays (a 128^3 matmul trace replays in
 ~25 ms, a Winograd convolution's in ~1 s: a population of 64 over 4 generations took 3.5 min
 a round there, for 8 candidates measured in seconds). The population never drops below twice
-the batch (the cost model still chooses), and generations drop before that.
+the batch (the cost model still chooses), and generations drop before that. A model informed
+from the first round (pretrained, or warm-started from a database) meets a round before any
+replay was timed: that round samples twice the batch first and sizes itself from those.
 """
 from __future__ import annotations
 
@@ -178,13 +180,22 @@ class EvolutionarySearch(BuiltinStrategy):
                 if self._num_empty_iters >= NUM_EMPTY_ITERS_BEFORE_EARLY_STOP:
                     return None
             return self._candidates(picks)
+        probe: list[Schedule] = []
+        if self._replay_wall is None and self.seconds_per_candidate is not None:
+            # Informed from the first round (a pretrained or warm-started model) and no replay
+            # timed yet: sample part of the population first, so that its size comes from
+            # this workload's replay cost (TVM's fixed 512 x 4 generations kept a 512^3
+            # matmul's first measurement 96 s away).
+            probe = self._sample_init_population(min(self.population_size, 2 * num))
         pop, gens = self._plan(num)
         if (pop, gens) != (self.population_size, self.genetic_num_iters):
             log.info("Population %d, %d generation(s): %.0f ms per trace replay, about %.1f s "
                      "of replays for %d candidate(s)", pop, gens, self._replay_wall * 1e3,
                      self.seconds_per_candidate * num, num)
         measured = self._pick_best_from_database(int(pop * self.init_measured_ratio))
-        unmeasured = self._sample_init_population(pop - len(measured))
+        rest = pop - len(measured) - len(probe)
+        unmeasured = probe[:pop - len(measured)] + (
+            self._sample_init_population(rest) if rest > 0 else [])
         if len(unmeasured) < min(self.init_min_unmeasured, pop - len(measured)):
             log.warning("Cannot sample enough initial population, evolutionary search failed.")
             return None
