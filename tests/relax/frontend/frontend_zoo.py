@@ -216,8 +216,11 @@ class _quiet:
 
 
 def onnxruntime_outputs(model: Any, args: tuple) -> list[np.ndarray]:
+    """onnxruntime's outputs for ``model``: a ModelProto, or the path of a model file (one
+    with external data: past protobuf's 2 GB a proto cannot be serialised)."""
     import onnxruntime as ort
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    source = model if isinstance(model, str) else model.SerializeToString()
+    sess = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
     feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}
     return sess.run(None, feeds)
 
