@@ -1,25 +1,32 @@
-"""``exp`` on float32 vectors as straight-line LLVM IR, for ``sigmoid`` (SiLU, squeeze-excite).
+"""``exp`` on float32 vectors as straight-line LLVM IR: the ``exp`` intrinsic itself, and the
+one inside ``sigmoid`` (SiLU, squeeze-excite, the tanh form of GELU).
 
 Why not libmvec: a vector-ABI call clobbers every vector register, so inside a fused kernel
--- a convolution whose epilogue is ``x * sigmoid(x)`` -- the register tile around the call
-is spilled and reloaded for every vector, and the call itself is not free. Sixteen lanes of
-a polynomial are a dozen FMAs that stay in registers and interleave with the loads and
-stores around them (onnxruntime's MLAS evaluates its logistic the same way, inline).
+-- a convolution whose epilogue is ``x * sigmoid(x)``, an attention kernel's streaming
+softmax -- the register tile around the call is spilled and reloaded for every vector, and
+the call itself costs a few cycles an element. Sixteen lanes of a polynomial are a dozen FMAs
+that stay in registers and interleave with the loads and stores around them (onnxruntime's
+MLAS evaluates its exp and logistic the same way, inline).
 
 The method (Cody-Waite range reduction, then a polynomial):
 
-- ``x`` is clamped to ``[-87, 88]``, where ``2**n`` below stays a normal float (sigmoid only
-  needs ``exp`` to saturate: ``1 / (1 + e**88)`` is ~6e-39 and ``1 + e**-87`` is 1);
+- ``x`` is clamped to ``[-104, 89]``: below, ``exp`` underflows to 0 (under the smallest
+  denormal), above it overflows to ``inf``; both come out of the arithmetic below unaided;
 - ``n = round(x / ln 2)`` with the add-and-subtract ``1.5 * 2**23`` trick (no rounding
-  instruction needed, so it holds on any x86-64 vector unit);
+  instruction needed, so it holds on any x86-64 vector unit); the integer ``n`` is read from
+  the sum's low mantissa bits (integer arithmetic on the bits: a NaN input gives garbage
+  bits, never LLVM poison, and its NaN propagates through the product);
 - ``r = x - n * ln 2`` with ``ln 2`` split in a high part exact in float32 and a low part,
   so ``|r| <= ln(2) / 2`` without cancellation error;
 - ``e**r`` by its Taylor series to degree 7 in Horner form (the truncation error,
-  ``(ln(2)/2)**8 / 8!``, is ~5e-9, below float32's half ulp), and ``2**n`` by writing
-  ``n + 127`` into the exponent bits.
+  ``(ln(2)/2)**8 / 8!``, is ~5e-9, below float32's half ulp), times ``2**n`` as two factors
+  ``2**(n//2) * 2**(n - n//2)`` made by writing each exponent into a float's exponent bits
+  (each a normal float for ``n`` in [-150, 128], so results in the denormal range and the
+  overflow to ``inf`` are right).
 
-The result is within a few ulp of the correctly rounded ``exp`` on the clamped range
-(tests/codegen/test_inline_exp.py checks it against numpy in float64).
+The result is within a few ulp of the correctly rounded ``exp`` wherever it is a normal
+float (tests/codegen/test_inline_exp.py checks it against numpy in float64, with the
+denormal range, the overflow, infinities and NaN).
 """
 from __future__ import annotations
 
@@ -29,7 +36,7 @@ import llvmlite.ir as ir
 
 from workbench.codegen.llvm_types import I32
 
-_LO, _HI = -87.0, 88.0
+_LO, _HI = -104.0, 89.0
 _LOG2E = 1.0 / math.log(2.0)
 _LN2_HI = 0.693359375            # 0x3f318000: few mantissa bits, so n * _LN2_HI is exact
 _LN2_LO = math.log(2.0) - _LN2_HI
@@ -67,14 +74,19 @@ def emit_exp(ctx, x: ir.Value) -> ir.Value:
 
     x = clamp(x, _LO, _HI)
     rounder = _splat(ty, _ROUNDER)
-    n = b.fsub(fmuladd(x, _splat(ty, _LOG2E), rounder), rounder)
+    biased = fmuladd(x, _splat(ty, _LOG2E), rounder)        # rounder + n, n in the low bits
+    n = b.fsub(biased, rounder)
+    ni = b.sub(b.bitcast(biased, ity), b.bitcast(rounder, ity))
     r = fmuladd(n, _splat(ty, -_LN2_HI), x)
     r = fmuladd(n, _splat(ty, -_LN2_LO), r)
     p = _splat(ty, _TAYLOR[0])
     for c in _TAYLOR[1:]:
         p = fmuladd(p, r, _splat(ty, c))
-    bits = b.shl(b.add(b.fptosi(n, ity), _splat(ity, 127)), _splat(ity, 23))
-    return b.fmul(p, b.bitcast(bits, ty))
+    half = b.ashr(ni, _splat(ity, 1))
+
+    def pow2(k: ir.Value) -> ir.Value:
+        return b.bitcast(b.shl(b.add(k, _splat(ity, 127)), _splat(ity, 23)), ty)
+    return b.fmul(b.fmul(p, pow2(half)), pow2(b.sub(ni, half)))
 
 
 __all__ = ["applies", "emit_exp"]

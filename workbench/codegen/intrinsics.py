@@ -3,8 +3,9 @@
 ``INTRINSIC_RULES`` maps an op name to a function ``(ctx, call, args) -> ir.Value`` where
 ``args`` are the already-emitted operands. Float math that LLVM has an intrinsic for uses it
 (vector forms included); the rest calls libm per lane. float16 math is done in float32.
-``sigmoid`` on float32 vectors computes its exp inline (:mod:`workbench.codegen.inline_exp`):
-it is the epilogue of fused convolutions (SiLU), where a vector-math call would spill them.
+``exp`` and ``sigmoid`` on float32 vectors compute exp inline
+(:mod:`workbench.codegen.inline_exp`): they run inside fused kernels (a convolution's SiLU, an
+attention kernel's softmax), where a vector-math call would spill the kernel's registers.
 """
 from __future__ import annotations
 
@@ -72,6 +73,8 @@ def _in_float32(ctx, call, args, emit: Callable) -> ir.Value:
 
 def _llvm_unary(name: str, func: str | None = None):
     def emit(ctx, a):
+        if func == "exp" and inline_exp.applies(a[0].type):
+            return inline_exp.emit_exp(ctx, a[0])
         if func is not None:
             vec = vector_math_call(ctx, func, a)
             if vec is not None:
