@@ -14,14 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from workbench.dlight.analysis import (
-    Access, BlockFacts, block_facts, calls_in, count_reductions, root_blocks,
+    Access, BlockFacts, block_facts, block_realize, calls_in, count_reductions, root_blocks,
 )
 from workbench.dlight.base import CPUInfo, ScheduleRule
-from workbench.dlight.cpu.common import inline_cheap_stages, schedule_spatial
+from workbench.dlight.cpu.common import (
+    inline_cheap_stages, loop_extent, schedule_spatial, vector_tile,
+)
 from workbench.dlight.cpu.tiling import TilePlan, apply_tile_plan
 from workbench.dlight.cpu.variants import tile_variants
 from workbench.target import Target
 from workbench.tir.function import PrimFunc
+from workbench.tir.expr import Call
+from workbench.tir.functor import collect_vars, post_order_visit
 from workbench.tir.schedule import BlockRV, Schedule, ScheduleError
 
 __all__ = ["AnchorRule", "AnchorShape", "match_anchor"]
@@ -130,7 +134,35 @@ class AnchorRule(ScheduleRule):
                 sch.compute_at(pad[0], parallel)
             except ScheduleError:
                 schedule_spatial(sch, pad[0], cpu)
+            else:
+                _vectorize_plane(sch, pad[0], cpu)
         return sch
+
+
+def _vectorize_plane(sch: Schedule, block: BlockRV, cpu: CPUInfo) -> None:
+    """Vectorize the innermost loop of a padding stage computed under the parallel loop,
+    when it binds the stage's last index and the padding's condition does not involve it (a
+    blocked plane's channel block, NCHW16c: one 16-lane copy per pixel instead of 16 scalar
+    selects). A plane padded along its innermost axis (NCHW's rows) is left to LLVM: a vector
+    load there would read past the row's ends, masked or not."""
+    loops = sch.get_loops(block)
+    realize = block_realize(sch, block)
+    blk = sch.get(block)
+    if not loops or realize is None or \
+            realize.iter_values[-1] is not sch.get(loops[-1]).loop_var:
+        return
+    lane = blk.iter_vars[-1].var
+    guards: list = []
+    post_order_visit(blk.body, lambda n: guards.append(n.args[0]) if isinstance(n, Call)
+                     and getattr(n.op, "name", n.op) in ("if_then_else", "tir.if_then_else")
+                     else None)
+    if any(lane in collect_vars(g) for g in guards):
+        return
+    extent = loop_extent(sch, loops[-1])
+    width = vector_tile(extent, cpu.lanes(sch.get(block).writes[0].buffer.dtype))
+    if width is None:
+        return
+    sch.vectorize(loops[-1] if width == extent else sch.split(loops[-1], [None, width])[1])
 
 
 def _plane_padding(sch: Schedule, shape: AnchorShape, cpu: CPUInfo
