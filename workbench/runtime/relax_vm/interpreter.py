@@ -325,8 +325,13 @@ def _make_runner(func: VMFuncInfo, hooks: Hooks, with_heap: bool = False
             elif op == IF:
                 pc += 1 if regs[a] else b
             elif op == HEAP:
-                # list.pop is atomic: two threads never take the same heap.
-                regs[c] = regs[hold] = heaps.pop() if heaps else a(*b(regs))
+                # pop is atomic: two threads never take the same heap (and no test of
+                # ``heaps`` before it, which another thread could empty in between).
+                try:
+                    heap = heaps.pop()
+                except IndexError:
+                    heap = a(*b(regs))
+                regs[c] = regs[hold] = heap
                 pc += 1
             else:
                 raise _fell_off(func)
