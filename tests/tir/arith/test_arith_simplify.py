@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from workbench import tir
 from workbench.tir import expr as E
@@ -256,3 +258,38 @@ def test_rule_sets_compose_and_are_named():
     an = Analyzer(rules=R.CONST_FOLD)
     x = tir.Var("x")
     assert isinstance(an.simplify(tir.min(x, x + 1)), E.Min)
+
+
+_ABSORB_FORMS = [
+    lambda a, b: tir.min(tir.max(a, b), a), lambda a, b: tir.min(tir.max(b, a), a),
+    lambda a, b: tir.min(a, tir.max(a, b)), lambda a, b: tir.min(a, tir.max(b, a)),
+    lambda a, b: tir.max(tir.min(a, b), a), lambda a, b: tir.max(tir.min(b, a), a),
+    lambda a, b: tir.max(a, tir.min(a, b)), lambda a, b: tir.max(a, tir.min(b, a)),
+]
+
+
+@given(form=st.sampled_from(_ABSORB_FORMS), ca=st.integers(-5, 5), cb=st.integers(-5, 5),
+       xv=st.integers(-1000, 1000), yv=st.integers(-1000, 1000))
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_minmax_absorption_keeps_every_value(form, ca, cb, xv, yv):
+    """``min(max(a, b), a) == a`` (and its mirror and operand orders) on unrelated symbolic
+    operands, which no bound proves: the result is ``a`` and equals the original everywhere."""
+    x, y = tir.Var("x"), tir.Var("y")
+    a, b = x * 3 + ca, y - cb
+    e = form(a, b)
+    s = Analyzer().simplify(e)
+    assert _text(s) == _text(Analyzer().simplify(a))
+    env = {x: xv, y: yv}
+    assert evaluate(s, env) == evaluate(e, env)
+
+
+def test_symbolic_row_tile_bound_reduces_to_the_length():
+    """The epilogue predicate of a symbolic row tile: ``row < min(max(s - 1, 0), s - 1) + 1``
+    is ``row < s``, so it merges with the row check."""
+    s, row = tir.SizeVar("s", "int64"), tir.Var("row", "int64")
+    bound = tir.min(tir.max(s - 1, tir.const(0, "int64")), s - 1) + 1
+    an = Analyzer()
+    assert an.simplify(bound) is s
+    assert _text(an.simplify(row < bound)) == "row < s"
+    # without the rule, only a bound can decide it: max(a, b) with b not comparable stays
+    assert isinstance(an.simplify(tir.min(tir.max(s - 1, row), s - 2)), E.Min)

@@ -15,6 +15,7 @@ Decoding (at VM creation) turns every VM function into
   GOTO (2)  offset                                 ``pc += a``
   IF (3)    cond slot, false offset                ``pc += 1 if regs[a] else b``
   END (4)   --                                     ran past the last instruction: error
+  HEAP (5)  allocator, args getter, dst slot       ``regs[c] = a shape heap`` (below)
   ========  =====================================  ========================================
 
 Because literals live in the register file, every argument is an index, and the getter is an
@@ -22,6 +23,17 @@ Because literals live in the register file, every argument is an index, and the 
 and the callee itself -- no dictionary lookups, no per-argument Python branching. Callees are
 resolved once: kernels to their generated checker functions, Python packed functions to the
 wrapped callable, VM functions to their runner.
+
+Shape heaps are reused per frame: a function with symbolic shapes starts with
+``vm.builtin.alloc_shape_heap`` (VMShapeLower's first binding; making a fresh int64 tensor costs
+~3 us, a noticeable share of a small dynamic-shape model's call). When a function has exactly
+one such call, it decodes to HEAP: the fast loop takes a heap from the runner's free list (or
+allocates one when the list is empty), keeps it in a hidden register, and gives it back on
+Ret. A frame owns its heap from HEAP to Ret, so recursive, nested and concurrent (threads)
+calls each get their own; a frame that raises simply does not give its heap back. The heap's
+stale values are harmless: VMShapeLower stores every slot (match_shape, shape_func) before
+reading it. The hooked loop allocates a fresh heap through the builtin, as before, so
+instruments and the profiler see the call unchanged.
 
 A second, slower loop (:func:`_run_hooked`) runs whenever an instrument is set or the profiler
 is running; the fast loop checks that with one list lookup per *function* call.
@@ -34,13 +46,15 @@ from typing import Any, Callable, NamedTuple, Sequence
 from ..ndarray import NDArray
 from ..packed_func import PackedFunc
 from ..profiling.metrics import ARGUMENT_SHAPES
+from .builtins import make_shape, make_shape_site
 from .bytecode import BEGIN_SPECIAL_REG, VM_REG, VOID_REG, ArgKind, Call, Goto, If, Ret
 from .executable import Executable, VMFuncInfo, VMFuncKind
 from .objects import InternalError, VMClosure, shape_string
 
 __all__ = ["Interpreter", "SKIP_RUN", "CallSite"]
 
-CALL, RET, GOTO, IF, END = 0, 1, 2, 3, 4
+CALL, RET, GOTO, IF, END, HEAP = 0, 1, 2, 3, 4, 5
+HEAP_BUILTIN = "vm.builtin.alloc_shape_heap"
 SKIP_RUN = 1
 
 
@@ -129,9 +143,10 @@ class _Decoder:
         return self.literal(("func", value), self.pool[value])
 
     def decode(self) -> tuple[list, list, list]:
-        """(template, code, info); ``info[pc]`` is (callee object, name, source metrics) for a
-        Call, for the hooked loop's instrument and profiler (the metrics of the call's
-        ``CallOrigin``, or None)."""
+        """(template, code, info); ``info[pc]`` is (callee object, name, source metrics,
+        generic) for a Call, for the hooked loop's instrument and profiler (the metrics of the
+        call's ``CallOrigin``, or None; ``generic``: None, or the (callable, getter) of the
+        plain call when ``code[pc]`` runs a specialised one, e.g. a ``make_shape`` site)."""
         func = self.func
         code: list[tuple] = []
         info: list[tuple | None] = []
@@ -152,9 +167,16 @@ class _Decoder:
         dst = (self.literal(("scratch",), None) if instr.dst >= BEGIN_SPECIAL_REG
                else self.reg(instr.dst))
         origin = self.exe.call_origins.get((self.func.name, pc))
-        return ((CALL, _fast_callable(callee), _getter(slots), dst),
-                (callee, self.exe.func_table[instr.func_idx].name,
-                 origin.metrics() if origin is not None else None))
+        fn, getter = _fast_callable(callee), _getter(slots)
+        info = (callee, self.exe.func_table[instr.func_idx].name,
+                origin.metrics() if origin is not None else None, None)
+        if fn is make_shape and len(instr.args) >= 2 and all(
+                a.kind == ArgKind.Immediate for a in instr.args[1:]):
+            # The hooked loop calls the generic builtin (info[3]): hooks see the same call.
+            n, *codes = (a.value for a in instr.args[1:])
+            info = (*info[:3], (fn, getter))
+            fn, getter = make_shape_site(n, tuple(codes)), _getter(slots[:1])
+        return (CALL, fn, getter, dst), info
 
     def _ret(self, instr: Ret, pc: int) -> tuple[tuple, None]:
         return (RET, self.reg(instr.result), None, None), None
@@ -190,18 +212,42 @@ class Interpreter:
             if func.kind == VMFuncKind.PACKED_FUNC:
                 self.pool.append(resolve_packed(func.name))
             elif func.kind == VMFuncKind.VM_FUNC:
-                runner, install = _make_runner(func, self.hooks)
+                sites = _heap_sites(exe, func)
+                runner, install = _make_runner(func, self.hooks, len(sites) == 1)
                 closure = VMClosure(func.name, runner)
                 self.pool.append(closure)
                 self.closures[func.name] = closure
-                installers.append((func, install))
+                installers.append((func, install, sites))
             else:
                 raise NotImplementedError(
                     f"function {func.name!r} is a VM-TIR function (compiled exec mode), which "
                     "this VM does not run; compile with exec_mode='bytecode'")
-        for func, install in installers:
+        for func, install, sites in installers:
             template, code, info = _Decoder(exe, func, self.pool, ctx).decode()
-            install(template, code, info)
+            install(*_pool_shape_heap(template, code, info, sites))
+
+
+def _heap_sites(exe: Executable, func: VMFuncInfo) -> list[int]:
+    """Indices (in ``func``) of the Calls of ``alloc_shape_heap`` writing a register."""
+    return [pc - func.start_instr for pc in range(func.start_instr, func.end_instr)
+            if isinstance(instr := exe.instruction(pc), Call) and instr.dst < BEGIN_SPECIAL_REG
+            and exe.func_table[instr.func_idx].name == HEAP_BUILTIN]
+
+
+def _pool_shape_heap(template: list, code: list, info: list, sites: list[int]
+                     ) -> tuple[list, list, list, int | None]:
+    """Turn a function's one ``alloc_shape_heap`` Call into HEAP, appending the hidden register
+    that holds the frame's heap to the template (see the module docstring). Returns the
+    (template, code, info, hidden slot or None) the runner is installed with; functions with
+    no heap, or with several heap allocations, keep plain Calls. ``sites``: from
+    :func:`_heap_sites`."""
+    if len(sites) != 1:
+        return template, code, info, None
+    pc = sites[0]
+    _, alloc, args, dst = code[pc]
+    code = list(code)
+    code[pc] = (HEAP, alloc, args, dst)
+    return [*template, None], code, info, len(template)
 
 
 def _arity_error(func: VMFuncInfo, got: int) -> InternalError:
@@ -211,18 +257,26 @@ def _arity_error(func: VMFuncInfo, got: int) -> InternalError:
                          f"{plural}{names}, but {got} arguments were provided.")
 
 
-def _make_runner(func: VMFuncInfo, hooks: Hooks) -> tuple[Callable[..., Any], Callable]:
+def _make_runner(func: VMFuncInfo, hooks: Hooks, with_heap: bool = False
+                 ) -> tuple[Callable[..., Any], Callable]:
     """The runner of one VM function, and the installer that gives it its decoded code (code
-    can only be decoded once every runner exists, since calls refer to each other)."""
+    can only be decoded once every runner exists, since calls refer to each other).
+    ``with_heap``: the function has one ``alloc_shape_heap`` call (:func:`_heap_sites`)."""
     nargs = func.num_args
     active = hooks.active
     template: list = []
     code: list = []
     info: list = []
+    heaps: list = []          # this function's free shape heaps (module docstring)
+    hold = 0                  # the hidden register of the frame's heap
 
-    def install(t: list, c: list, i: list) -> None:
-        nonlocal template, code, info
+    def install(t: list, c: list, i: list, heap_slot: int | None) -> None:
+        nonlocal template, code, info, hold
+        if (heap_slot is not None) != with_heap:
+            raise InternalError(f"VM function {func.name!r}: shape-heap decoding disagrees "
+                                "with its runner")
         template, code, info = t, c, i
+        hold = heap_slot or 0
 
     def run(*args: Any) -> Any:
         if len(args) != nargs:
@@ -246,6 +300,44 @@ def _make_runner(func: VMFuncInfo, hooks: Hooks) -> tuple[Callable[..., Any], Ca
             else:
                 raise _fell_off(func)
 
+    def run_with_heap(*args: Any) -> Any:
+        """``run`` for a function with a HEAP instruction: the same loop, plus HEAP and the
+        heap's return on Ret (a second copy so functions without a heap pay nothing)."""
+        if len(args) != nargs:
+            raise _arity_error(func, len(args))
+        regs = template[:]
+        regs[:nargs] = args
+        if active[0]:
+            return _run_hooked(func, regs, code, info, hooks)
+        pc = 0
+        while True:
+            op, a, b, c = code[pc]
+            if op == CALL:
+                regs[c] = a(*b(regs))
+                pc += 1
+            elif op == RET:
+                heap, result = regs[hold], regs[a]
+                if heap is not None and heap is not result:
+                    heaps.append(heap)
+                return result
+            elif op == GOTO:
+                pc += a
+            elif op == IF:
+                pc += 1 if regs[a] else b
+            elif op == HEAP:
+                # pop is atomic: two threads never take the same heap (and no test of
+                # ``heaps`` before it, which another thread could empty in between).
+                try:
+                    heap = heaps.pop()
+                except IndexError:
+                    heap = a(*b(regs))
+                regs[c] = regs[hold] = heap
+                pc += 1
+            else:
+                raise _fell_off(func)
+
+    if with_heap:
+        run = run_with_heap
     run.__name__ = run.__qualname__ = f"vm_function_{func.name}"
     return run, install
 
@@ -261,7 +353,9 @@ def _run_hooked(func: VMFuncInfo, regs: list, code: list, info: list, hooks: Hoo
     while True:
         op, a, b, c = code[pc]
         if op == CALL:
-            callee, name, source = info[pc]
+            callee, name, source, generic = info[pc]
+            if generic is not None:
+                a, b = generic
             args = tuple(b(regs))
             site = CallSite(func.name, pc, func.start_instr + pc)
             regs[c] = _hooked_call(a, callee, name, args, hooks, site, source)
@@ -272,6 +366,12 @@ def _run_hooked(func: VMFuncInfo, regs: list, code: list, info: list, hooks: Hoo
             pc += a
         elif op == IF:
             pc += 1 if regs[a] else b
+        elif op == HEAP:            # a fresh heap through the builtin, seen by the hooks
+            callee, name, source, _ = info[pc]
+            args = tuple(b(regs))
+            site = CallSite(func.name, pc, func.start_instr + pc)
+            regs[c] = _hooked_call(a, callee, name, args, hooks, site, source)
+            pc += 1
         else:
             raise _fell_off(func)
 

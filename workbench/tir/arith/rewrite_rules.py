@@ -404,7 +404,25 @@ def minmax_absorb(an: "Analyzer", e: E.BinaryOp):
     return None
 
 
-MINMAX = RuleSet("minmax", (minmax_by_bounds, minmax_nested_const, minmax_absorb))
+@rule((E.Min, E.Max))
+def minmax_lattice_absorb(an: "Analyzer", e: E.BinaryOp):
+    """``min(max(x, y), x) -> x`` and ``max(min(x, y), x) -> x`` (any operand order): the
+    absorption law, true for all integers. Symbolic row tiles produce it as
+    ``min(max(s - 1, 0), s - 1)``; reduced, ``row < min(...) + 1`` becomes ``row < s``, which
+    predicate merging recognises as the row check."""
+    if not _is_int(e):
+        return None
+    from workbench.ir.structural import structural_equal
+    dual = E.Max if isinstance(e, E.Min) else E.Min
+    for inner, other in ((e.a, e.b), (e.b, e.a)):
+        if type(inner) is dual and (structural_equal(inner.a, other)
+                                    or structural_equal(inner.b, other)):
+            return other
+    return None
+
+
+MINMAX = RuleSet("minmax", (minmax_by_bounds, minmax_nested_const, minmax_absorb,
+                            minmax_lattice_absorb))
 
 
 # ---- select and casts ---------------------------------------------------------------------
