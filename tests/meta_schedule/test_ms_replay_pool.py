@@ -175,3 +175,38 @@ def _main_only_class():
     mod.NotImportable = NotImportable
     sys.modules[mod.__name__] = mod
     return NotImportable
+
+
+def test_pool_ships_the_feature_rows_of_what_it_replays(setup, monkeypatch):
+    """With ``features`` set, the workers compute the per-store rows of each schedule they
+    replay and the tuning process adopts them: equal to its own extraction, and scoring
+    them then needs no lowering here."""
+    import numpy as np
+
+    from workbench.meta_schedule.feature_extractor import PerStoreFeature
+    from workbench.meta_schedule.feature_extractor.per_store import extractor as per_store
+    from workbench.meta_schedule.feature_extractor.per_store import preprocess
+    from workbench.meta_schedule.search_strategy import MeasureCandidate
+
+    ctx, traces, pool = setup
+    monkeypatch.setattr(strategy_base, "_POOL_WORTH_SECONDS", 0.0)
+    monkeypatch.setattr(per_store, "_FEATURES", preprocess._LRU(8192))  # start empty
+    fx = PerStoreFeature()
+    there = TraceApplier(ctx.mod, ctx.space_generator.postprocs, pool)
+    there.features = fx.shipping_config(ctx)
+    jobs = _jobs(traces, n=24, keep=False)
+    got = there.apply_many(jobs)
+    shipped = [s for s in got[strategy_base._TIMING_SAMPLE:] if s is not None]
+    assert shipped and len(per_store._FEATURES.data) == len(shipped)
+    lowered = []
+    monkeypatch.setattr(per_store, "lower_for_features",
+                        lambda mod, key=None: lowered.append(key) or preprocess.lower_for_features(
+                            mod, key=key))
+    cands = [MeasureCandidate(s, []) for s in shipped]
+    rows = fx.extract_from(ctx, cands)
+    assert lowered == []  # every row came from a worker
+    monkeypatch.setattr(per_store, "_FEATURES", preprocess._LRU(8192))
+    again = fx.extract_from(ctx, cands)  # this process's own extraction
+    assert len(lowered) == len(shipped)
+    for a, b in zip(rows, again):
+        np.testing.assert_array_equal(a, b)

@@ -211,6 +211,18 @@ class EvolutionarySearch(BuiltinStrategy):
         # per-candidate argument info: a layout-rewritten candidate takes its own packed shapes
         return self._candidates(picks)
 
+    def _applier(self) -> TraceApplier:
+        """The base applier; while the cost model scores candidates by per-store features,
+        replay workers compute those of what they replay (in parallel, instead of the
+        cost model one by one in this process later)."""
+        applier = super()._applier()
+        extractor = getattr(self._cost_model, "extractor", None)
+        ship = getattr(extractor, "shipping_config", None)
+        if applier.pool is not None and ship is not None and \
+                self._cost_model.informed(self.context):
+            applier.features = ship(self.context)
+        return applier
+
     # -- phases --------------------------------------------------------------------------------
     def _make_candidates(self, schs: list[Schedule]) -> list[MeasureCandidate]:
         """Candidates for the cost model, sharing the first one's argument info (features

@@ -21,7 +21,7 @@ import atexit
 import logging
 import pickle
 import threading
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from workbench.workers import WorkerPool, WorkerStartError
 
@@ -44,10 +44,13 @@ _CHUNKS_PER_WORKER = 4
 _WORKER_APPLIERS: dict[str, "TraceApplier"] = {}
 
 
-def _worker_replay(key: str, setup: bytes, jobs: list[ReplayJob]) -> list[tuple]:
+def _worker_replay(key: str, setup: bytes, jobs: list[ReplayJob],
+                   features: Any = None) -> list[tuple]:
     """Replay ``jobs`` on the workload ``setup`` (pickled ``(mod, postprocs)``, cached by
-    ``key``). Each result is ``("ok", pickle of (mod, func_name, trace, symbols, rng))``,
-    ``("replay", message)`` or ``("postproc", index, message)``."""
+    ``key``). Each result is ``("ok", pickle of (mod, func_name, trace, symbols, rng),
+    shipped feature rows or None)``, ``("replay", message)`` or ``("postproc", index,
+    message)``. With a per-store ``features`` config, the rows of each replayed schedule
+    are computed here too (the search scores every candidate it replays)."""
     from workbench.meta_schedule.search_strategy.base import TraceApplier
 
     applier = _WORKER_APPLIERS.get(key)
@@ -63,7 +66,8 @@ def _worker_replay(key: str, setup: bytes, jobs: list[ReplayJob]) -> list[tuple]
         applier.failures.first = None  # each failure's own message goes back
         sch = applier.apply(trace, seed, keep_decisions=keep)
         if sch is not None:
-            out.append(("ok", pickle.dumps(sch.snapshot(), protocol=pickle.HIGHEST_PROTOCOL)))
+            out.append(("ok", pickle.dumps(sch.snapshot(), protocol=pickle.HIGHEST_PROTOCOL),
+                        _features_of(sch, features)))
         elif applier.replay_failures != n_replay:
             out.append(("replay", applier.failures.first))
         else:
@@ -71,6 +75,16 @@ def _worker_replay(key: str, setup: bytes, jobs: list[ReplayJob]) -> list[tuple]
                      if a != b)
             out.append(("postproc", i, applier.failures.first))
     return out
+
+
+def _features_of(sch: "Schedule", features: Any) -> tuple | None:
+    if features is None:
+        return None
+    from workbench.meta_schedule.feature_extractor.per_store.extractor import rows_for_shipping
+    try:
+        return rows_for_shipping(sch.mod, features)
+    except Exception:  # noqa: BLE001 - the tuning process extracts it itself, and reports
+        return None
 
 
 # ---- parent side ------------------------------------------------------------------------------
@@ -128,8 +142,9 @@ class ReplayPool:
             size = -(-len(jobs) // n_chunks)
             chunks = [jobs[i:i + size] for i in range(0, len(jobs), size)]
             try:
-                outcomes = self._workers.run(_worker_replay, [(key, setup, c) for c in chunks],
-                                             timeout=None)
+                extra = () if applier.features is None else (applier.features,)
+                outcomes = self._workers.run(
+                    _worker_replay, [(key, setup, c) + extra for c in chunks], timeout=None)
             except WorkerStartError as e:
                 self.disabled = e.reason
                 _LOG.warning("Replay worker processes cannot start (%s); replaying in this "
