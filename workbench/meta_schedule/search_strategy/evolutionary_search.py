@@ -19,7 +19,10 @@ wall time per replay is measured on the run's own replays (a 128^3 matmul trace 
 a round there, for 8 candidates measured in seconds). The population never drops below twice
 the batch (the cost model still chooses), and generations drop before that. A model informed
 from the first round (pretrained, or warm-started from a database) meets a round before any
-replay was timed: that round samples twice the batch first and sizes itself from those.
+replay was timed: that round samples one batch's worth and sends the model's best
+``first_batch_share`` of them at once (the first measurement starts seconds after the call,
+not after a whole round of evolution); the rest of its window comes from the next, evolved and
+sized, round, whose population starts with the samples not sent.
 """
 from __future__ import annotations
 
@@ -53,7 +56,8 @@ class EvolutionarySearch(BuiltinStrategy):
                  init_min_unmeasured: int = 50, max_fail_count: int = 5,
                  genetic_num_iters: int = 4, genetic_mutate_prob: float = 0.85,
                  genetic_max_fail_count: int = 10, eps_greedy: float = 0.05,
-                 seconds_per_candidate: float | None = 0.15) -> None:
+                 seconds_per_candidate: float | None = 0.15,
+                 first_batch_share: float = 0.25) -> None:
         super().__init__()
         if population_size <= 0 or not 0 <= init_measured_ratio <= 1 or \
                 not 0 <= genetic_mutate_prob <= 1 or not 0 <= eps_greedy <= 1:
@@ -65,6 +69,12 @@ class EvolutionarySearch(BuiltinStrategy):
                 seconds_per_candidate < 0):
             raise ValueError(f"EvolutionarySearch: seconds_per_candidate must be a number >= 0 "
                              f"or None, got {seconds_per_candidate!r}")
+        if isinstance(first_batch_share, bool) or \
+                not isinstance(first_batch_share, (int, float)) or \
+                not 0 < first_batch_share <= 1:
+            raise ValueError(f"EvolutionarySearch: first_batch_share must be within (0, 1], "
+                             f"got {first_batch_share!r}")
+        self.first_batch_share = float(first_batch_share)
         self.seconds_per_candidate = seconds_per_candidate
         self.population_size = population_size
         self.init_measured_ratio = init_measured_ratio
@@ -80,7 +90,7 @@ class EvolutionarySearch(BuiltinStrategy):
         return {k: getattr(self, k) for k in (
             "population_size", "init_measured_ratio", "init_min_unmeasured", "max_fail_count",
             "genetic_num_iters", "genetic_mutate_prob", "genetic_max_fail_count", "eps_greedy",
-            "seconds_per_candidate")}
+            "seconds_per_candidate", "first_batch_share")}
 
     def _reset_state(self) -> None:
         self._traces: list = []
@@ -91,6 +101,7 @@ class EvolutionarySearch(BuiltinStrategy):
         self._num_empty_iters = 0
         self._args_info: list | None = None
         self._replay_wall: float | None = None   # wall seconds per replay, this run's
+        self._carry: list[Schedule] = []  # samples of the quick first batch not sent
 
     # -- lifecycle -----------------------------------------------------------------------------
     def pre_tuning(self, max_trials: int, num_trials_per_iter: int,
@@ -180,13 +191,17 @@ class EvolutionarySearch(BuiltinStrategy):
                 if self._num_empty_iters >= NUM_EMPTY_ITERS_BEFORE_EARLY_STOP:
                     return None
             return self._candidates(picks)
-        probe: list[Schedule] = []
+        probe, self._carry = self._carry, []
         if self._replay_wall is None and self.seconds_per_candidate is not None:
             # Informed from the first round (a pretrained or warm-started model) and no replay
-            # timed yet: sample part of the population first, so that its size comes from
-            # this workload's replay cost (TVM's fixed 512 x 4 generations kept a 512^3
-            # matmul's first measurement 96 s away).
-            probe = self._sample_init_population(min(self.population_size, 2 * num))
+            # timed yet: TVM's fixed 512 x 4 generations kept a 512^3 matmul's first
+            # measurement 96 s away. Sample one batch's worth (which times the replays that
+            # size the next rounds) and send the model's best share of it at once; the rest
+            # of the window follows from an evolved population, with those results learnt.
+            probe = self._sample_init_population(min(self.population_size, num))
+            quick = self._quick_first_batch(probe, num)
+            if quick is not None:
+                return quick
         pop, gens = self._plan(num)
         if (pop, gens) != (self.population_size, self.genetic_num_iters):
             log.info("Population %d, %d generation(s): %.0f ms per trace replay, about %.1f s "
@@ -222,6 +237,24 @@ class EvolutionarySearch(BuiltinStrategy):
                 self._cost_model.informed(self.context):
             applier.features = ship(self.context)
         return applier
+
+    def _quick_first_batch(self, probe: list[Schedule],
+                           num: int) -> list[MeasureCandidate] | None:
+        """The model's best ``first_batch_share`` of ``probe`` (never-measured random samples)
+        as the first batch; the other samples join the next round's population. None: send
+        the whole window from this round (share 1, a window of one, or too few samples)."""
+        k = int(np.ceil(num * self.first_batch_share))
+        if k >= num or len(probe) <= k:
+            return None
+        with Profiler.timeit("EvoSearch/Evolve/PredictNormalizedScore"):
+            scores = self._predict(probe, {})
+        order = sorted(range(len(probe)), key=lambda i: -scores[i])
+        picks = self._pick_with_eps_greedy(probe, [probe[i] for i in order], k)
+        chosen = {id(s) for s in picks}
+        self._carry = [s for s in probe if id(s) not in chosen]
+        self.logger.info("First batch: the model's best %d of %d sample(s), sent before the "
+                         "population evolves", len(picks), len(probe))
+        return self._candidates(picks)
 
     # -- phases --------------------------------------------------------------------------------
     def _make_candidates(self, schs: list[Schedule]) -> list[MeasureCandidate]:
