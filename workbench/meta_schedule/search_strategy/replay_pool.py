@@ -29,7 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from workbench.meta_schedule.search_strategy.base import TraceApplier
     from workbench.tir.schedule import Schedule, Trace
 
-__all__ = ["ReplayPool", "get_replay_pool", "shutdown_replay_pool", "ReplayJob"]
+__all__ = ["ReplayPool", "get_replay_pool", "shutdown_replay_pool", "ReplayJob",
+           "extract_features_ahead"]
 
 ReplayJob = tuple["Trace", int, bool]   # (trace, seed, keep_decisions)
 
@@ -74,6 +75,18 @@ def _worker_replay(key: str, setup: bytes, jobs: list[ReplayJob],
             i = next(i for i, (a, b) in enumerate(zip(n_post, applier.postproc_failures))
                      if a != b)
             out.append(("postproc", i, applier.failures.first))
+    return out
+
+
+def _worker_features(features: Any, mods: list) -> list[tuple | None]:
+    """The shipped per-store rows of each module of ``mods`` (None where extraction failed)."""
+    from workbench.meta_schedule.feature_extractor.per_store.extractor import rows_for_shipping
+    out: list[tuple | None] = []
+    for mod in mods:
+        try:
+            out.append(rows_for_shipping(mod, features))
+        except Exception:  # noqa: BLE001 - the tuning process extracts it itself, and reports
+            out.append(None)
     return out
 
 
@@ -167,6 +180,37 @@ class ReplayPool:
                                     "chunk in this process", out.value)
                 results.extend(here(chunk))
         return results
+
+
+def extract_features_ahead(pool: ReplayPool, features: Any, mods: Sequence[Any]) -> int:
+    """Compute the per-store rows (config ``features``) of ``mods`` in the pool's workers
+    and adopt them into this process's feature cache; returns how many were adopted. Any
+    failure leaves the rest to the cost model's own extraction. A pool not started yet (the
+    workload's replays were too light to ship) is not started for this."""
+    from workbench.meta_schedule.feature_extractor.per_store.extractor import (
+        adopt_shipped_rows,
+    )
+    mods = list(mods)
+    if not mods or pool.disabled is not None or not pool.worker_pids:
+        return 0
+    n_chunks = max(1, min(len(mods), pool.num_workers * _CHUNKS_PER_WORKER))
+    size = -(-len(mods) // n_chunks)
+    chunks = [mods[i:i + size] for i in range(0, len(mods), size)]
+    adopted = 0
+    with pool._lock:
+        try:
+            outcomes = pool._workers.run(_worker_features, [(features, c) for c in chunks],
+                                         timeout=None)
+        except WorkerStartError:
+            return 0
+        for out in outcomes:
+            if out.kind != "ok":
+                continue
+            for shipped in out.value:
+                if shipped is not None:
+                    adopt_shipped_rows(features, shipped)
+                    adopted += 1
+    return adopted
 
 
 _POOL: ReplayPool | None = None

@@ -76,6 +76,12 @@ def rows_for_shipping(mod: IRModule, config: FeatureConfig) -> tuple:
     return structural_hash(mod), arr, info
 
 
+def uncached(mods: Sequence[IRModule], config: FeatureConfig) -> list[int]:
+    """Positions of ``mods`` whose rows under ``config`` are not in the feature cache."""
+    return [i for i, mod in enumerate(mods)
+            if _FEATURES.get((structural_hash(mod), config)) is None]
+
+
 def adopt_shipped_rows(config: FeatureConfig, shipped: tuple) -> None:
     """Parent side: put rows computed by :func:`rows_for_shipping` into the feature cache."""
     h, arr, info = shipped
@@ -182,4 +188,4 @@ class PerStoreFeature(FeatureExtractor):
 
 
 __all__ = ["PerStoreFeature", "RowInfo", "adopt_shipped_rows", "describe_rows",
-           "extract_features", "rows_for_shipping"]
+           "extract_features", "rows_for_shipping", "uncached"]
