@@ -292,13 +292,14 @@ def test_a_first_informed_round_sends_the_models_best_share_at_once():
         assert "EvoSearch/Evolve/Mutation" not in prof.stats_sec
     assert len(first) == 1 and strategy._replay_wall is not None
     carried = list(strategy._carry)
+    assert strategy._quick_sent == 1  # its share of the replay budget goes to the next round
     assert len(carried) >= 7 and model.scored == len(carried) + 1
     assert _hash_score(first[0].sch) == max(_hash_score(s) for s in carried + [first[0].sch])
     ctx.notify_runner_results(first, _ok(first))
     second = ctx.generate_measure_candidates()
     # the window is still 4 wide, filled from an evolved population of the carried samples
     # (scored again in the new round) and new ones; the first pick is never re-sent
-    assert len(second) == 4 and strategy._carry == []
+    assert len(second) == 4 and strategy._carry == [] and strategy._quick_sent == 0
     sent = {structural_hash(c.sch.mod) for c in second}
     assert structural_hash(first[0].sch.mod) not in sent
     ctx.notify_runner_results(second, _ok(second))

@@ -105,6 +105,7 @@ class EvolutionarySearch(BuiltinStrategy):
         self._args_info: list | None = None
         self._replay_wall: float | None = None   # wall seconds per replay, this run's
         self._carry: list[Schedule] = []  # samples of the quick first batch not sent
+        self._quick_sent = 0                 # candidates the quick first batch sent
 
     # -- lifecycle -----------------------------------------------------------------------------
     def pre_tuning(self, max_trials: int, num_trials_per_iter: int,
@@ -205,11 +206,13 @@ class EvolutionarySearch(BuiltinStrategy):
             quick = self._quick_first_batch(probe, num)
             if quick is not None:
                 return quick
-        pop, gens = self._plan(num)
+        # the quick first batch's share of the replay budget goes to the round after it
+        planned, self._quick_sent = num + self._quick_sent, 0
+        pop, gens = self._plan(planned)
         if (pop, gens) != (self.population_size, self.genetic_num_iters):
             log.info("Population %d, %d generation(s): %.0f ms per trace replay, about %.1f s "
                      "of replays for %d candidate(s)", pop, gens, self._replay_wall * 1e3,
-                     self.seconds_per_candidate * num, num)
+                     self.seconds_per_candidate * planned, planned)
         measured = self._pick_best_from_database(int(pop * self.init_measured_ratio))
         rest = pop - len(measured) - len(probe)
         unmeasured = probe[:pop - len(measured)] + (
@@ -270,6 +273,7 @@ class EvolutionarySearch(BuiltinStrategy):
         picks = self._pick_with_eps_greedy(probe, [probe[i] for i in order], k)
         chosen = {id(s) for s in picks}
         self._carry = [s for s in probe if id(s) not in chosen]
+        self._quick_sent = len(picks)
         self.logger.info("First batch: the model's best %d of %d sample(s), sent before the "
                          "population evolves", len(picks), len(probe))
         return self._candidates(picks)
