@@ -34,7 +34,7 @@ def _cleanup():
 
 @pytest.fixture(scope="module")
 def builder():
-    b = TrackingBuilder(max_workers=2, timeout_sec=60)
+    b = TrackingBuilder(max_workers=2, timeout_sec=60, cache=False)  # every build reaches a worker
     yield b
     b.shutdown()
 

@@ -175,3 +175,70 @@ def _main_only_class():
     mod.NotImportable = NotImportable
     sys.modules[mod.__name__] = mod
     return NotImportable
+
+
+def test_pool_ships_the_feature_rows_of_what_it_replays(setup, monkeypatch):
+    """With ``features`` set, the workers compute the per-store rows of each schedule they
+    replay and the tuning process adopts them: equal to its own extraction, and scoring
+    them then needs no lowering here."""
+    import numpy as np
+
+    from workbench.meta_schedule.feature_extractor import PerStoreFeature
+    from workbench.meta_schedule.feature_extractor.per_store import extractor as per_store
+    from workbench.meta_schedule.feature_extractor.per_store import preprocess
+    from workbench.meta_schedule.search_strategy import MeasureCandidate
+
+    ctx, traces, pool = setup
+    monkeypatch.setattr(strategy_base, "_POOL_WORTH_SECONDS", 0.0)
+    monkeypatch.setattr(per_store, "_FEATURES", preprocess._LRU(8192))  # start empty
+    fx = PerStoreFeature()
+    there = TraceApplier(ctx.mod, ctx.space_generator.postprocs, pool)
+    there.features = fx.shipping_config(ctx)
+    jobs = _jobs(traces, n=24, keep=False)
+    got = there.apply_many(jobs)
+    shipped = [s for s in got[strategy_base._TIMING_SAMPLE:] if s is not None]
+    assert shipped and len(per_store._FEATURES.data) == len(shipped)
+    lowered = []
+    monkeypatch.setattr(per_store, "lower_for_features",
+                        lambda mod, key=None: lowered.append(key) or preprocess.lower_for_features(
+                            mod, key=key))
+    cands = [MeasureCandidate(s, []) for s in shipped]
+    rows = fx.extract_from(ctx, cands)
+    assert lowered == []  # every row came from a worker
+    monkeypatch.setattr(per_store, "_FEATURES", preprocess._LRU(8192))
+    again = fx.extract_from(ctx, cands)  # this process's own extraction
+    assert len(lowered) == len(shipped)
+    for a, b in zip(rows, again):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_features_of_schedules_replayed_here_can_be_computed_in_the_pool(setup, monkeypatch):
+    import numpy as np
+
+    from workbench.meta_schedule.feature_extractor import PerStoreFeature
+    from workbench.meta_schedule.feature_extractor.per_store import extractor as per_store
+    from workbench.meta_schedule.feature_extractor.per_store import preprocess
+    from workbench.meta_schedule.search_strategy import MeasureCandidate
+
+    ctx, traces, pool = setup
+    monkeypatch.setattr(strategy_base, "_POOL_WORTH_SECONDS", 0.0)
+    TraceApplier(ctx.mod, ctx.space_generator.postprocs, pool).apply_many(_jobs(traces, 12))
+    assert pool.worker_pids  # started by the heavy batch above
+    here = TraceApplier(ctx.mod, ctx.space_generator.postprocs)
+    schs = [s for s in here.apply_many(_jobs(traces, 10)) if s is not None]
+    fx = PerStoreFeature()
+    config = fx.shipping_config(ctx)
+    monkeypatch.setattr(per_store, "_FEATURES", preprocess._LRU(8192))
+    mods = [s.mod for s in schs]
+    assert per_store.uncached(mods, config) == list(range(len(mods)))
+    assert replay_pool.extract_features_ahead(pool, config, mods) == len(mods)
+    assert per_store.uncached(mods, config) == []
+    cands = [MeasureCandidate(s, []) for s in schs]
+    shipped = fx.extract_from(ctx, cands)
+    monkeypatch.setattr(per_store, "_FEATURES", preprocess._LRU(8192))
+    for a, b in zip(shipped, fx.extract_from(ctx, cands)):
+        np.testing.assert_array_equal(a, b)
+    # a pool that never started is not started for features
+    idle = ReplayPool(2)
+    assert replay_pool.extract_features_ahead(idle, config, mods) == 0
+    assert idle.worker_pids == []

@@ -133,7 +133,8 @@ class _HashModel(PyCostModel):
 
 def test_evolutionary_with_mutators_finds_new_modules():
     strategy = EvolutionarySearch(population_size=12, init_min_unmeasured=3,
-                                  genetic_num_iters=3, genetic_mutate_prob=1.0)
+                                  genetic_num_iters=3, genetic_mutate_prob=1.0,
+                                  first_batch_share=1.0)  # the whole first window evolved
     ctx = _ctx(strategy, n=64)
     model = _HashModel()
     with Profiler() as prof:
@@ -255,11 +256,12 @@ def test_an_informed_round_sizes_its_population_by_the_replay_time():
 
 def test_a_first_informed_round_times_replays_before_sizing_its_population():
     """A model informed from the first round (pretrained, warm-started) with no replay timed
-    yet: a first sample of the population times the replays, and the round is sized by it --
-    not TVM's fixed population (a 512^3 matmul's first measurement came 96 s after the call)."""
+    yet: with ``first_batch_share=1`` a first sample of the population times the replays, and
+    the round is sized by it -- not TVM's fixed population (a 512^3 matmul's first
+    measurement came 96 s after the call)."""
     strategy = EvolutionarySearch(population_size=24, init_min_unmeasured=4,
                                   genetic_num_iters=2, genetic_mutate_prob=1.0,
-                                  seconds_per_candidate=0.0)
+                                  seconds_per_candidate=0.0, first_batch_share=1.0)
     ctx = _ctx(strategy, n=64)
     model = _HashModel()
     with Profiler() as prof:
@@ -269,3 +271,42 @@ def test_a_first_informed_round_times_replays_before_sizing_its_population():
     assert len(cands) == 4 and strategy._replay_wall is not None
     # the least population (twice the batch), scored once, no generations
     assert model.scored == 8 and "EvoSearch/Evolve/Mutation" not in prof.stats_sec
+
+
+def _hash_score(sch) -> float:
+    return structural_hash(sch.mod) % 1000 / 1000
+
+
+def test_a_first_informed_round_sends_the_models_best_share_at_once():
+    """By default that first round sends the model's best quarter of one batch of samples
+    at once (no evolution before the first measurement); the next round fills the window
+    from an evolved population that starts with the samples not sent."""
+    strategy = EvolutionarySearch(population_size=24, init_min_unmeasured=8,
+                                  genetic_num_iters=1, genetic_mutate_prob=1.0,
+                                  seconds_per_candidate=10.0)
+    ctx = _ctx(strategy, n=64)
+    model = _HashModel()
+    with Profiler() as prof:
+        ctx.pre_tuning(max_trials=8, num_trials_per_iter=4, cost_model=model)
+        first = ctx.generate_measure_candidates()
+        assert "EvoSearch/Evolve/Mutation" not in prof.stats_sec
+    assert len(first) == 1 and strategy._replay_wall is not None
+    carried = list(strategy._carry)
+    assert strategy._quick_sent == 1  # its share of the replay budget goes to the next round
+    assert len(carried) >= 7 and model.scored == len(carried) + 1
+    assert _hash_score(first[0].sch) == max(_hash_score(s) for s in carried + [first[0].sch])
+    ctx.notify_runner_results(first, _ok(first))
+    second = ctx.generate_measure_candidates()
+    # the window is still 4 wide, filled from an evolved population of the carried samples
+    # (scored again in the new round) and new ones; the first pick is never re-sent
+    assert len(second) == 4 and strategy._carry == [] and strategy._quick_sent == 0
+    sent = {structural_hash(c.sch.mod) for c in second}
+    assert structural_hash(first[0].sch.mod) not in sent
+    ctx.notify_runner_results(second, _ok(second))
+    third = ctx.generate_measure_candidates()
+    assert len(third) == 3          # 8 trials in all
+    ctx.notify_runner_results(third, _ok(third))
+    assert ctx.generate_measure_candidates() is None
+    ctx.post_tuning()
+    with pytest.raises(ValueError, match="first_batch_share"):
+        EvolutionarySearch(first_batch_share=0)

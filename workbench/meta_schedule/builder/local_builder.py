@@ -12,6 +12,11 @@ call, which here would cost a second of start-up per batch). Results, as in TVM:
 - an exception: ``"LocalBuilder: An exception occurred\\n<traceback>"``;
 - a worker that dies: ``"LocalBuilder: The worker process crashed: <signal>"``.
 
+With the default ``f_build`` and ``f_export`` (Workbench), a module structurally equal to one
+built before, or to another of the same batch, is built once: the others get a copy of its
+object code in their own temp dir (:class:`~.build_cache.BuildCache`; ``cache=False`` turns it
+off). The confirmation after a search re-measures its leaders this way without rebuilding.
+
 If no worker process can start at all, one warning says why and the builder compiles in the
 tuning process from then on (no time limit, no crash isolation).
 
@@ -33,6 +38,8 @@ import tempfile
 from typing import Any, Callable, Sequence
 
 from workbench.ir.module import IRModule
+from workbench.ir.structural import structural_equal
+from workbench.meta_schedule.builder.build_cache import BuildCache
 from workbench.meta_schedule.builder.builder import BuilderInput, BuilderResult, PyBuilder
 from workbench.runtime.registry import resolve_func
 from workbench.target import Target
@@ -95,6 +102,11 @@ def _build_job(mod: IRModule, target: Target, params: Any, f_build: Any, f_expor
     return resolve_func(f_export, default_export)(built)
 
 
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def _warm_up() -> None:
     import workbench.codegen  # noqa: F401 - import cost paid at start-up, not per job
 
@@ -104,12 +116,15 @@ class LocalBuilder(PyBuilder):
 
     ``max_workers`` defaults to the CPU count; ``f_build`` / ``f_export`` are callables (or
     names of registered global functions) pickled to the workers, so they must be importable
-    module-level functions; ``initializer`` runs once in each worker.
+    module-level functions; ``initializer`` runs once in each worker. ``cache`` (Workbench):
+    keep the object code of what was built, so that a module structurally equal to one built
+    before is not built again (:class:`~.build_cache.BuildCache`, :attr:`build_cache`; only
+    with the default ``f_build`` and ``f_export``).
     """
 
     def __init__(self, max_workers: int | None = None, timeout_sec: float = 30.0,
                  f_build: T_BUILD | str | None = None, f_export: T_EXPORT | str | None = None,
-                 initializer: Callable[[], None] | None = None) -> None:
+                 initializer: Callable[[], None] | None = None, cache: bool = True) -> None:
         if max_workers is None:
             max_workers = os.cpu_count() or 1
         if max_workers < 1:
@@ -121,6 +136,8 @@ class LocalBuilder(PyBuilder):
         self.f_build = f_build
         self.f_export = f_export
         self.initializer = initializer
+        # structurally equal modules built once (default f_build / f_export only); None: off
+        self.build_cache: BuildCache | None = BuildCache() if cache else None
         self._pool = WorkerPool(max_workers, Chain(_warm_up, initializer), name="wb-build",
                                 label="LocalBuilder",
                                 fallback="building in this process from now on (no time "
@@ -128,8 +145,54 @@ class LocalBuilder(PyBuilder):
                                 logger=logging.getLogger("workbench.meta_schedule"))
 
     def build(self, build_inputs: Sequence[BuilderInput]) -> list[BuilderResult]:
+        """One result per input, in order. With the default ``f_build`` and ``f_export`` a
+        module structurally equal to one built before (or to another of the batch) is built
+        once: the others get a fresh copy of its object code (see :attr:`build_cache`)."""
+        if not self._cacheable():
+            return self._build_in_workers(list(build_inputs))
+        results: list[BuilderResult | None] = [None] * len(build_inputs)
+        todo: list[BuilderInput] = []
+        todo_keys: list[tuple[int, str]] = []
+        copies: list[tuple[int, int]] = []   # (input position, position in todo it repeats)
+        for i, bi in enumerate(build_inputs):
+            if bi.params:
+                results[i] = self._build_in_workers([bi])[0]
+                continue
+            key = self.build_cache.key(bi.mod, bi.target)
+            obj = self.build_cache.get(key, bi.mod)
+            if obj is not None:
+                results[i] = BuilderResult(default_export(obj), None)
+                continue
+            same = next((k for k, (tk, tb) in enumerate(zip(todo_keys, todo))
+                         if tk == key and structural_equal(tb.mod, bi.mod)), None)
+            if same is None:
+                todo.append(bi)
+                todo_keys.append(key)
+                same = len(todo) - 1
+            copies.append((i, same))
+        built = self._build_in_workers(todo)
+        for bi, key, res in zip(todo, todo_keys, built):
+            if res.error_msg is None:
+                self.build_cache.put(key, bi.mod, _read(res.artifact_path))
+        first_use: set[int] = set()
+        for i, k in copies:
+            res = built[k]
+            if res.error_msg is None and k in first_use:
+                res = BuilderResult(default_export(_read(res.artifact_path)), None)
+            first_use.add(k)
+            results[i] = res
+        return results  # type: ignore[return-value]
+
+    def _cacheable(self) -> bool:
+        # A custom f_build / f_export may depend on more than the module (or export something
+        # other than object code): always built.
+        return self.f_build is None and self.f_export is None and self.build_cache is not None
+
+    def _build_in_workers(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
         jobs = [(bi.mod, bi.target, bi.params, self.f_build, self.f_export)
                 for bi in build_inputs]
+        if not jobs:
+            return []
         outcomes = self._pool.run(_build_job, jobs, self.timeout_sec)
         results = []
         for out in outcomes:

@@ -67,7 +67,9 @@ class TraceApplier:
     and in ``failures`` (a :class:`SampleFailures` a strategy shares across its appliers).
 
     ``apply_many`` replays a batch, in the worker processes of ``pool`` when one is given and
-    the batch is heavy enough to pay for shipping (see :mod:`.replay_pool`)."""
+    the batch is heavy enough to pay for shipping (see :mod:`.replay_pool`). ``features``: a
+    per-store feature config (``PerStoreFeature.shipping_config``) whose rows the workers
+    compute for every schedule they replay, into this process's feature cache; None: none."""
 
     def __init__(self, mod: IRModule, postprocs: list["Postproc"],
                  pool: "ReplayPool | None" = None,
@@ -79,6 +81,7 @@ class TraceApplier:
         self.postproc_failures = [0] * len(postprocs)
         self.failures = failures if failures is not None else SampleFailures()
         self._shipping: tuple[str, bytes] | None = None
+        self.features: Any = None
         self._timed = 0
         self._timed_secs = 0.0
 
@@ -147,6 +150,11 @@ class TraceApplier:
     def adopt(self, item: tuple) -> Schedule | None:
         """Turn one worker result back into a Schedule (or count its failure)."""
         if item[0] == "ok":
+            if len(item) > 2 and item[2] is not None and self.features is not None:
+                from workbench.meta_schedule.feature_extractor.per_store.extractor import (
+                    adopt_shipped_rows,
+                )
+                adopt_shipped_rows(self.features, item[2])
             return Schedule.from_snapshot(pickle.loads(item[1]))
         if item[0] == "replay":
             self.count_replay_failure(item[1])

@@ -19,7 +19,10 @@ wall time per replay is measured on the run's own replays (a 128^3 matmul trace 
 a round there, for 8 candidates measured in seconds). The population never drops below twice
 the batch (the cost model still chooses), and generations drop before that. A model informed
 from the first round (pretrained, or warm-started from a database) meets a round before any
-replay was timed: that round samples twice the batch first and sizes itself from those.
+replay was timed: that round samples one batch's worth and sends the model's best
+``first_batch_share`` of them at once (the first measurement starts seconds after the call,
+not after a whole round of evolution); the rest of its window comes from the next, evolved and
+sized, round, whose population starts with the samples not sent.
 """
 from __future__ import annotations
 
@@ -44,6 +47,9 @@ NUM_EMPTY_ITERS_BEFORE_EARLY_STOP = 5
 # Records of earlier runs a cost model that is not informed yet learns from, per task (each is
 # one trace replay, ~30 ms).
 WARM_START_RECORDS = 64
+# Fewer candidates lacking features than this are extracted in the tuning process (shipping
+# them to the replay workers would not pay).
+MIN_FEATURES_AHEAD = 8
 
 
 class EvolutionarySearch(BuiltinStrategy):
@@ -53,7 +59,8 @@ class EvolutionarySearch(BuiltinStrategy):
                  init_min_unmeasured: int = 50, max_fail_count: int = 5,
                  genetic_num_iters: int = 4, genetic_mutate_prob: float = 0.85,
                  genetic_max_fail_count: int = 10, eps_greedy: float = 0.05,
-                 seconds_per_candidate: float | None = 0.15) -> None:
+                 seconds_per_candidate: float | None = 0.15,
+                 first_batch_share: float = 0.25) -> None:
         super().__init__()
         if population_size <= 0 or not 0 <= init_measured_ratio <= 1 or \
                 not 0 <= genetic_mutate_prob <= 1 or not 0 <= eps_greedy <= 1:
@@ -65,6 +72,12 @@ class EvolutionarySearch(BuiltinStrategy):
                 seconds_per_candidate < 0):
             raise ValueError(f"EvolutionarySearch: seconds_per_candidate must be a number >= 0 "
                              f"or None, got {seconds_per_candidate!r}")
+        if isinstance(first_batch_share, bool) or \
+                not isinstance(first_batch_share, (int, float)) or \
+                not 0 < first_batch_share <= 1:
+            raise ValueError(f"EvolutionarySearch: first_batch_share must be within (0, 1], "
+                             f"got {first_batch_share!r}")
+        self.first_batch_share = float(first_batch_share)
         self.seconds_per_candidate = seconds_per_candidate
         self.population_size = population_size
         self.init_measured_ratio = init_measured_ratio
@@ -80,7 +93,7 @@ class EvolutionarySearch(BuiltinStrategy):
         return {k: getattr(self, k) for k in (
             "population_size", "init_measured_ratio", "init_min_unmeasured", "max_fail_count",
             "genetic_num_iters", "genetic_mutate_prob", "genetic_max_fail_count", "eps_greedy",
-            "seconds_per_candidate")}
+            "seconds_per_candidate", "first_batch_share")}
 
     def _reset_state(self) -> None:
         self._traces: list = []
@@ -91,6 +104,8 @@ class EvolutionarySearch(BuiltinStrategy):
         self._num_empty_iters = 0
         self._args_info: list | None = None
         self._replay_wall: float | None = None   # wall seconds per replay, this run's
+        self._carry: list[Schedule] = []  # samples of the quick first batch not sent
+        self._quick_sent = 0                 # candidates the quick first batch sent
 
     # -- lifecycle -----------------------------------------------------------------------------
     def pre_tuning(self, max_trials: int, num_trials_per_iter: int,
@@ -180,18 +195,24 @@ class EvolutionarySearch(BuiltinStrategy):
                 if self._num_empty_iters >= NUM_EMPTY_ITERS_BEFORE_EARLY_STOP:
                     return None
             return self._candidates(picks)
-        probe: list[Schedule] = []
+        probe, self._carry = self._carry, []
         if self._replay_wall is None and self.seconds_per_candidate is not None:
             # Informed from the first round (a pretrained or warm-started model) and no replay
-            # timed yet: sample part of the population first, so that its size comes from
-            # this workload's replay cost (TVM's fixed 512 x 4 generations kept a 512^3
-            # matmul's first measurement 96 s away).
-            probe = self._sample_init_population(min(self.population_size, 2 * num))
-        pop, gens = self._plan(num)
+            # timed yet: TVM's fixed 512 x 4 generations kept a 512^3 matmul's first
+            # measurement 96 s away. Sample one batch's worth (which times the replays that
+            # size the next rounds) and send the model's best share of it at once; the rest
+            # of the window follows from an evolved population, with those results learnt.
+            probe = self._sample_init_population(min(self.population_size, num))
+            quick = self._quick_first_batch(probe, num)
+            if quick is not None:
+                return quick
+        # the quick first batch's share of the replay budget goes to the round after it
+        planned, self._quick_sent = num + self._quick_sent, 0
+        pop, gens = self._plan(planned)
         if (pop, gens) != (self.population_size, self.genetic_num_iters):
             log.info("Population %d, %d generation(s): %.0f ms per trace replay, about %.1f s "
                      "of replays for %d candidate(s)", pop, gens, self._replay_wall * 1e3,
-                     self.seconds_per_candidate * num, num)
+                     self.seconds_per_candidate * planned, planned)
         measured = self._pick_best_from_database(int(pop * self.init_measured_ratio))
         rest = pop - len(measured) - len(probe)
         unmeasured = probe[:pop - len(measured)] + (
@@ -209,6 +230,52 @@ class EvolutionarySearch(BuiltinStrategy):
             if self._num_empty_iters >= NUM_EMPTY_ITERS_BEFORE_EARLY_STOP:
                 return None
         # per-candidate argument info: a layout-rewritten candidate takes its own packed shapes
+        return self._candidates(picks)
+
+    def _applier(self) -> TraceApplier:
+        """The base applier; while the cost model scores candidates by per-store features,
+        replay workers compute those of what they replay (in parallel, instead of the
+        cost model one by one in this process later)."""
+        applier = super()._applier()
+        extractor = getattr(self._cost_model, "extractor", None)
+        ship = getattr(extractor, "shipping_config", None)
+        if applier.pool is not None and ship is not None and \
+                self._cost_model.informed(self.context):
+            applier.features = ship(self.context)
+        return applier
+
+    def _features_ahead(self, schs: list[Schedule]) -> None:
+        """Per-store rows of the schedules replayed in this process (the timing sample, small
+        batches of mutation retries), computed in the replay pool's workers before the cost
+        model asks: ~35 ms of lowering each for a 512^3 matmul, here one after the other."""
+        applier = self._applier()
+        if applier.pool is None or applier.features is None or \
+                len(schs) < MIN_FEATURES_AHEAD:
+            return
+        from workbench.meta_schedule.feature_extractor.per_store.extractor import uncached
+        from workbench.meta_schedule.search_strategy.replay_pool import extract_features_ahead
+        missing = uncached([s.mod for s in schs], applier.features)
+        if len(missing) >= MIN_FEATURES_AHEAD:
+            extract_features_ahead(applier.pool, applier.features,
+                                   [schs[i].mod for i in missing])
+
+    def _quick_first_batch(self, probe: list[Schedule],
+                           num: int) -> list[MeasureCandidate] | None:
+        """The model's best ``first_batch_share`` of ``probe`` (never-measured random samples)
+        as the first batch; the other samples join the next round's population. None: send
+        the whole window from this round (share 1, a window of one, or too few samples)."""
+        k = int(np.ceil(num * self.first_batch_share))
+        if k >= num or len(probe) <= k:
+            return None
+        with Profiler.timeit("EvoSearch/Evolve/PredictNormalizedScore"):
+            scores = self._predict(probe, {})
+        order = sorted(range(len(probe)), key=lambda i: -scores[i])
+        picks = self._pick_with_eps_greedy(probe, [probe[i] for i in order], k)
+        chosen = {id(s) for s in picks}
+        self._carry = [s for s in probe if id(s) not in chosen]
+        self._quick_sent = len(picks)
+        self.logger.info("First batch: the model's best %d of %d sample(s), sent before the "
+                         "population evolves", len(picks), len(probe))
         return self._candidates(picks)
 
     # -- phases --------------------------------------------------------------------------------
@@ -274,6 +341,7 @@ class EvolutionarySearch(BuiltinStrategy):
     def _predict(self, population: list[Schedule], cache: dict[int, float]) -> np.ndarray:
         todo = [s for s in population if id(s) not in cache]
         if todo:
+            self._features_ahead(todo)
             scores = self._cost_model.predict(self.context, self._make_candidates(todo))
             for s, v in zip(todo, np.asarray(scores, dtype="float64").ravel()):
                 cache[id(s)] = float(v)

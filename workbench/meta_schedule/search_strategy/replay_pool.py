@@ -21,7 +21,7 @@ import atexit
 import logging
 import pickle
 import threading
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from workbench.workers import WorkerPool, WorkerStartError
 
@@ -29,7 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from workbench.meta_schedule.search_strategy.base import TraceApplier
     from workbench.tir.schedule import Schedule, Trace
 
-__all__ = ["ReplayPool", "get_replay_pool", "shutdown_replay_pool", "ReplayJob"]
+__all__ = ["ReplayPool", "get_replay_pool", "shutdown_replay_pool", "ReplayJob",
+           "extract_features_ahead"]
 
 ReplayJob = tuple["Trace", int, bool]   # (trace, seed, keep_decisions)
 
@@ -44,10 +45,13 @@ _CHUNKS_PER_WORKER = 4
 _WORKER_APPLIERS: dict[str, "TraceApplier"] = {}
 
 
-def _worker_replay(key: str, setup: bytes, jobs: list[ReplayJob]) -> list[tuple]:
+def _worker_replay(key: str, setup: bytes, jobs: list[ReplayJob],
+                   features: Any = None) -> list[tuple]:
     """Replay ``jobs`` on the workload ``setup`` (pickled ``(mod, postprocs)``, cached by
-    ``key``). Each result is ``("ok", pickle of (mod, func_name, trace, symbols, rng))``,
-    ``("replay", message)`` or ``("postproc", index, message)``."""
+    ``key``). Each result is ``("ok", pickle of (mod, func_name, trace, symbols, rng),
+    shipped feature rows or None)``, ``("replay", message)`` or ``("postproc", index,
+    message)``. With a per-store ``features`` config, the rows of each replayed schedule
+    are computed here too (the search scores every candidate it replays)."""
     from workbench.meta_schedule.search_strategy.base import TraceApplier
 
     applier = _WORKER_APPLIERS.get(key)
@@ -63,7 +67,8 @@ def _worker_replay(key: str, setup: bytes, jobs: list[ReplayJob]) -> list[tuple]
         applier.failures.first = None  # each failure's own message goes back
         sch = applier.apply(trace, seed, keep_decisions=keep)
         if sch is not None:
-            out.append(("ok", pickle.dumps(sch.snapshot(), protocol=pickle.HIGHEST_PROTOCOL)))
+            out.append(("ok", pickle.dumps(sch.snapshot(), protocol=pickle.HIGHEST_PROTOCOL),
+                        _features_of(sch, features)))
         elif applier.replay_failures != n_replay:
             out.append(("replay", applier.failures.first))
         else:
@@ -71,6 +76,28 @@ def _worker_replay(key: str, setup: bytes, jobs: list[ReplayJob]) -> list[tuple]
                      if a != b)
             out.append(("postproc", i, applier.failures.first))
     return out
+
+
+def _worker_features(features: Any, mods: list) -> list[tuple | None]:
+    """The shipped per-store rows of each module of ``mods`` (None where extraction failed)."""
+    from workbench.meta_schedule.feature_extractor.per_store.extractor import rows_for_shipping
+    out: list[tuple | None] = []
+    for mod in mods:
+        try:
+            out.append(rows_for_shipping(mod, features))
+        except Exception:  # noqa: BLE001 - the tuning process extracts it itself, and reports
+            out.append(None)
+    return out
+
+
+def _features_of(sch: "Schedule", features: Any) -> tuple | None:
+    if features is None:
+        return None
+    from workbench.meta_schedule.feature_extractor.per_store.extractor import rows_for_shipping
+    try:
+        return rows_for_shipping(sch.mod, features)
+    except Exception:  # noqa: BLE001 - the tuning process extracts it itself, and reports
+        return None
 
 
 # ---- parent side ------------------------------------------------------------------------------
@@ -128,8 +155,9 @@ class ReplayPool:
             size = -(-len(jobs) // n_chunks)
             chunks = [jobs[i:i + size] for i in range(0, len(jobs), size)]
             try:
-                outcomes = self._workers.run(_worker_replay, [(key, setup, c) for c in chunks],
-                                             timeout=None)
+                extra = () if applier.features is None else (applier.features,)
+                outcomes = self._workers.run(
+                    _worker_replay, [(key, setup, c) + extra for c in chunks], timeout=None)
             except WorkerStartError as e:
                 self.disabled = e.reason
                 _LOG.warning("Replay worker processes cannot start (%s); replaying in this "
@@ -152,6 +180,37 @@ class ReplayPool:
                                     "chunk in this process", out.value)
                 results.extend(here(chunk))
         return results
+
+
+def extract_features_ahead(pool: ReplayPool, features: Any, mods: Sequence[Any]) -> int:
+    """Compute the per-store rows (config ``features``) of ``mods`` in the pool's workers
+    and adopt them into this process's feature cache; returns how many were adopted. Any
+    failure leaves the rest to the cost model's own extraction. A pool not started yet (the
+    workload's replays were too light to ship) is not started for this."""
+    from workbench.meta_schedule.feature_extractor.per_store.extractor import (
+        adopt_shipped_rows,
+    )
+    mods = list(mods)
+    if not mods or pool.disabled is not None or not pool.worker_pids:
+        return 0
+    n_chunks = max(1, min(len(mods), pool.num_workers * _CHUNKS_PER_WORKER))
+    size = -(-len(mods) // n_chunks)
+    chunks = [mods[i:i + size] for i in range(0, len(mods), size)]
+    adopted = 0
+    with pool._lock:
+        try:
+            outcomes = pool._workers.run(_worker_features, [(features, c) for c in chunks],
+                                         timeout=None)
+        except WorkerStartError:
+            return 0
+        for out in outcomes:
+            if out.kind != "ok":
+                continue
+            for shipped in out.value:
+                if shipped is not None:
+                    adopt_shipped_rows(features, shipped)
+                    adopted += 1
+    return adopted
 
 
 _POOL: ReplayPool | None = None

@@ -9,7 +9,11 @@ exports, per stored buffer, groups 1 (computation, 57), 2 (buffer access, 5 x 18
 names are in :data:`FEATURE_NAMES`.
 
 Results are cached by structural hash and settings, so scoring the same schedule again (the
-evolutionary search does, every generation) costs one hash.
+evolutionary search does, every generation) costs one hash. Processes that replay candidates
+for the search (its replay pool) compute the rows of what they replay, in parallel, and the
+search seeds this cache with them (:func:`rows_for_shipping`, :func:`adopt_shipped_rows`):
+scoring then costs the hash alone (a 512^3 matmul candidate: ~35 ms of lowering and walking
+saved in the tuning process).
 """
 from __future__ import annotations
 
@@ -63,6 +67,27 @@ def _rows_and_info(mod: IRModule, config: FeatureConfig) -> tuple[np.ndarray, li
 
 def _rows(mod: IRModule, config: FeatureConfig) -> np.ndarray:
     return _rows_and_info(mod, config)[0]
+
+
+def rows_for_shipping(mod: IRModule, config: FeatureConfig) -> tuple:
+    """Worker side: ``(structural hash, rows, row info)`` of ``mod`` under ``config``, for
+    :func:`adopt_shipped_rows` in another process (the hash is the same there: BLAKE2b)."""
+    arr, info = _rows_and_info(mod, config)
+    return structural_hash(mod), arr, info
+
+
+def uncached(mods: Sequence[IRModule], config: FeatureConfig) -> list[int]:
+    """Positions of ``mods`` whose rows under ``config`` are not in the feature cache."""
+    return [i for i, mod in enumerate(mods)
+            if _FEATURES.get((structural_hash(mod), config)) is None]
+
+
+def adopt_shipped_rows(config: FeatureConfig, shipped: tuple) -> None:
+    """Parent side: put rows computed by :func:`rows_for_shipping` into the feature cache."""
+    h, arr, info = shipped
+    arr = np.asarray(arr, dtype="float64")
+    arr.setflags(write=False)
+    _FEATURES.put((h, config), (arr, info))
 
 
 def extract_features(mod: IRModule | PrimFunc, *, buffers_per_store: int = 5,
@@ -132,12 +157,17 @@ class PerStoreFeature(FeatureExtractor):
         return feature_names(self.buffers_per_store, self.arith_intensity_curve_num_samples,
                              self.extract_workload)
 
+    def shipping_config(self, context: "TuneContext") -> FeatureConfig:
+        """The settings rows are cached under for ``context``: what a replay worker needs to
+        compute them ahead (:func:`rows_for_shipping`)."""
+        return FeatureConfig(self.buffers_per_store, self.arith_intensity_curve_num_samples,
+                             self.cache_line_bytes, _is_gpu(context))
+
     def extract_from(self, context: "TuneContext",
                      candidates: Sequence["MeasureCandidate"]) -> list[np.ndarray]:
         """One float32 ``(rows, feature_vector_length)`` array per candidate, computed on
         ``candidates[i].sch.mod``; workload columns come from ``context.mod``."""
-        config = FeatureConfig(self.buffers_per_store, self.arith_intensity_curve_num_samples,
-                               self.cache_line_bytes, _is_gpu(context))
+        config = self.shipping_config(context)
         emb = None
         if self.extract_workload:
             task_mod = getattr(context, "mod", None)
@@ -157,4 +187,5 @@ class PerStoreFeature(FeatureExtractor):
         return "PerStoreFeature"
 
 
-__all__ = ["PerStoreFeature", "RowInfo", "describe_rows", "extract_features"]
+__all__ = ["PerStoreFeature", "RowInfo", "adopt_shipped_rows", "describe_rows",
+           "extract_features", "rows_for_shipping", "uncached"]
