@@ -237,26 +237,35 @@ class EvolutionarySearch(BuiltinStrategy):
         replay workers compute those of what they replay (in parallel, instead of the
         cost model one by one in this process later)."""
         applier = super()._applier()
+        if applier.pool is not None:
+            applier.features = self._shipped_features()
+        return applier
+
+    def _shipped_features(self) -> Any:
+        """The per-store feature config replay workers compute rows for, or None when the
+        cost model does not score by them (or is not informed yet)."""
         extractor = getattr(self._cost_model, "extractor", None)
         ship = getattr(extractor, "shipping_config", None)
-        if applier.pool is not None and ship is not None and \
-                self._cost_model.informed(self.context):
-            applier.features = ship(self.context)
-        return applier
+        if ship is None or not self._cost_model.informed(self.context):
+            return None
+        return ship(self.context)
 
     def _features_ahead(self, schs: list[Schedule]) -> None:
         """Per-store rows of the schedules replayed in this process (the timing sample, small
         batches of mutation retries), computed in the replay pool's workers before the cost
         model asks: ~35 ms of lowering each for a 512^3 matmul, here one after the other."""
-        applier = self._applier()
-        if applier.pool is None or applier.features is None or \
-                len(schs) < MIN_FEATURES_AHEAD:
+        if len(schs) < MIN_FEATURES_AHEAD or (getattr(self.context, "num_threads", 1) or 1) <= 1:
+            return
+        features = self._shipped_features()
+        if features is None:
             return
         from workbench.meta_schedule.feature_extractor.per_store.extractor import uncached
-        from workbench.meta_schedule.search_strategy.replay_pool import extract_features_ahead
-        missing = uncached([s.mod for s in schs], applier.features)
+        from workbench.meta_schedule.search_strategy.replay_pool import (
+            extract_features_ahead, get_replay_pool,
+        )
+        missing = uncached([s.mod for s in schs], features)
         if len(missing) >= MIN_FEATURES_AHEAD:
-            extract_features_ahead(applier.pool, applier.features,
+            extract_features_ahead(get_replay_pool(self.context.num_threads), features,
                                    [schs[i].mod for i in missing])
 
     def _quick_first_batch(self, probe: list[Schedule],

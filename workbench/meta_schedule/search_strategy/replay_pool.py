@@ -80,22 +80,17 @@ def _worker_replay(key: str, setup: bytes, jobs: list[ReplayJob],
 
 def _worker_features(features: Any, mods: list) -> list[tuple | None]:
     """The shipped per-store rows of each module of ``mods`` (None where extraction failed)."""
-    from workbench.meta_schedule.feature_extractor.per_store.extractor import rows_for_shipping
-    out: list[tuple | None] = []
-    for mod in mods:
-        try:
-            out.append(rows_for_shipping(mod, features))
-        except Exception:  # noqa: BLE001 - the tuning process extracts it itself, and reports
-            out.append(None)
-    return out
+    return [_rows_or_none(mod, features) for mod in mods]
 
 
 def _features_of(sch: "Schedule", features: Any) -> tuple | None:
-    if features is None:
-        return None
+    return None if features is None else _rows_or_none(sch.mod, features)
+
+
+def _rows_or_none(mod: Any, features: Any) -> tuple | None:
     from workbench.meta_schedule.feature_extractor.per_store.extractor import rows_for_shipping
     try:
-        return rows_for_shipping(sch.mod, features)
+        return rows_for_shipping(mod, features)
     except Exception:  # noqa: BLE001 - the tuning process extracts it itself, and reports
         return None
 
