@@ -85,6 +85,16 @@ def test_a_module_built_before_is_not_built_again(builder):
     assert builder.jobs == 3
 
 
+def test_an_input_with_params_is_built_in_the_batch_and_never_shared(builder):
+    mod = scheduled(matmul(16), 4).mod
+    results = builder.build([BuilderInput(mod, "llvm"),
+                             BuilderInput(mod, "llvm", params={"w": wb.nd.array(np.ones(2))})])
+    assert builder.jobs == 2                  # both built: the second is no copy of the first
+    assert results[0].error_msg is None
+    assert "params" in results[1].error_msg   # the default build refuses params, by name
+    assert builder.build_cache.hits == 0 and len(builder.build_cache) == 1
+
+
 def test_failures_and_custom_build_functions_are_not_cached():
     b = CountingBuilder(f_build=ms_workloads.build_raises)
     try:

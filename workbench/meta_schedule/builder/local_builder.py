@@ -152,11 +152,13 @@ class LocalBuilder(PyBuilder):
             return self._build_in_workers(list(build_inputs))
         results: list[BuilderResult | None] = [None] * len(build_inputs)
         todo: list[BuilderInput] = []
-        todo_keys: list[tuple[int, str]] = []
+        todo_keys: list[tuple[int, str] | None] = []
         copies: list[tuple[int, int]] = []   # (input position, position in todo it repeats)
         for i, bi in enumerate(build_inputs):
-            if bi.params:
-                results[i] = self._build_in_workers([bi])[0]
+            if bi.params:      # built with the batch, never shared (params are not in the key)
+                todo.append(bi)
+                todo_keys.append(None)
+                copies.append((i, len(todo) - 1))
                 continue
             key = self.build_cache.key(bi.mod, bi.target)
             obj = self.build_cache.get(key, bi.mod)
@@ -172,7 +174,7 @@ class LocalBuilder(PyBuilder):
             copies.append((i, same))
         built = self._build_in_workers(todo)
         for bi, key, res in zip(todo, todo_keys, built):
-            if res.error_msg is None:
+            if res.error_msg is None and key is not None:
                 self.build_cache.put(key, bi.mod, _read(res.artifact_path))
         first_use: set[int] = set()
         for i, k in copies:
