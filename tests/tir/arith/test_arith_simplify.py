@@ -293,3 +293,53 @@ def test_symbolic_row_tile_bound_reduces_to_the_length():
     assert _text(an.simplify(row < bound)) == "row < s"
     # without the rule, only a bound can decide it: max(a, b) with b not comparable stays
     assert isinstance(an.simplify(tir.min(tir.max(s - 1, row), s - 2)), E.Min)
+
+
+def test_casts_sink_to_the_leaves_of_index_arithmetic():
+    """An inlined reshape chain casts int32 index arithmetic to int64 and back at every stage
+    (int32 loop variables, int64 shapes). With the bounds showing nothing wraps, the casts sink
+    to the variables and the flattened index folds to the plain affine one -- the kernel of
+    BERT's packed q/k/v split went from a 16-lane gather (585 us) to contiguous vectors (22 us).
+    Where a wrap is possible the cast stays."""
+    an, v = _analyzer(i0=3, i1=128, i3=768)
+    i0, i1, i3 = v["i0"], v["i1"], v["i3"]
+
+    def i64(x):
+        return tir.Cast("int64", x)
+
+    def i32(x):
+        return tir.Cast("int32", x)
+
+    c768, c128, c3 = (tir.const(c, "int64") for c in (768, 128, 3))
+    flat = i64((i0 * 128 + i1) * 768 + i3)                  # (3, 128, 768) -> flat
+    row, part, col = i32(flat // c768 % c128), i32(flat // c768 // c128), i32(flat % c768)
+    src = i64((row * 3 + part) * 768 + col)                 # its place in (128, 3 * 768)
+    got = an.simplify(src)
+    want = an.simplify(i64(i1) * 2304 + i64(i0) * 768 + i64(i3))
+    assert _text(got) == _text(want), _text(got)
+    assert got.dtype == "int64"
+    # int32(int64(y)) for an int64 y that fits int32 is y
+    k = tir.Var("k", "int64")
+    an.bind(k, Range(tir.const(0, "int64"), tir.const(1000, "int64")))
+    assert an.simplify(i64(i32(k))) is k
+    # a product that may wrap in int32 keeps its cast
+    big, w = _analyzer(a=1 << 20, b=1 << 20)
+    wrap = i64(w["a"] * w["b"])
+    assert isinstance(big.simplify(wrap), E.Cast)
+    assert isinstance(big.simplify(wrap).value, E.Mul)
+    assert isinstance(big.simplify(i64(i32(tir.Var("u", "int64")))), E.Cast)  # unbounded
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(0, 2), st.integers(0, 127), st.integers(0, 767), st.integers(1, 5000),
+       st.integers(1, 5000))
+def test_sunk_casts_keep_values(i0, i1, i3, m, n):
+    """The sunk casts evaluate as the original at points of the bound ranges, including
+    products near int32's end (where the rule must not fire)."""
+    an, v = _analyzer(x=3, y=128, z=768, p=(1, 5000), q=(1, 5000))
+    x, y, z, p, q = v["x"], v["y"], v["z"], v["p"], v["q"]
+    e = tir.Cast("int64", (x * 128 + y) * 768 + z) // tir.const(768, "int64") % tir.const(
+        128, "int64") + tir.Cast("int64", p * q * 85) - tir.Cast("int64", tir.Cast("int32", (
+            tir.Cast("int64", z) * tir.const(3, "int64")) // tir.const(2, "int64")))
+    env = {x: i0, y: i1, z: i3, p: m, q: n}
+    assert evaluate(an.simplify(e), env) == evaluate(e, env)

@@ -20,7 +20,7 @@ import numpy as np
 from workbench.ir import dtype as dt
 from workbench.tir import expr as E
 from workbench.tir.arith.canonical import is_canonical_dtype
-from workbench.tir.arith.const_bound import NEG_INF, POS_INF, iv_intersect
+from workbench.tir.arith.const_bound import NEG_INF, POS_INF, dtype_bound, iv_intersect
 
 if TYPE_CHECKING:  # pragma: no cover
     from workbench.tir.arith.analyzer import Analyzer
@@ -463,8 +463,45 @@ def cast_roundtrip(an: "Analyzer", e: E.Cast):
     return None
 
 
+_DISTRIBUTE = (E.Add, E.Sub, E.Mul, E.FloorDiv, E.FloorMod, E.Min, E.Max)
+
+
+def _holds(an: "Analyzer", x: E.PrimExpr, dtype: str) -> bool:
+    """Are ``x``'s values strictly inside ``dtype``'s range? Strictly: an op's bound is clipped
+    to its dtype's range, so a bound that reaches an end may hide a wrap."""
+    lo, hi = an._bound(x)
+    dlo, dhi = dtype_bound(dtype)
+    return dlo < lo and hi < dhi
+
+
+@rule(E.Cast)
+def cast_distribute(an: "Analyzer", e: E.Cast):
+    """``int64(a + b) -> int64(a) + int64(b)`` (and ``- * // % min max``; narrowing casts
+    alike) when the bounds show that nothing wraps in either dtype, and ``int64(int32(y)) -> y``
+    for an int64 ``y`` that fits int32. Casts of index arithmetic sink to its leaves, so the
+    affine form sees one dtype: inlined reshape chains mix int32 loop variables with int64
+    shapes, and their indices only fold to a plain ramp once the casts are out of the way."""
+    t = dt.parse(e.dtype)
+    x = e.value
+    s = dt.parse(x.dtype)
+    if t.lanes != 1 or s.lanes != 1 or not (t.is_int and s.is_int):
+        return None
+    if isinstance(x, E.Cast):
+        y = x.value
+        ys = dt.parse(y.dtype)
+        if ys.lanes == 1 and ys.is_int and _holds(an, y, x.dtype):
+            return y if y.dtype == e.dtype else E.Cast(e.dtype, y)
+        return None
+    if not isinstance(x, _DISTRIBUTE) or not (_holds(an, x, x.dtype) and
+                                               _holds(an, x, e.dtype)):
+        return None
+    if not (_holds(an, x.a, e.dtype) and _holds(an, x.b, e.dtype)):
+        return None
+    return type(x)(E.Cast(e.dtype, x.a), E.Cast(e.dtype, x.b), e.dtype)
+
+
 SELECT = RuleSet("select", (select_rules, if_then_else_rules))
-CAST = RuleSet("cast", (cast_roundtrip,))
+CAST = RuleSet("cast", (cast_roundtrip, cast_distribute))
 
 
 # ---- vectors (what vectorizing produces) ------------------------------------------------------
