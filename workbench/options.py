@@ -284,6 +284,14 @@ register("parallel_chunks", int, 4, env="WORKBENCH_PARALLEL_CHUNKS",
              "waiting no longer holds the loop up by its whole share). 0: a static split "
              "by thread number.",
          validate=not_negative)
+register("parallel_finish_spin", int, 50000, env="WORKBENCH_PARALLEL_FINISH_SPIN",
+         doc="Pause iterations (~20-40 ns each) a thread that ran out of chunks of a parallel "
+             "loop spins waiting for the others to finish theirs before it enters libgomp's "
+             "closing barrier, where after omp_spin_count spins it would sleep: waking a "
+             "sleeping core costs 30-100+ us (more in a busy VM) and the next kernel, usually "
+             "a short one, pays it. Bounded: a thread the OS descheduled is not waited for "
+             "longer. 0 disables (needs parallel_chunks > 0).",
+         validate=not_negative)
 register("omp_spin_count", int, 10000, env="WORKBENCH_OMP_SPIN_COUNT",
          doc="GOMP_SPINCOUNT given to libgomp when the runtime loads it (how long our idle "
              "threads spin before sleeping; less spinning leaves the cores to numpy & co. "

@@ -63,7 +63,8 @@ def emit_parallel_for(ctx: FunctionContext, loop: S.For) -> None:
     extent = ctx.expr(loop.extent)
     values = [begin, extent] + [ctx.vars[v] for v in captured]
     chunks = int(options.get("parallel_chunks"))
-    counters = ir.ArrayType(I32, renderer.target.num_cores or MAX_OWNERS)
+    # the chunk counters of each owner, then the count of threads that ran out of chunks
+    counters = ir.ArrayType(I32, (renderer.target.num_cores or MAX_OWNERS) + 1)
     fields = [v.type for v in values] + ([counters] if chunks else [])
     struct = ir.LiteralStructType(fields)
 
@@ -147,6 +148,8 @@ def _emit_closure_body(parent: FunctionContext, fn: ir.Function, struct: ir.Type
             owners = renderer.target.num_cores or MAX_OWNERS
             _emit_stealing(ctx, loop.loop_var, extent, tid, nthr, body_fn.args[-1], owners,
                            chunks, body)
+            _emit_finish_spin(ctx, body_fn.args[-1], owners, nthr,
+                              int(options.get("parallel_finish_spin")))
         else:
             one = ir.Constant(ity, 1)
             # Static schedule: thread t takes [t*chunk, min((t+1)*chunk, extent)).
@@ -219,3 +222,38 @@ def _emit_stealing(ctx: FunctionContext, loop_var: E.Var, extent: ir.Value, tid:
     b.branch(victims)
 
     b.position_at_end(done)
+
+
+def _emit_finish_spin(ctx: FunctionContext, counters: ir.Value, owners: int, nthr: ir.Value,
+                      limit: int) -> None:
+    """Count this thread as out of chunks (``counters[owners]``), then spin with ``pause`` until
+    every thread is, at most ``limit`` iterations. Why: the early thread would otherwise wait
+    in libgomp's closing barrier, which sleeps after GOMP_SPINCOUNT spins (kept short so idle
+    threads leave the cores to others), and the next parallel region (the next kernel, often
+    a short one: BERT's layer norm after a 2.8 ms matmul ran 12 -> 123 us) waits for the
+    sleeping core to wake up. The wait ends when the last thread finishes its last chunk."""
+    if limit <= 0:
+        return
+    b, fn = ctx.b, ctx.fn
+    finished = b.gep(counters, [ir.Constant(I32, owners)])
+    b.atomic_rmw("add", finished, ir.Constant(I32, 1), "release")
+    want = b.trunc(nthr, I32) if nthr.type.width > 32 else (
+        b.sext(nthr, I32) if nthr.type.width < 32 else nthr)
+    pre = b.block
+    loop = fn.append_basic_block("finish_spin")
+    wait = fn.append_basic_block("finish_wait")
+    out = fn.append_basic_block("finish_done")
+    b.branch(loop)
+    b.position_at_end(loop)
+    n = b.phi(I32, name="finish_n")
+    n.add_incoming(ir.Constant(I32, 0), pre)
+    seen = b.load_atomic(finished, "acquire", 4)
+    more = b.and_(b.icmp_signed("<", seen, want), b.icmp_signed("<", n, ir.Constant(I32, limit)))
+    b.cbranch(more, wait, out)
+    b.position_at_end(wait)
+    if ctx.renderer.target.triple.startswith(("x86_64", "i686", "i386")):
+        pause = ctx.renderer.declare("llvm.x86.sse2.pause", ir.VoidType(), [])
+        b.call(pause, [])
+    n.add_incoming(b.add(n, ir.Constant(I32, 1)), wait)
+    b.branch(loop)
+    b.position_at_end(out)
