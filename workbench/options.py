@@ -284,6 +284,10 @@ register("parallel_chunks", int, 4, env="WORKBENCH_PARALLEL_CHUNKS",
              "waiting no longer holds the loop up by its whole share). 0: a static split "
              "by thread number.",
          validate=not_negative)
+register("parallel_rows_first", bool, True, env="WORKBENCH_PARALLEL_ROWS_FIRST",
+         doc="Default schedules of convolutions with small weights split their threads by "
+             "output rows instead of output-channel blocks, so each core reads the rows the "
+             "previous layer's kernel wrote on it (dlight.cpu.tiling._rows_first).")
 register("parallel_finish_spin", int, 50000, env="WORKBENCH_PARALLEL_FINISH_SPIN",
          doc="Pause iterations (~20-40 ns each) a thread that ran out of chunks of a parallel "
              "loop spins waiting for the others to finish theirs before it enters libgomp's "

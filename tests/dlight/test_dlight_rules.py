@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import workbench as wb
-from workbench import dlight, te, topi
+from workbench import dlight, options, te, topi
 from workbench.dlight import ApplyDefaultSchedule, ScheduleRule
 from workbench.dlight.cpu import Fallback, Injective, Matmul, RowReduction, SpatialReduction
 from workbench.ir.module import IRModule
@@ -485,3 +485,79 @@ def test_blocked_max_pool_pads_each_plane_with_whole_vectors(target):
         want = np.max([xp[:, :, i:i + 24:2, j:j + 24:2] for i in range(3) for j in range(3)],
                       axis=0)
         np.testing.assert_array_equal(out.numpy(), want)
+
+
+def _parallel_loop_names(mod) -> list[str]:
+    """The names of the loops fused into each parallel loop of ``mod``'s main, outermost
+    first (``nn_yy_0_cc_fused`` -> ``['nn', 'yy_0', 'cc']``)."""
+    import re
+    return [re.sub(r"_fused$", "", m).split("_fused_")[0]
+            for m in re.findall(r"for (\w+) in T\.parallel", mod.script())]
+
+
+@pytest.mark.parametrize("target", ["llvm -num-cores=2", "llvm -mcpu=haswell -num-cores=2"])
+@pytest.mark.parametrize("c,h,s", [(64, 14, 1), (320, 7, 1), (128, 15, 2), (96, 28, 1)])
+def test_blocked_depthwise_splits_threads_by_bands_of_rows(target, c, h, s):
+    """NCHW{B}c depthwise conv: the threads split the output rows (each core reads the rows
+    the layer before wrote on it, MobileNetV2 on 2 cores), the padding is computed per band
+    of rows of one channel block inside the parallel loop (a few KB, not the whole plane),
+    odd heights leave a shorter last band; results equal numpy. The option off keeps the
+    planes-only split."""
+    from workbench.dlight.base import CPUInfo
+    from workbench.relax.op.layout import to_layout_numpy
+    from workbench.topi.nn.conv2d_nchwc import conv2d_nchwc
+    block = CPUInfo.of(wb.Target(target)).lanes("float32")
+    x = te.placeholder((1, c // block, h, h, block), name="x")
+    w = te.placeholder((c // block, 1, 3, 3, block), name="w")
+    y = conv2d_nchwc(x, w, s, 1, 1, c, f"NCHW{block}c", f"OIHW{block}o", f"NCHW{block}c")
+    func = te.create_prim_func([x, w, y])
+    mod = dlight.default_schedule(func, wb.Target(target))
+    (par,) = _parallel_loop_names(mod)      # one nest: the padding is inside
+    assert par.startswith("nn_yy_0_cc"), mod.script()
+    with options.override(parallel_rows_first=False):
+        plain = dlight.default_schedule(func, wb.Target(target))
+    assert _parallel_loop_names(plain)[-1] in ("nn_cc", "cc_nn"), plain.script()
+    if "haswell" not in target or CPUInfo.of(wb.Target("llvm")).lanes("float32") >= 8:
+        xs, ws = rand(1, c, h, h), rand(c, 1, 3, 3)
+        ho = (h + 2 - 3) // s + 1
+        out = wb.nd.empty((1, c // block, ho, ho, block), "float32")
+        wb.build(mod, target)["main"](wb.nd.array(to_layout_numpy(xs, "NCHW", f"NCHW{block}c")),
+                                      wb.nd.array(to_layout_numpy(ws, "OIHW",
+                                                                  f"OIHW{block}o")), out)
+        xp = np.pad(xs.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+        want = sum(xp[:, :, i:i + s * ho:s, j:j + s * ho:s] * ws[None, :, 0, i, j, None, None]
+                   for i in range(3) for j in range(3))
+        np.testing.assert_allclose(to_layout_numpy(out.numpy(), f"NCHW{block}c", "NCHW"),
+                                   want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("cin,cout,h,expect", [(64, 384, 14, "rows"), (384, 64, 14, "rows"),
+                                               (96, 576, 14, "channels"),
+                                               (512, 512, 7, "channels")])
+def test_blocked_conv_threads_take_rows_when_weights_are_small(cin, cout, h, expect):
+    """A blocked 1x1 convolution with small weights (MobileNetV2's expand and project up to
+    128 KB) splits its threads by output rows, like the depthwise conv between them; one with
+    larger weights (221 KB, ResNet's 1 MB) keeps the output-channel blocks first, so each
+    thread reads only its half of them. Results equal numpy either way."""
+    from workbench.relax.op.layout import to_layout_numpy
+    from workbench.topi.nn.conv2d_nchwc import conv2d_nchwc
+    block = 16
+    target = wb.Target("llvm -mcpu=skylake-avx512 -num-cores=2")
+    x = te.placeholder((1, cin // block, h, h, block), name="x")
+    w = te.placeholder((cout // block, cin // block, 1, 1, block, block), name="w")
+    y = conv2d_nchwc(x, w, 1, 0, 1, 1, f"NCHW{block}c", f"OIHW{block}i{block}o",
+                     f"NCHW{block}c")
+    func = te.create_prim_func([x, w, y])
+    mod = dlight.default_schedule(func, target)
+    (par,) = _parallel_loop_names(mod)
+    assert par.startswith("nn_yy" if expect == "rows" else "cc"), par
+    from workbench.dlight.base import CPUInfo
+    if CPUInfo.of(wb.Target("llvm")).lanes("float32") >= 16:
+        xs, ws = rand(1, cin, h, h), rand(cout, cin, 1, 1)
+        out = wb.nd.empty((1, cout // block, h, h, block), "float32")
+        wb.build(mod, target)["main"](
+            wb.nd.array(to_layout_numpy(xs, "NCHW", f"NCHW{block}c")),
+            wb.nd.array(to_layout_numpy(ws, "OIHW", f"OIHW{block}i{block}o")), out)
+        want = np.einsum("nchw,oc->nohw", xs.astype(np.float64), ws[:, :, 0, 0])
+        np.testing.assert_allclose(to_layout_numpy(out.numpy(), f"NCHW{block}c", "NCHW"),
+                                   want, rtol=1e-4, atol=1e-4)
