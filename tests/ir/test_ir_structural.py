@@ -162,6 +162,39 @@ def test_module_equality_by_function_name_and_attrs():
     assert structural_hash(m1) != structural_hash(m3)
 
 
+def test_module_hash_memo_follows_every_change():
+    """A module memoizes its hash; each mutation gives a fresh one, a copy shares it until
+    either changes, and a pickled module (a tuner's candidate coming back from a replay
+    worker) brings it along."""
+    import pickle
+
+    m = IRModule({"a": matmul()})
+    h = structural_hash(m)
+    assert m._shash == {False: h}
+    c = m.copy()
+    assert c._shash is m._shash and structural_hash(c) == h
+    c["b"] = elementwise()
+    assert structural_hash(c) == structural_hash(IRModule({"a": matmul(), "b": elementwise()}))
+    assert structural_hash(m) == h                       # the original keeps its own
+    m.attrs = m.attrs.set("k", 1)
+    assert structural_hash(m) == structural_hash(IRModule({"a": matmul()}, attrs={"k": 1}))
+    del c["b"]
+    assert structural_hash(c) == h
+    assert structural_hash(c, map_free_vars=True) == structural_hash(
+        IRModule({"a": matmul()}), map_free_vars=True)
+    back = pickle.loads(pickle.dumps(c))
+    assert back._shash == c._shash and structural_hash(back) == h
+    back["a"] = elementwise()
+    assert structural_hash(back) != h and structural_hash(c) == h
+    old = IRModule({"a": matmul()})                      # pickled before the memo existed
+    state = dict(old.__dict__)
+    state["attrs"] = state.pop("_attrs")
+    del state["_shash"]
+    revived = IRModule.__new__(IRModule)
+    revived.__setstate__(state)
+    assert structural_hash(revived) == h and revived.attrs == old.attrs
+
+
 def test_plain_values_and_containers():
     assert same((1, "a", None, 2.5), (1, "a", None, 2.5))
     assert not structural_equal(1, True)

@@ -28,7 +28,24 @@ class IRModule:
         self._gvars: dict[str, GlobalVar] = {}
         for key, func in (functions or {}).items():
             self[key] = func
-        self.attrs: FrozenDict = frozen(attrs)
+        self.attrs = frozen(attrs)
+
+    @property
+    def attrs(self) -> FrozenDict:
+        return self._attrs
+
+    @attrs.setter
+    def attrs(self, value: FrozenDict) -> None:
+        self._attrs = value
+        self._shash = {}
+
+    def __setstate__(self, state: dict) -> None:
+        # modules pickled before the memo (their attrs a plain attribute) load as well
+        if "attrs" in state:
+            state = dict(state)
+            state["_attrs"] = state.pop("attrs")
+        state.setdefault("_shash", {})
+        self.__dict__.update(state)
 
     @staticmethod
     def from_expr(func: Any, name: str = "main") -> "IRModule":
@@ -55,11 +72,13 @@ class IRModule:
         if name not in self._gvars:
             self._gvars[name] = key if isinstance(key, GlobalVar) else GlobalVar(name)
         self._funcs[name] = func
+        self._shash = {}
 
     def __delitem__(self, key: Any) -> None:
         name = self._name(key)
         del self._funcs[name]
         del self._gvars[name]
+        self._shash = {}
 
     def __contains__(self, key: Any) -> bool:
         return self._name(key) in self._funcs
@@ -96,6 +115,7 @@ class IRModule:
         new = IRModule(attrs=self.attrs)
         new._funcs = dict(self._funcs)
         new._gvars = dict(self._gvars)
+        new._shash = self._shash
         return new
 
     def with_attr(self, key: str, value: Any) -> "IRModule":

@@ -316,8 +316,16 @@ def structural_hash(node: Any, map_free_vars: bool = False) -> int:
     identifies the tree) and digests them with BLAKE2b, which unlike ``hash(str)`` does not
     change between processes.
     """
-    return int.from_bytes(hashlib.blake2b("\x00".join(_tokens(node, map_free_vars)).encode(),
-                                          digest_size=8).digest(), "little")
+    memo = node.__dict__.get("_shash") if type(node) is IRModule else None
+    if memo is not None:
+        h = memo.get(map_free_vars)
+        if h is not None:
+            return h
+    h = int.from_bytes(hashlib.blake2b("\x00".join(_tokens(node, map_free_vars)).encode(),
+                                       digest_size=8).digest(), "little")
+    if memo is not None:
+        memo[map_free_vars] = h
+    return h
 
 
 def _tokens(node: Any, map_free_vars: bool) -> list[str]:
