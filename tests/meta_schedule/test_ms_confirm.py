@@ -144,7 +144,13 @@ def test_confirm_best_checks_its_arguments():
 
 
 @pytest.mark.slow
-def test_confirmation_in_a_real_run(tmp_path):
+def test_confirmation_in_a_real_run(tmp_path, monkeypatch):
+    from workbench.meta_schedule.database import TuningRecord
+
+    replays = []
+    real = TuningRecord.as_measure_candidate
+    monkeypatch.setattr(TuningRecord, "as_measure_candidate",
+                        lambda self: replays.append(self) or real(self))
     func = matmul(64)
     with options.override(ms_confirm_rounds=2, ms_confirm_top_k=2):
         db = ms.tune_tir(func, TARGET, str(tmp_path), max_trials_global=6,
@@ -155,6 +161,7 @@ def test_confirmation_in_a_real_run(tmp_path):
     best = db.query_tuning_record(ms.tir_integration.task_module(func))
     assert measurements(best) == 2
     assert sum(trace_key(r) == trace_key(best) for r in records) == 2
+    assert replays == []   # the leaders measured in this run were kept, not replayed
     sch = ms.compile_tir(db, func, TARGET)
     args = random_args(func)
     np.testing.assert_allclose(run(sch.mod, args)[-1], args[0] @ args[1], rtol=1e-4,
@@ -221,3 +228,21 @@ def test_confirmation_goes_to_the_heaviest_tasks_within_its_share():
     assert measured == [1] * 2 + [2] * 2
     with pytest.raises(ValueError, match="share"):
         confirm_best(sched, share=-1)
+
+
+def test_measured_schedules_keep_the_fastest_by_trace_identity():
+    """A task keeps its fastest measured schedules; a record's trace object finds its
+    schedule, an equal trace that is another object (a record read from a file) does not."""
+    from workbench.meta_schedule.measured_schedules import MeasuredSchedules
+
+    ctx = ms.TuneContext(matmul(16), target=TARGET, space_generator="post-order-apply",
+                         search_strategy="replay-trace", rand_state=1)
+    schs = [Schedule(ctx.mod, seed=i) for i in range(4)]
+    kept = MeasuredSchedules(capacity=2)
+    for sch, secs in zip(schs, (3.0, 1.0, 2.0, 5.0)):
+        kept.put(sch, secs)
+    assert len(kept) == 2
+    assert kept.get(schs[1].trace) is schs[1] and kept.get(schs[2].trace) is schs[2]
+    assert kept.get(schs[0].trace) is None and kept.get(schs[3].trace) is None
+    from workbench.tir.schedule import Trace
+    assert kept.get(Trace.from_json(schs[1].trace.as_json(), ctx.mod)) is None

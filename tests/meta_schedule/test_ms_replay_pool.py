@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 import pytest
 from ms_tuning_workloads import matmul_relu
@@ -32,6 +33,12 @@ def setup():
     pool.shutdown()
 
 
+def _force_pool(monkeypatch):
+    """Every batch goes to the pool, whether its workers are up or not."""
+    monkeypatch.setattr(strategy_base, "_POOL_WORTH_SECONDS", 0.0)
+    monkeypatch.setattr(strategy_base, "_POOL_WORTH_READY", 0.0)
+
+
 def _jobs(traces, n=24, keep=False):
     return [(traces[i % len(traces)], 1000 + i, keep) for i in range(n)]
 
@@ -44,7 +51,7 @@ def _same(a: Schedule | None, b: Schedule | None) -> bool:
 
 def test_pool_replays_match_in_process(setup, monkeypatch):
     ctx, traces, pool = setup
-    monkeypatch.setattr(strategy_base, "_POOL_WORTH_SECONDS", 0.0)
+    _force_pool(monkeypatch)
     jobs = _jobs(traces)
     here = TraceApplier(ctx.mod, ctx.space_generator.postprocs)
     there = TraceApplier(ctx.mod, ctx.space_generator.postprocs, pool)
@@ -68,7 +75,7 @@ def test_pool_replays_match_in_process(setup, monkeypatch):
 
 def test_pool_counts_failures_like_in_process(setup, monkeypatch):
     ctx, traces, pool = setup
-    monkeypatch.setattr(strategy_base, "_POOL_WORTH_SECONDS", 0.0)
+    _force_pool(monkeypatch)
 
     procs = list(ctx.space_generator.postprocs) + [RefuseAll()]
     here = TraceApplier(ctx.mod, procs)
@@ -82,7 +89,7 @@ def test_pool_counts_failures_like_in_process(setup, monkeypatch):
 
 def test_dead_workers_fall_back_and_the_pool_restarts(setup, monkeypatch):
     ctx, traces, pool = setup
-    monkeypatch.setattr(strategy_base, "_POOL_WORTH_SECONDS", 0.0)
+    _force_pool(monkeypatch)
     here = TraceApplier(ctx.mod, ctx.space_generator.postprocs)
     jobs = _jobs(traces, n=20, keep=False)
     expected = here.apply_many(jobs)
@@ -96,7 +103,7 @@ def test_dead_workers_fall_back_and_the_pool_restarts(setup, monkeypatch):
     got = again.apply_many(jobs)
     assert all(_same(a, b) for a, b in zip(expected, got))
     monkeypatch.undo()
-    monkeypatch.setattr(strategy_base, "_POOL_WORTH_SECONDS", 0.0)
+    _force_pool(monkeypatch)
     # Workers killed while idle are replaced before they get work.
     for pid in pool.worker_pids:
         os.kill(pid, signal.SIGKILL)
@@ -113,6 +120,60 @@ def test_light_batches_stay_in_process(setup):
     applier = TraceApplier(ctx.mod, ctx.space_generator.postprocs, fresh)
     applier.apply_many(_jobs(traces, n=12))  # a small matmul replays in milliseconds
     assert fresh.worker_pids == []
+
+
+def test_a_heavy_batch_starts_the_workers_for_the_next(setup, monkeypatch):
+    """A batch too light to wait for the workers' start-up, but heavy enough
+    (_PRESTART_SECONDS), is replayed here while the workers start in the background; once
+    they are up, smaller batches (from _POOL_WORTH_READY) go to them."""
+    ctx, traces, _ = setup
+    monkeypatch.setattr(strategy_base, "_PRESTART_SECONDS", 0.0)
+    fresh = ReplayPool(2)
+    shipped = []
+    real = ReplayPool.replay
+
+    def counting(self, applier, jobs):
+        shipped.append(len(jobs))
+        return real(self, applier, jobs)
+
+    monkeypatch.setattr(ReplayPool, "replay", counting)
+    try:
+        first = TraceApplier(ctx.mod, ctx.space_generator.postprocs, fresh)
+        expected = first.apply_many(_jobs(traces, n=12))
+        assert shipped == [] and len(fresh.worker_pids) == 2    # replayed here; starting
+        deadline = time.monotonic() + 60
+        while not fresh.ready and time.monotonic() < deadline:
+            time.sleep(0.05)
+            fresh._workers.run(int, [()], timeout=60)             # turns started ones ready
+        assert fresh.ready
+        monkeypatch.setattr(strategy_base, "_POOL_WORTH_READY", 0.0)
+        second = TraceApplier(ctx.mod, ctx.space_generator.postprocs, fresh,
+                              timing=first.timing)              # a strategy's next applier
+        got = second.apply_many(_jobs(traces, n=12))
+        assert shipped == [12]                                  # no new timing sample here
+        assert all(_same(a, b) for a, b in zip(expected, got))
+    finally:
+        fresh.shutdown()
+
+
+def test_appliers_of_a_strategy_share_one_timing_sample(setup):
+    """Only a search's first _TIMING_SAMPLE replays are timed in this process, not each new
+    applier's (a round makes several)."""
+    ctx, traces, _ = setup
+    strategy = ctx.search_strategy
+    strategy.pre_tuning(8, 4, ctx.generate_design_space())
+    try:
+        a, b = strategy._applier(), strategy._applier()
+        assert a.timing is b.timing is strategy.replay_timing
+        a.apply_many(_jobs(traces, n=strategy_base._TIMING_SAMPLE + 2))
+        assert strategy.replay_timing.count == strategy_base._TIMING_SAMPLE
+        b.apply_many(_jobs(traces, n=4))
+        assert strategy.replay_timing.count == strategy_base._TIMING_SAMPLE
+    finally:
+        strategy.post_tuning()
+    strategy.pre_tuning(8, 4, ctx.generate_design_space())   # a new run times again
+    assert strategy.replay_timing.count == 0
+    strategy.post_tuning()
 
 
 def _replay_dies_on_first_chunk(key, setup, jobs):
@@ -134,7 +195,7 @@ class RefuseAll:
 
 def test_workloads_workers_cannot_take_replay_in_process(setup, monkeypatch):
     ctx, traces, pool = setup
-    monkeypatch.setattr(strategy_base, "_POOL_WORTH_SECONDS", 0.0)
+    _force_pool(monkeypatch)
     jobs = _jobs(traces, n=16)
     expected = TraceApplier(ctx.mod, ctx.space_generator.postprocs).apply_many(jobs)
     # a postproc that cannot be pickled at all (holds a lock)
@@ -189,7 +250,7 @@ def test_pool_ships_the_feature_rows_of_what_it_replays(setup, monkeypatch):
     from workbench.meta_schedule.search_strategy import MeasureCandidate
 
     ctx, traces, pool = setup
-    monkeypatch.setattr(strategy_base, "_POOL_WORTH_SECONDS", 0.0)
+    _force_pool(monkeypatch)
     monkeypatch.setattr(per_store, "_FEATURES", preprocess._LRU(8192))  # start empty
     fx = PerStoreFeature()
     there = TraceApplier(ctx.mod, ctx.space_generator.postprocs, pool)
@@ -221,7 +282,7 @@ def test_features_of_schedules_replayed_here_can_be_computed_in_the_pool(setup, 
     from workbench.meta_schedule.search_strategy import MeasureCandidate
 
     ctx, traces, pool = setup
-    monkeypatch.setattr(strategy_base, "_POOL_WORTH_SECONDS", 0.0)
+    _force_pool(monkeypatch)
     TraceApplier(ctx.mod, ctx.space_generator.postprocs, pool).apply_many(_jobs(traces, 12))
     assert pool.worker_pids  # started by the heavy batch above
     here = TraceApplier(ctx.mod, ctx.space_generator.postprocs)

@@ -131,7 +131,10 @@ def test_synthetic_latency_is_deterministic():
 
 def test_evolutionary_beats_replay_trace(tmp_path):
     replay = _best_latency("replay-trace", "random", str(tmp_path / "replay"))
-    evo = _best_latency(ms.search_strategy.EvolutionarySearch(population_size=128),
+    # search_share=None: measuring is instant here, so the default budget (a share of the
+    # measuring time) would leave the least population and no generation to evolve
+    evo = _best_latency(ms.search_strategy.EvolutionarySearch(population_size=128,
+                                                              search_share=None),
                         OracleCostModel(), str(tmp_path / "evo"))
     print(f"best synthetic latency: replay-trace {replay * 1e3:.4f} ms, "
           f"evolutionary {evo * 1e3:.4f} ms")

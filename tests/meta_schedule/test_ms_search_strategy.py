@@ -254,6 +254,55 @@ def test_an_informed_round_sizes_its_population_by_the_replay_time():
         EvolutionarySearch(seconds_per_candidate=-1)
 
 
+def test_search_share_bounds_a_round_by_the_time_measuring_takes():
+    """search_share: a round's own time is at most share / (1 - share) of what measuring its
+    candidates takes (timed from hand-out to results), and the smaller bound wins."""
+    strategy = EvolutionarySearch(population_size=512, seconds_per_candidate=None,
+                                  search_share=0.2)
+    strategy._replay_wall = 0.025
+    assert strategy._round_seconds(64) is None and strategy._plan(64) == (512, 4)
+    strategy._measure_wall = 0.3                 # 0.25 * 0.3 * 64 = 4.8 s: 192 replays
+    assert strategy._round_seconds(64) == pytest.approx(4.8)
+    assert strategy._plan(64) == (128, 0)
+    strategy._measure_wall = 3.0                 # a heavy kernel: 48 s, 1920 replays
+    assert strategy._plan(64) == (384, 4)
+    both = EvolutionarySearch(seconds_per_candidate=0.15, search_share=0.2)
+    both._measure_wall = 3.0
+    assert both._round_seconds(64) == pytest.approx(0.15 * 64)
+    for bad in (0, 1.0, True, "0.2"):
+        with pytest.raises(ValueError, match="search_share"):
+            EvolutionarySearch(search_share=bad)
+
+
+def test_measuring_a_batch_is_timed_and_generations_stop_at_the_deadline(caplog):
+    """notify_runner_results times the batch from its hand-out; a round's generations stop
+    when the next would end past its deadline (whatever the plan said)."""
+    import logging
+    import time
+
+    strategy = EvolutionarySearch(population_size=16, init_min_unmeasured=4,
+                                  genetic_num_iters=3, genetic_mutate_prob=1.0,
+                                  seconds_per_candidate=None, search_share=None,
+                                  first_batch_share=1.0)
+    ctx = _ctx(strategy, n=64)
+    model = _HashModel()
+    ctx.pre_tuning(max_trials=8, num_trials_per_iter=4, cost_model=model)
+    cands = ctx.generate_measure_candidates()
+    time.sleep(0.05)                             # "building and running" them
+    ctx.notify_runner_results(cands, _ok(cands))
+    assert strategy._measure_wall >= 0.05 / len(cands)
+    population = strategy._sample_init_population(8)
+    with Profiler() as prof, caplog.at_level(logging.INFO, logger="workbench.meta_schedule"):
+        bests = strategy._evolve_with_cost_model(population, 4, 3,
+                                                 deadline=time.perf_counter())
+    assert bests and "EvoSearch/Evolve/Mutation" not in prof.stats_sec
+    assert "Stopped after 0 generation(s) of 3" in caplog.text
+    with Profiler() as prof:
+        strategy._evolve_with_cost_model(population, 4, 3, deadline=None)
+    assert prof.stats_sec["EvoSearch/Evolve/Mutation"] > 0
+    ctx.post_tuning()
+
+
 def test_a_first_informed_round_times_replays_before_sizing_its_population():
     """A model informed from the first round (pretrained, warm-started) with no replay timed
     yet: with ``first_batch_share=1`` a first sample of the population times the replays, and
@@ -293,7 +342,8 @@ def test_a_first_informed_round_sends_the_models_best_share_at_once():
     assert len(first) == 1 and strategy._replay_wall is not None
     carried = list(strategy._carry)
     assert strategy._quick_sent == 1  # its share of the replay budget goes to the next round
-    assert len(carried) >= 7 and model.scored == len(carried) + 1
+    # a window of 4 samples 4 (twice its share of 1, at most the window), sends the best one
+    assert len(carried) == 3 and model.scored == len(carried) + 1
     assert _hash_score(first[0].sch) == max(_hash_score(s) for s in carried + [first[0].sch])
     ctx.notify_runner_results(first, _ok(first))
     second = ctx.generate_measure_candidates()

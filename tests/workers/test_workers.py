@@ -243,3 +243,33 @@ def test_workers_get_the_parents_sys_path_even_with_paths_on_it(monkeypatch, tmp
         pool.shutdown()
         sys.modules.pop("only_here_helper", None)
     assert out.kind == "ok" and out.value == str(tmp_path / "only_here_helper.py"), out
+
+
+def _pid() -> int:
+    return os.getpid()
+
+
+def test_prestart_launches_workers_that_a_later_run_uses():
+    """prestart() returns at once and leaves the workers starting; the next run finds them
+    ready (the same processes), and a pool that fell back to this process stays so."""
+    pool = WorkerPool(2, name="wb-prestart")
+    try:
+        t0 = time.monotonic()
+        pool.prestart()
+        assert time.monotonic() - t0 < 1.0         # did not wait for the interpreters
+        launched = set(pool.pids)
+        assert len(launched) == 2
+        deadline = time.monotonic() + 60
+        while pool.ready < 2 and time.monotonic() < deadline:
+            pool.run(_pid, [()], timeout=60)       # a run also turns them ready
+        assert pool.ready == 2
+        got = {out.value for out in pool.run(_pid, [()] * 6, timeout=60)}
+        assert got <= launched and os.getpid() not in got
+        pool.prestart()                            # nothing missing: nothing launched
+        assert set(pool.pids) == launched
+    finally:
+        pool.shutdown()
+    fallen = WorkerPool(1, fallback="running here")
+    fallen.fallen_back = "no processes here"
+    fallen.prestart()
+    assert fallen.pids == [] and fallen.ready == 0

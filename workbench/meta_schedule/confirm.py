@@ -32,10 +32,11 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from workbench import options
 from workbench.meta_schedule.measure_callback.update_cost_model import UpdateCostModel
+from workbench.meta_schedule.measured_schedules import measured_schedules
 from workbench.meta_schedule.profiler import Profiler
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -99,6 +100,16 @@ def _by_weight(scheduler: "TaskScheduler") -> list[int]:
     return sorted(range(len(scheduler.tasks_)), key=weighted, reverse=True)
 
 
+def _candidate(ctx: Any, record: Any) -> Any:
+    """``record`` as a MeasureCandidate: the schedule measured in this run when the task
+    kept it (:mod:`..measured_schedules`), else a replay of its trace."""
+    from workbench.meta_schedule.search_strategy import MeasureCandidate
+    sch = measured_schedules(ctx).get(record.trace)
+    if sch is None or record.args_info is None:
+        return record.as_measure_candidate()
+    return MeasureCandidate(sch, record.args_info)
+
+
 def confirm_best(scheduler: "TaskScheduler", *, rounds: int | None = None,
                  top_k: int | None = None, max_trials: int | None = None,
                  share: float | None = None,
@@ -146,7 +157,7 @@ def confirm_best(scheduler: "TaskScheduler", *, rounds: int | None = None,
                     :min(max_trials, budget) - spent]
                 if not need:
                     break
-                scheduler.measure_batch(task_id, [r.as_measure_candidate() for r in need],
+                scheduler.measure_batch(task_id, [_candidate(ctx, r) for r in need],
                                         callbacks)
                 spent += len(need)
                 counts = {trace_key(r): measurements(r) for r in leaders}

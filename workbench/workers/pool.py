@@ -110,6 +110,24 @@ class WorkerPool:
                     raise
             return [run_here(fn, job) for job in jobs]
 
+    def prestart(self) -> None:
+        """Launch the missing workers now, without waiting for them: a later ``run`` finds
+        them ready (or still starting) instead of paying their start-up then. A pool that
+        fell back to in-process execution, or is busy in ``run``, is left alone."""
+        if self.fallen_back is not None or not self._lock.acquire(blocking=False):
+            return
+        try:
+            self._fill()
+        except WorkerStartError:
+            pass  # the next run() tries again and reports
+        finally:
+            self._lock.release()
+
+    @property
+    def ready(self) -> int:
+        """How many workers have started and take jobs (idle or busy)."""
+        return sum(1 for w in self._workers if w.state in ("idle", "busy"))
+
     def _fall_back(self, reason: str) -> None:
         self.fallen_back = reason
         self.logger.warning("%s: cannot start worker processes (%s); %s", self.label, reason,

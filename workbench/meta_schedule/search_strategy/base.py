@@ -29,8 +29,15 @@ def _drop_decision(inst: Any, inputs: Any, attrs: Any, decision: Any) -> Any:
 
 
 # A batch goes to the replay pool only when replaying it here would take longer than this
-# (seconds, estimated from the replays timed so far): below it, shipping costs more than it saves.
+# (seconds, estimated from the replays timed so far): below it, starting the workers (~1 s
+# each, imports) and shipping cost more than they save. Once the workers are up, a batch is
+# worth shipping from _POOL_WORTH_READY on (a schedule comes back in ~2 ms). A batch that
+# would take _PRESTART_SECONDS here starts the workers in the background and is replayed
+# here meanwhile, so that a 512^3 matmul's rounds (~100 replays of 15-30 ms, below 2 s) get
+# them from the next batch on, while a small kernel's light batches never start them.
 _POOL_WORTH_SECONDS = 2.0
+_POOL_WORTH_READY = 0.25
+_PRESTART_SECONDS = 0.5
 _TIMING_SAMPLE = 8
 
 
@@ -53,6 +60,17 @@ class SampleFailures:
         return sum(self.postproc.values())
 
 
+@dataclass
+class ReplayTiming:
+    """Replays timed in the tuning process, over a search's whole run: shared by its
+    appliers, so only the run's first ``_TIMING_SAMPLE`` replays are done here to decide
+    whether batches go to the replay pool (each new applier used to time its own eight, ~60 ms
+    each in this process, three appliers a round)."""
+
+    count: int = 0
+    seconds: float = 0.0
+
+
 def refusal_message(proc: "Postproc", err: BaseException | None = None) -> str:
     """What a postproc's refusal says: the exception it raised, or the reason it left in
     ``last_refusal`` before returning False."""
@@ -69,11 +87,13 @@ class TraceApplier:
     ``apply_many`` replays a batch, in the worker processes of ``pool`` when one is given and
     the batch is heavy enough to pay for shipping (see :mod:`.replay_pool`). ``features``: a
     per-store feature config (``PerStoreFeature.shipping_config``) whose rows the workers
-    compute for every schedule they replay, into this process's feature cache; None: none."""
+    compute for every schedule they replay, into this process's feature cache; None: none.
+    ``timing``: the :class:`ReplayTiming` it shares with the strategy's other appliers."""
 
     def __init__(self, mod: IRModule, postprocs: list["Postproc"],
                  pool: "ReplayPool | None" = None,
-                 failures: SampleFailures | None = None) -> None:
+                 failures: SampleFailures | None = None,
+                 timing: ReplayTiming | None = None) -> None:
         self.mod = mod
         self.postprocs = postprocs
         self.pool = pool
@@ -82,8 +102,7 @@ class TraceApplier:
         self.failures = failures if failures is not None else SampleFailures()
         self._shipping: tuple[str, bytes] | None = None
         self.features: Any = None
-        self._timed = 0
-        self._timed_secs = 0.0
+        self.timing = timing if timing is not None else ReplayTiming()
 
     def apply(self, trace: Trace, seed: int, keep_decisions: bool = True) -> Schedule | None:
         sch = Schedule(self.mod, seed=seed)
@@ -119,8 +138,8 @@ class TraceApplier:
     def _timed_apply(self, trace: Trace, seed: int, keep: bool) -> Schedule | None:
         t0 = time.perf_counter()
         sch = self.apply(trace, seed, keep_decisions=keep)
-        self._timed_secs += time.perf_counter() - t0
-        self._timed += 1
+        self.timing.seconds += time.perf_counter() - t0
+        self.timing.count += 1
         return sch
 
     def apply_many(self, jobs: Sequence[tuple[Trace, int, bool]]) -> list[Schedule | None]:
@@ -129,11 +148,15 @@ class TraceApplier:
         out: list[Schedule | None] = []
         if self.pool is not None:
             # time a few replays here first: light workloads never start the pool
-            while self._timed < _TIMING_SAMPLE and len(out) < len(jobs):
+            while self.timing.count < _TIMING_SAMPLE and len(out) < len(jobs):
                 out.append(self._timed_apply(*jobs[len(out)]))
             rest = jobs[len(out):]
-            per = self._timed_secs / max(1, self._timed)
-            if rest and per * len(rest) > _POOL_WORTH_SECONDS:
+            per = self.timing.seconds / max(1, self.timing.count)
+            ready = self.pool.ready
+            if not ready and per * len(jobs) >= _PRESTART_SECONDS:
+                self.pool.prestart()
+            worth = _POOL_WORTH_READY if ready else _POOL_WORTH_SECONDS
+            if rest and per * len(rest) > worth:
                 return out + self.pool.replay(self, rest)
         out.extend(self.apply(t, s, keep_decisions=k) for t, s, k in jobs[len(out):])
         return out
@@ -179,6 +202,7 @@ class BuiltinStrategy(SearchStrategy):
         self.rand = RandomEngine(None)
         self.logger = logging.getLogger("workbench.meta_schedule")
         self.sample_failures = SampleFailures()
+        self.replay_timing = ReplayTiming()
         self._tuning = False
         self.st = 0
         self.ed = 0
@@ -213,6 +237,7 @@ class BuiltinStrategy(SearchStrategy):
             raise ValueError("pre_tuning: design_spaces is empty")
         self._tuning = True
         self.sample_failures = SampleFailures()
+        self.replay_timing = ReplayTiming()
         self.st, self.ed = 0, num_trials_per_iter
         self.max_trials = max_trials
         self.num_trials_per_iter = num_trials_per_iter
@@ -246,7 +271,8 @@ class BuiltinStrategy(SearchStrategy):
         if n > 1:
             from workbench.meta_schedule.search_strategy.replay_pool import get_replay_pool
             pool = get_replay_pool(n)
-        return TraceApplier(self.context.mod, self.postprocs, pool, self.sample_failures)
+        return TraceApplier(self.context.mod, self.postprocs, pool, self.sample_failures,
+                            self.replay_timing)
 
     def _config(self) -> dict[str, Any]:
         raise NotImplementedError

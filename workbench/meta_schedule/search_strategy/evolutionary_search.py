@@ -19,10 +19,20 @@ wall time per replay is measured on the run's own replays (a 128^3 matmul trace 
 a round there, for 8 candidates measured in seconds). The population never drops below twice
 the batch (the cost model still chooses), and generations drop before that. A model informed
 from the first round (pretrained, or warm-started from a database) meets a round before any
-replay was timed: that round samples one batch's worth and sends the model's best
-``first_batch_share`` of them at once (the first measurement starts seconds after the call,
+replay was timed: that round samples twice the share it sends (at least 32, at most one
+batch) and sends the model's best ``first_batch_share`` of the batch at once (the first measurement starts seconds after the call,
 not after a whole round of evolution); the rest of its window comes from the next, evolved and
 sized, round, whose population starts with the samples not sent.
+
+The search's own time is also held to ``search_share`` of the wall time (Workbench): a round
+may take at most ``search_share / (1 - search_share)`` x the wall time measuring one candidate
+took (building and running it, timed from the batch being handed out to its results) x the
+batch. That budget sizes the population with the replay time, as above, and is a deadline:
+the generations stop when the next one would not end within it (feature extraction and the
+cost model's predictions count too, not only the replays). Measuring a 512^3 matmul takes
+~0.3 s a candidate, so a round of 64 gets ~3.4 s instead of ~10 s, and the tuner's own work
+stays near a fifth of the run (issue 27); a kernel that takes longer to build and run gets a
+longer search in proportion.
 """
 from __future__ import annotations
 
@@ -33,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from workbench.ir.structural import StructuralSet
+from workbench.meta_schedule.measured_schedules import measured_schedules
 from workbench.meta_schedule.profiler import Profiler
 from workbench.meta_schedule.search_strategy.base import BuiltinStrategy, TraceApplier
 from workbench.meta_schedule.search_strategy.search_strategy import MeasureCandidate
@@ -50,6 +61,8 @@ WARM_START_RECORDS = 64
 # Fewer candidates lacking features than this are extracted in the tuning process (shipping
 # them to the replay workers would not pay).
 MIN_FEATURES_AHEAD = 8
+# Samples the quick first batch (module docstring) picks from, at least.
+FIRST_PROBE_LEAST = 32
 
 
 class EvolutionarySearch(BuiltinStrategy):
@@ -60,7 +73,8 @@ class EvolutionarySearch(BuiltinStrategy):
                  genetic_num_iters: int = 4, genetic_mutate_prob: float = 0.85,
                  genetic_max_fail_count: int = 10, eps_greedy: float = 0.05,
                  seconds_per_candidate: float | None = 0.15,
-                 first_batch_share: float = 0.25) -> None:
+                 first_batch_share: float = 0.25,
+                 search_share: float | None = 0.15) -> None:
         super().__init__()
         if population_size <= 0 or not 0 <= init_measured_ratio <= 1 or \
                 not 0 <= genetic_mutate_prob <= 1 or not 0 <= eps_greedy <= 1:
@@ -77,6 +91,12 @@ class EvolutionarySearch(BuiltinStrategy):
                 not 0 < first_batch_share <= 1:
             raise ValueError(f"EvolutionarySearch: first_batch_share must be within (0, 1], "
                              f"got {first_batch_share!r}")
+        if search_share is not None and (
+                isinstance(search_share, bool) or not isinstance(search_share, (int, float))
+                or not 0 < search_share < 1):
+            raise ValueError(f"EvolutionarySearch: search_share must be within (0, 1) or "
+                             f"None, got {search_share!r}")
+        self.search_share = search_share
         self.first_batch_share = float(first_batch_share)
         self.seconds_per_candidate = seconds_per_candidate
         self.population_size = population_size
@@ -93,7 +113,7 @@ class EvolutionarySearch(BuiltinStrategy):
         return {k: getattr(self, k) for k in (
             "population_size", "init_measured_ratio", "init_min_unmeasured", "max_fail_count",
             "genetic_num_iters", "genetic_mutate_prob", "genetic_max_fail_count", "eps_greedy",
-            "seconds_per_candidate", "first_batch_share")}
+            "seconds_per_candidate", "first_batch_share", "search_share")}
 
     def _reset_state(self) -> None:
         self._traces: list = []
@@ -106,6 +126,8 @@ class EvolutionarySearch(BuiltinStrategy):
         self._replay_wall: float | None = None   # wall seconds per replay, this run's
         self._carry: list[Schedule] = []  # samples of the quick first batch not sent
         self._quick_sent = 0                 # candidates the quick first batch sent
+        self._measure_wall: float | None = None  # wall seconds measuring one candidate
+        self._handed_out: float | None = None    # when the last batch was handed out
 
     # -- lifecycle -----------------------------------------------------------------------------
     def pre_tuning(self, max_trials: int, num_trials_per_iter: int,
@@ -153,13 +175,25 @@ class EvolutionarySearch(BuiltinStrategy):
         self._replay_wall = per if self._replay_wall is None else 0.5 * (self._replay_wall + per)
         return out
 
+    def _round_seconds(self, num: int) -> float | None:
+        """The wall-time budget of an informed round measuring ``num`` candidates: the
+        smaller of ``seconds_per_candidate`` and the ``search_share`` bound (module
+        docstring) per candidate, times ``num``; None: unbounded."""
+        per = []
+        if self.seconds_per_candidate is not None:
+            per.append(self.seconds_per_candidate)
+        if self.search_share is not None and self._measure_wall is not None:
+            per.append(self.search_share / (1.0 - self.search_share) * self._measure_wall)
+        return min(per) * num if per else None
+
     def _plan(self, num: int) -> tuple[int, int]:
         """(population, generations) of an informed round measuring ``num`` candidates (module
         docstring)."""
         pop, gens = self.population_size, self.genetic_num_iters
-        if self.seconds_per_candidate is None or self._replay_wall is None:
+        seconds = self._round_seconds(num)
+        if seconds is None or self._replay_wall is None:
             return pop, gens
-        budget = self.seconds_per_candidate * num / self._replay_wall   # replays
+        budget = seconds / self._replay_wall   # replays
         least = min(pop, 2 * num)
         pop = max(least, min(pop, int(budget / (gens + 1) + 1e-6)))
         if pop == least:
@@ -175,9 +209,21 @@ class EvolutionarySearch(BuiltinStrategy):
         self._check_tuning("notify_runner_results")
         self.st += len(results)
         self.ed += len(results)
+        if self._handed_out is not None and results:
+            per = (time.perf_counter() - self._handed_out) / len(results)
+            self._measure_wall = per if self._measure_wall is None else \
+                0.5 * (self._measure_wall + per)
+            self._handed_out = None
 
     def generate_measure_candidates(self) -> list[MeasureCandidate] | None:
         self._check_tuning("generate_measure_candidates")
+        cands = self._generate()
+        # measuring starts now: notify_runner_results times it (the search_share budget)
+        self._handed_out = time.perf_counter() if cands else None
+        return cands
+
+    def _generate(self) -> list[MeasureCandidate] | None:
+        round_start = time.perf_counter()
         num = self._next_window()
         if num is None:
             return None
@@ -202,7 +248,11 @@ class EvolutionarySearch(BuiltinStrategy):
             # measurement 96 s away. Sample one batch's worth (which times the replays that
             # size the next rounds) and send the model's best share of it at once; the rest
             # of the window follows from an evolved population, with those results learnt.
-            probe = self._sample_init_population(min(self.population_size, num))
+            # twice the share it sends (at least 32): sampled here, one by one, before the
+            # replay workers are up; the rest of the population is sampled next round, in them
+            k = int(np.ceil(num * self.first_batch_share))
+            probe = self._sample_init_population(
+                min(self.population_size, num, max(2 * k, FIRST_PROBE_LEAST)))
             quick = self._quick_first_batch(probe, num)
             if quick is not None:
                 return quick
@@ -211,8 +261,8 @@ class EvolutionarySearch(BuiltinStrategy):
         pop, gens = self._plan(planned)
         if (pop, gens) != (self.population_size, self.genetic_num_iters):
             log.info("Population %d, %d generation(s): %.0f ms per trace replay, about %.1f s "
-                     "of replays for %d candidate(s)", pop, gens, self._replay_wall * 1e3,
-                     self.seconds_per_candidate * planned, planned)
+                     "for %d candidate(s)", pop, gens, self._replay_wall * 1e3,
+                     self._round_seconds(planned), planned)
         measured = self._pick_best_from_database(int(pop * self.init_measured_ratio))
         rest = pop - len(measured) - len(probe)
         unmeasured = probe[:pop - len(measured)] + (
@@ -221,7 +271,9 @@ class EvolutionarySearch(BuiltinStrategy):
             log.warning("Cannot sample enough initial population, evolutionary search failed.")
             return None
         log.info("Sampled %d candidate(s)", len(unmeasured))
-        bests = self._evolve_with_cost_model(measured + unmeasured, num, gens)
+        seconds = self._round_seconds(planned)
+        deadline = None if seconds is None else round_start + seconds
+        bests = self._evolve_with_cost_model(measured + unmeasured, num, gens, deadline)
         log.info("Got %d candidate(s) with evolutionary search", len(bests))
         picks = self._pick_with_eps_greedy(unmeasured, bests, num)
         log.info("Sending %d candidates(s) for measurement", len(picks))
@@ -300,9 +352,15 @@ class EvolutionarySearch(BuiltinStrategy):
             return []
         with Profiler.timeit("EvoSearch/PickBestFromDatabase"):
             applier = self._applier()
+            # records measured in this run come back as their schedules, the others replay
+            kept = measured_schedules(self.context)
+            records = self._database.get_top_k(self._token, num)
+            schs = [kept.get(record.trace) for record in records]
             jobs = [(record.trace, self.rand.fork_seed(), True)
-                    for record in self._database.get_top_k(self._token, num)]
-            out = [sch for sch in self._apply(applier, jobs) if sch is not None]
+                    for record, sch in zip(records, schs) if sch is None]
+            replayed = iter(self._apply(applier, jobs))
+            out = [sch if sch is not None else next(replayed) for sch in schs]
+            out = [sch for sch in out if sch is not None]
         self.logger.info("Pick-Best-From-Database summary:\n%s", applier.summary())
         self.logger.info("Picked top %d candidate(s) from database", len(out))
         return out
@@ -318,9 +376,14 @@ class EvolutionarySearch(BuiltinStrategy):
         out: list[Schedule] = []
         fail_count = 0
         applier = self._applier()
+        # TVM samples until init_min_unmeasured (50) are valid, in batches of num: right for
+        # its population of 512, but a sized round of one candidate (population 2) would
+        # replay 50 traces two at a time
+        least = min(self.init_min_unmeasured, max(1, num))
         with Profiler.timeit("EvoSearch/SampleInitPopulation"):
-            while len(out) < self.init_min_unmeasured and fail_count < self.max_fail_count:
-                found = self._samples(applier, num)
+            while len(out) < least and fail_count < self.max_fail_count:
+                # TVM samples num again; topping up to num replays only what is missing
+                found = self._samples(applier, num - len(out))
                 out.extend(found)
                 if not found:
                     fail_count += 1
@@ -356,8 +419,11 @@ class EvolutionarySearch(BuiltinStrategy):
                 cache[id(s)] = float(v)
         return np.maximum(0.0, np.array([cache[id(s)] for s in population], dtype="float64"))
 
-    def _evolve_with_cost_model(self, population: list[Schedule], num: int,
-                                gens: int) -> list[Schedule]:
+    def _evolve_with_cost_model(self, population: list[Schedule], num: int, gens: int,
+                                deadline: float | None = None) -> list[Schedule]:
+        """The best ``num`` never-measured schedules met over ``gens`` generations bred from
+        ``population``; fewer generations when the next would end past ``deadline`` (a
+        ``perf_counter`` time; None: no limit)."""
         exists = self._measured.copy()
         heap: list[tuple[float, int, Schedule]] = []  # min-heap of the best `num`
         counter = 0
@@ -365,6 +431,7 @@ class EvolutionarySearch(BuiltinStrategy):
         applier = self._applier()
         mutators, masses = self._mutator_sampler()
         pop_size = len(population)
+        gen_start = time.perf_counter()
         for it in range(gens + 1):
             with Profiler.timeit("EvoSearch/Evolve/PredictNormalizedScore"):
                 scores = self._predict(population, cache)
@@ -379,6 +446,14 @@ class EvolutionarySearch(BuiltinStrategy):
                             heapq.heapreplace(heap, item)
             if it == gens or pop_size == 0:
                 break
+            now = time.perf_counter()
+            # the next generation costs what the last did (the first: its replays)
+            ahead = now - gen_start if it > 0 else pop_size * (self._replay_wall or 0.0)
+            if deadline is not None and now + ahead > deadline:
+                self.logger.info("Stopped after %d generation(s) of %d: the next would end "
+                                 "past the round's time budget", it, gens)
+                break
+            gen_start = now
             with Profiler.timeit("EvoSearch/Evolve/Mutation"):
                 population = self._next_generation(population, scores, mutators, masses,
                                                    applier)

@@ -119,6 +119,18 @@ class ReplayPool:
         with self._lock:
             self._workers.shutdown()
 
+    def prestart(self) -> None:
+        """Start the workers in the background (no-op when they run or replays stay
+        in-process): a search whose replays turned out heavy calls it, so that the pool is
+        up by its next batch."""
+        if self.disabled is None:
+            self._workers.prestart()
+
+    @property
+    def ready(self) -> bool:
+        """Are workers up (their start-up paid)?"""
+        return self.disabled is None and self._workers.ready > 0
+
     def _warn_once(self, what: str, message: str, *args: object) -> None:
         # A condition the pool handles itself is worth one line per pool, not one per batch.
         if what not in self._warned:

@@ -48,6 +48,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from workbench.meta_schedule.arg_info import ArgInfo
+from workbench.meta_schedule.measured_schedules import measured_schedules
 from workbench.meta_schedule.profiler import Profiler
 from workbench.meta_schedule.utils import estimate_tir_flops, median
 
@@ -431,6 +432,7 @@ class TaskScheduler(abc.ABC):
             cb.apply(self, task_id, cands, built, results)
         log = task.ctx.logger
         name = f"[Task #{task_id}: {task.ctx.task_name}]"
+        kept = measured_schedules(task.ctx)
         for cand, b, r in zip(cands, built, results):
             trial = len(task.latency_ms)
             if b.error_msg is not None or r.error_msg is not None or not r.run_secs:
@@ -450,6 +452,7 @@ class TaskScheduler(abc.ABC):
                 continue
             ms = median(r.run_secs) * 1000.0
             task.latency_ms.append(ms)
+            kept.put(cand.sch, ms)
             best = task.best_latency_ms
             log.info("%s Trial #%d: GFLOPs: %.4f. Time: %.4f us. Best GFLOPs: %.4f", name,
                      trial, task.flop / ms / 1e6, ms * 1e3, task.flop / best / 1e6)
