@@ -190,3 +190,48 @@ def test_build_functions_defined_anywhere_reach_the_workers():
         assert b.build([]) == []
     finally:
         b.shutdown()
+
+
+def test_prestarted_workers_do_the_builds_and_a_tuning_run_prestarts_them():
+    """prestart() launches the build workers without waiting; the next build runs in them.
+    TaskScheduler.tune prestarts its builder and runner before it initializes the tasks."""
+    from workbench.meta_schedule.runner import LocalRunner
+
+    b = TrackingBuilder(max_workers=2, timeout_sec=60, cache=False)
+    r = LocalRunner()
+    try:
+        b.prestart()
+        r.prestart()
+        pids = set(b.worker_pids)
+        assert len(pids) == 2 and r.worker_pid is not None
+        results = b.build([BuilderInput(matmul(16), "llvm")] * 2)
+        assert all(res.error_msg is None for res in results)
+        assert set(b.worker_pids) == pids
+    finally:
+        b.shutdown()
+        r.shutdown()
+
+    from workbench import meta_schedule as ms
+
+    calls = []
+
+    class Watched(TrackingBuilder):
+        def prestart(self):
+            calls.append("builder")
+            super().prestart()
+
+    class WatchedRunner(LocalRunner):
+        def prestart(self):
+            calls.append("runner")
+            super().prestart()
+
+    import tempfile
+    builder, runner = Watched(max_workers=1, timeout_sec=60), WatchedRunner()
+    try:
+        ms.tune_tir(matmul(16), "llvm", tempfile.mkdtemp(), max_trials_global=1,
+                    num_trials_per_iter=1, builder=builder, runner=runner,
+                    strategy="replay-trace", cost_model="random")
+    finally:
+        builder.shutdown()
+        runner.shutdown()
+    assert calls[:2] == ["builder", "runner"]

@@ -221,6 +221,13 @@ class LocalBuilder(PyBuilder):
         """Process ids of the live build workers."""
         return self._pool.pids
 
+    def prestart(self) -> None:
+        """Start the build worker processes in the background, without waiting for them (the
+        task scheduler does so as a run begins: their start-up, ~1 s of imports each, then
+        overlaps the design spaces and the first search, which leave a core idle, instead of
+        delaying the first batch)."""
+        self._pool.prestart()
+
     def shutdown(self) -> None:
         """Stop the worker processes now (they also stop when the builder is collected)."""
         self._pool.shutdown()

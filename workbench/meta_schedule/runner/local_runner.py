@@ -154,6 +154,13 @@ class LocalRunner(PyRunner):
         pids = self._pool.pids
         return pids[0] if pids else None
 
+    def prestart(self) -> None:
+        """Start the measurement worker processes in the background, without waiting for them (the
+        task scheduler does so as a run begins: their start-up, ~1 s of imports each, then
+        overlaps the design spaces and the first search, which leave a core idle, instead of
+        delaying the first batch)."""
+        self._pool.prestart()
+
     def shutdown(self) -> None:
         """Stop the worker now (it also stops when the runner is collected)."""
         self._pool.shutdown()

@@ -105,6 +105,8 @@ class TaskRecord:
         self.builder_results: list["BuilderResult"] | None = None
         self.runner_futures: list["RunnerFuture"] | None = None
         self.reference: str | None = None
+        #: Is the reference output still to be made (before the task's first measurement)?
+        self.reference_pending = False
         self.first_build_error: str | None = None
         self.first_run_error: str | None = None
         #: Why the task found no valid candidate (set when tuning ends; None otherwise).
@@ -198,11 +200,15 @@ class TaskScheduler(abc.ABC):
         self.cost_model_ = cost_model
         self.remaining_tasks_ = len(tasks)
         self._builder, self._runner = builder, runner
-        ref_dir = work_dir or tempfile.mkdtemp(prefix="workbench_ms_")
+        self._ref_dir = work_dir or tempfile.mkdtemp(prefix="workbench_ms_")
+        for part in (builder, runner):  # their workers start while the tasks initialize
+            prestart = getattr(part, "prestart", None)
+            if callable(prestart):
+                prestart()
         for i, (ctx, weight) in enumerate(zip(tasks, task_weights)):
             with Profiler.timeit("InitializeTask"):
                 self._initialize_task(i, ctx, weight, max_trials_per_task,
-                                      num_trials_per_iter, ref_dir)
+                                      num_trials_per_iter)
         for cb in self.measure_callbacks_:
             attach = getattr(cb, "attach_scheduler", None)
             if callable(attach):
@@ -288,8 +294,7 @@ class TaskScheduler(abc.ABC):
             self.logger.info("Tuning interrupted; every measured candidate is stored")
 
     def _initialize_task(self, i: int, ctx: "TuneContext", weight: float,
-                         max_trials_per_task: int, num_trials_per_iter: int,
-                         ref_dir: str) -> None:
+                         max_trials_per_task: int, num_trials_per_iter: int) -> None:
         if ctx.mod is None or ctx.space_generator is None or ctx.search_strategy is None:
             raise ValueError(f"task #{i} ({ctx.task_name}) needs a mod, a space_generator "
                              "and a search_strategy")
@@ -305,8 +310,9 @@ class TaskScheduler(abc.ABC):
                      sch.trace.simplified(remove_postproc=True))
         ctx.search_strategy.pre_tuning(max_trials_per_task, num_trials_per_iter, spaces,
                                        self.database_, self.cost_model_)
-        if self.check_outputs:
-            record.reference = self._make_reference(ctx, ref_dir)
+        # The reference is made before the task's first measurement, not here: its run needs
+        # the runner's worker, which is still starting now (prestarted in tune()).
+        record.reference_pending = bool(self.check_outputs)
 
     def _make_reference(self, ctx: "TuneContext", ref_dir: str) -> str | None:
         try:
@@ -333,6 +339,10 @@ class TaskScheduler(abc.ABC):
         target = task.ctx.target
         with Profiler.timeit("SendToBuilder"):
             built = self._builder.build([BuilderInput(c.sch.mod, target) for c in cands])
+        if task.reference_pending:
+            task.reference_pending = False
+            with Profiler.timeit("MakeReference"):
+                task.reference = self._make_reference(task.ctx, self._ref_dir)
         inputs, positions = [], []
         for k, (cand, res) in enumerate(zip(cands, built)):
             if res.error_msg is None:
