@@ -17,7 +17,8 @@ about ``seconds_per_candidate`` x the batch (Workbench; None: TVM's fixed popula
 wall time per replay is measured on the run's own replays (a 128^3 matmul trace replays in
 ~25 ms, a Winograd convolution's in ~1 s: a population of 64 over 4 generations took 3.5 min
 a round there, for 8 candidates measured in seconds). The population never drops below twice
-the batch (the cost model still chooses), and generations drop before that. A model informed
+the batch (the cost model still chooses), and generations drop before that, but for one:
+a budget too small for it shrinks the population toward the batch instead. A model informed
 from the first round (pretrained, or warm-started from a database) meets a round before any
 replay was timed: that round samples twice the share it sends (at least 32, at most one
 batch) and sends the model's best ``first_batch_share`` of the batch at once (the first measurement starts seconds after the call,
@@ -28,7 +29,7 @@ The search's own time is also held to ``search_share`` of the wall time (Workben
 may take at most ``search_share / (1 - search_share)`` x the wall time measuring one candidate
 took (building and running it, timed from the batch being handed out to its results) x the
 batch. That budget sizes the population with the replay time, as above, and is a deadline:
-the generations stop when the next one would not end within it (feature extraction and the
+the generations after the first stop when the next one would not end within it (feature extraction and the
 cost model's predictions count too, not only the replays). Measuring a 512^3 matmul takes
 ~0.3 s a candidate, so a round of 64 gets ~3.4 s instead of ~10 s, and the tuner's own work
 stays near a fifth of the run (issue 27); a kernel that takes longer to build and run gets a
@@ -198,6 +199,12 @@ class EvolutionarySearch(BuiltinStrategy):
         pop = max(least, min(pop, int(budget / (gens + 1) + 1e-6)))
         if pop == least:
             gens = max(0, min(gens, int(budget / max(1, pop) + 1e-6) - 1))
+            if gens == 0 and self.genetic_num_iters > 0:
+                # One generation bred from the fittest (and the database's best) beats a
+                # larger random population for the same replays: the population shrinks
+                # toward the batch to keep one.
+                pop = max(min(pop, num), min(least, int(budget / 2 + 1e-6)))
+                gens = 1
         return pop, gens
 
     def post_tuning(self) -> None:
@@ -447,9 +454,9 @@ class EvolutionarySearch(BuiltinStrategy):
             if it == gens or pop_size == 0:
                 break
             now = time.perf_counter()
-            # the next generation costs what the last did (the first: its replays)
-            ahead = now - gen_start if it > 0 else pop_size * (self._replay_wall or 0.0)
-            if deadline is not None and now + ahead > deadline:
+            # the first generation always runs (the plan keeps one); a later one costs what
+            # the last did
+            if deadline is not None and it > 0 and now + (now - gen_start) > deadline:
                 self.logger.info("Stopped after %d generation(s) of %d: the next would end "
                                  "past the round's time budget", it, gens)
                 break
