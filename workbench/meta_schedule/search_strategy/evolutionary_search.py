@@ -21,19 +21,20 @@ the batch (the cost model still chooses), and generations drop before that, but 
 a budget too small for it shrinks the population toward the batch instead. A model informed
 from the first round (pretrained, or warm-started from a database) meets a round before any
 replay was timed: that round samples twice the share it sends (at least 32, at most one
-batch) and sends the model's best ``first_batch_share`` of the batch at once (the first measurement starts seconds after the call,
-not after a whole round of evolution); the rest of its window comes from the next, evolved and
-sized, round, whose population starts with the samples not sent.
+batch) and sends the model's best ``first_batch_share`` of the batch at once (the first
+measurement starts seconds after the call, not after a whole round of evolution); the rest of
+its window comes from the next, evolved and sized, round, whose population starts with the
+samples not sent.
 
 The search's own time is also held to ``search_share`` of the wall time (Workbench): a round
 may take at most ``search_share / (1 - search_share)`` x the wall time measuring one candidate
 took (building and running it, timed from the batch being handed out to its results) x the
 batch. That budget sizes the population with the replay time, as above, and is a deadline:
-the generations after the first stop when the next one would not end within it (feature extraction and the
-cost model's predictions count too, not only the replays). Measuring a 512^3 matmul takes
-~0.3 s a candidate, so a round of 64 gets ~3.4 s instead of ~10 s, and the tuner's own work
-stays near a fifth of the run (issue 27); a kernel that takes longer to build and run gets a
-longer search in proportion.
+the generations after the first stop when the next one would not end within it (feature
+extraction and the cost model's predictions count too, not only the replays). Measuring a
+512^3 matmul takes ~0.3 s a candidate, so a round of 64 gets ~3.4 s instead of ~10 s, and the
+tuner's own work stays near a fifth of the run (issue 27); a kernel that takes longer to
+build and run gets a longer search in proportion.
 """
 from __future__ import annotations
 
