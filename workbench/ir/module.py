@@ -20,6 +20,11 @@ class IRModule:
     ``mod["main"]`` returns a function; ``mod["f"] = func`` adds or replaces one (the module is
     a container, like TVM's; the functions in it are immutable). Iteration order is insertion
     order, which printing and hashing keep.
+
+    ``_shash`` memoizes :func:`~workbench.ir.structural.structural_hash` (a few ms for a
+    scheduled kernel, asked for several times per tuning candidate, in several processes):
+    every mutator gives the module a fresh memo, :meth:`copy` shares it with the original
+    until either changes, and a pickled module carries it (the hash is process-independent).
     """
 
     def __init__(self, functions: Mapping[Any, Any] | None = None,

@@ -125,7 +125,16 @@ class WorkerPool:
 
     @property
     def ready(self) -> int:
-        """How many workers have started and take jobs (idle or busy)."""
+        """How many workers have started and take jobs (idle or busy). Start-up answers that
+        came in since the last ``run`` are read first: a prestarted worker counts once its
+        interpreter is up, not only after a job went to it."""
+        if self._lock.acquire(blocking=False):  # busy in run(): it reads them itself
+            try:
+                self._collect_ready({}, [])
+            except WorkerStartError:
+                pass  # every start failed: the next run() starts again and reports
+            finally:
+                self._lock.release()
         return sum(1 for w in self._workers if w.state in ("idle", "busy"))
 
     def _fall_back(self, reason: str) -> None:
