@@ -294,7 +294,10 @@ register("parallel_finish_spin", int, 50000, env="WORKBENCH_PARALLEL_FINISH_SPIN
              "closing barrier, where after omp_spin_count spins it would sleep: waking a "
              "sleeping core costs 30-100+ us (more in a busy VM) and the next kernel, usually "
              "a short one, pays it. Bounded: a thread the OS descheduled is not waited for "
-             "longer. 0 disables (needs parallel_chunks > 0).",
+             "longer, and each kernel module adapts its budget below this (a wait that runs "
+             "out quarters it, one that sees the others finish doubles it): on a machine busier "
+             "than its cores the spin drops to a few microseconds. 0 disables (needs "
+             "parallel_chunks > 0).",
          validate=not_negative)
 register("omp_spin_count", int, 10000, env="WORKBENCH_OMP_SPIN_COUNT",
          doc="GOMP_SPINCOUNT given to libgomp when the runtime loads it (how long our idle "

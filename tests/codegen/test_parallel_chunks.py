@@ -48,6 +48,11 @@ def test_finish_spin_is_emitted_only_when_asked_for():
     with options.override(parallel_chunks=4, parallel_finish_spin=1000):
         ll = wb.build(_count_visits(64), "llvm -num-cores=2").get_source("ll")
     assert "llvm.x86.sse2.pause" in ll and "load atomic" in ll
+    # the budget is the module's, starts at the option's value and is adapted in place
+    assert "@\"__workbench_finish_spin_budget\" = internal global i32 1000" in ll
+    budget = [line for line in ll.splitlines() if "__workbench_finish_spin_budget" in line]
+    assert any("load atomic" in line for line in budget)
+    assert any("store atomic" in line for line in budget)
     with options.override(parallel_chunks=4, parallel_finish_spin=0):
         ll = wb.build(_count_visits(64), "llvm -num-cores=2").get_source("ll")
     assert "llvm.x86.sse2.pause" not in ll

@@ -224,14 +224,40 @@ def _emit_stealing(ctx: FunctionContext, loop_var: E.Var, extent: ir.Value, tid:
     b.position_at_end(done)
 
 
+#: The module-level budget of the finish spin (pause iterations), adapted as kernels run.
+SPIN_BUDGET = "__workbench_finish_spin_budget"
+#: The adapted budget never drops below this many pauses (~5-20 us): on a quiet machine the
+#: threads of a balanced loop finish within it, and each such wait doubles the budget again.
+SPIN_FLOOR = 256
+
+
+def _spin_budget(ctx: FunctionContext, limit: int) -> ir.GlobalVariable:
+    module = ctx.renderer.module
+    g = module.globals.get(SPIN_BUDGET)
+    if g is None:
+        g = ir.GlobalVariable(module, I32, SPIN_BUDGET)
+        g.linkage = "internal"
+        g.initializer = ir.Constant(I32, limit)
+    return g
+
+
 def _emit_finish_spin(ctx: FunctionContext, counters: ir.Value, owners: int, nthr: ir.Value,
                       limit: int) -> None:
     """Count this thread as out of chunks (``counters[owners]``), then spin with ``pause`` until
-    every thread is, at most ``limit`` iterations. Why: the early thread would otherwise wait
-    in libgomp's closing barrier, which sleeps after GOMP_SPINCOUNT spins (kept short so idle
-    threads leave the cores to others), and the next parallel region (the next kernel, often
-    a short one: BERT's layer norm after a 2.8 ms matmul ran 12 -> 123 us) waits for the
-    sleeping core to wake up. The wait ends when the last thread finishes its last chunk."""
+    every thread is, at most the module's current budget of iterations. Why: the early thread
+    would otherwise wait in libgomp's closing barrier, which sleeps after GOMP_SPINCOUNT spins
+    (kept short so idle threads leave the cores to others), and the next parallel region (the
+    next kernel, often a short one: BERT's layer norm after a 2.8 ms matmul ran 12 -> 123 us)
+    waits for the sleeping core to wake up. The wait ends when the last thread finishes its
+    last chunk.
+
+    The budget adapts (a module global, starting at ``limit``): a wait that ran out before the
+    others finished quarters it, a wait that saw them finish doubles it (at most ``limit``, at
+    least :data:`SPIN_FLOOR`). On a quiet machine the waits end in time and the budget stays
+    at ``limit``; on one busier than its cores (a notebook beside JupyterLab and a browser on
+    2 cores) the thread waited for is off its core for a time slice, the waits run out, and
+    the spin drops to a few microseconds instead of burning ~1-2 ms of a core per kernel that
+    another process could use."""
     if limit <= 0:
         return
     b, fn = ctx.b, ctx.fn
@@ -239,21 +265,42 @@ def _emit_finish_spin(ctx: FunctionContext, counters: ir.Value, owners: int, nth
     b.atomic_rmw("add", finished, ir.Constant(I32, 1), "release")
     want = b.trunc(nthr, I32) if nthr.type.width > 32 else (
         b.sext(nthr, I32) if nthr.type.width < 32 else nthr)
+    g = _spin_budget(ctx, limit)
+    budget = b.load_atomic(g, "monotonic", 4)
     pre = b.block
     loop = fn.append_basic_block("finish_spin")
     wait = fn.append_basic_block("finish_wait")
+    adapt = fn.append_basic_block("finish_adapt")
     out = fn.append_basic_block("finish_done")
     b.branch(loop)
     b.position_at_end(loop)
     n = b.phi(I32, name="finish_n")
     n.add_incoming(ir.Constant(I32, 0), pre)
     seen = b.load_atomic(finished, "acquire", 4)
-    more = b.and_(b.icmp_signed("<", seen, want), b.icmp_signed("<", n, ir.Constant(I32, limit)))
-    b.cbranch(more, wait, out)
+    behind = b.icmp_signed("<", seen, want)
+    more = b.and_(behind, b.icmp_signed("<", n, budget))
+    b.cbranch(more, wait, adapt)
     b.position_at_end(wait)
     if ctx.renderer.target.triple.startswith(("x86_64", "i686", "i386")):
         pause = ctx.renderer.declare("llvm.x86.sse2.pause", ir.VoidType(), [])
         b.call(pause, [])
     n.add_incoming(b.add(n, ir.Constant(I32, 1)), wait)
     b.branch(loop)
+    b.position_at_end(adapt)
+    # ran out: a quarter (not below the floor); saw them finish after waiting: twice (not
+    # above the limit); no wait at all (this thread was the last): no news, no store
+    floor = ir.Constant(I32, min(SPIN_FLOOR, limit))
+    top = ir.Constant(I32, limit)
+    less = b.lshr(budget, ir.Constant(I32, 2))
+    less = b.select(b.icmp_signed("<", less, floor), floor, less)
+    twice = b.shl(budget, ir.Constant(I32, 1))
+    twice = b.select(b.icmp_signed(">", twice, top), top, twice)
+    twice = b.select(b.icmp_signed("<", budget, ir.Constant(I32, 1 << 29)), twice, top)
+    waited = b.icmp_signed(">", n, ir.Constant(I32, 0))
+    new = b.select(behind, less, b.select(waited, twice, budget))
+    store = fn.append_basic_block("finish_store")
+    b.cbranch(b.icmp_signed("!=", new, budget), store, out)
+    b.position_at_end(store)
+    b.store_atomic(new, g, "monotonic", 4)
+    b.branch(out)
     b.position_at_end(out)
