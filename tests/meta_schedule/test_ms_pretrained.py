@@ -78,7 +78,9 @@ def test_a_pretrained_model_ranks_from_the_first_round_and_fine_tunes(records, t
     _, mod, cands, costs = records
     _, booster, path = _trained(records, tmp_path)
     ctx = TuneContext(mod, target=TARGET)
-    model = XGBModel(pretrained=path, num_tuning_cores=1, num_warmup_samples=8)
+    # (the default warm-up of 100 samples: a fine-tuned model ranks long before it)
+    model = XGBModel(pretrained=path, num_tuning_cores=1)
+    assert model.num_warmup_samples == 100 > len(cands)
     assert not model.informed()            # no task yet: the target is not known
     assert model.informed(ctx)             # from the first round, without a measurement
     pred = model.predict(ctx, cands)
@@ -94,6 +96,12 @@ def test_a_pretrained_model_ranks_from_the_first_round_and_fine_tunes(records, t
     assert model.booster.num_boosted_rounds() > booster.num_boosted_rounds()
     tuned = model.predict(ctx, cands)
     assert not np.allclose(tuned, pred) and np.argmax(tuned) in fastest
+    np.testing.assert_allclose(tuned, model._predict_raw(
+        model.extractor.extract_from(ctx, cands), model.booster))
+    # a cold model still waits for its warm-up before its trees rank
+    cold = XGBModel(pretrained=None, num_tuning_cores=1)
+    cold.update(ctx, cands, [RunnerResult([float(c)], None) for c in costs])
+    assert cold.booster is not None and not cold.informed(ctx)
 
 
 def test_the_search_evolves_from_its_first_round_with_a_pretrained_model(records, tmp_path):
