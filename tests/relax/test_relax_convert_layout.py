@@ -222,7 +222,7 @@ def test_torch_model_profile_shows_the_reorders_as_layout_kernels():
 # ---- Winograd ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("c, o, h, w, pad", [(100, 72, 13, 11, 1), (64, 64, 14, 14, 1),
-                                             (128, 96, 18, 15, 0)])
+                                             (128, 96, 18, 15, 0), (64, 64, 56, 56, 1)])
 def test_winograd_convolution_matches_pytorch(c, o, h, w, pad):
     """3x3 stride-1 convolutions on mid-sized images become Winograd F(4x4, 3x3) convolutions
     (weights transformed at compile time), odd channel counts and image sizes included (partial
@@ -251,24 +251,25 @@ def test_winograd_convolution_matches_pytorch(c, o, h, w, pad):
 
 
 def test_winograd_only_where_it_pays_and_can_be_turned_off():
-    """Not for 1x1 or strided convolutions, few channels, large images (196 tiles) or tiny ones
-    (4 tiles); off with the option."""
+    """Not for 1x1 or strided convolutions, few channels, large images (900 tiles) or tiny ones
+    (4 tiles); off with the option. ResNet's 56 x 56 stage (196 tiles) is Winograd."""
     def body(bb, x, y, z):  # noqa: ANN001, ANN202
-        a = bb.emit(R.nn.conv2d(x, _w(64, 64, 3, 3), padding=1))          # 196 tiles
+        a = bb.emit(R.nn.conv2d(x, _w(64, 64, 3, 3), padding=1))          # 900 tiles
         b = bb.emit(R.nn.conv2d(y, _w(512, 512, 3, 3), padding=1))        # 4 tiles
         c = bb.emit(R.nn.conv2d(z, _w(32, 32, 3, 3), padding=1))          # 32 channels
         d = bb.emit(R.nn.conv2d(y, _w(512, 512, 3, 3), strides=2, padding=1))
         e = bb.emit(R.nn.conv2d(z, _w(64, 32, 1, 1)))
         return relax.Tuple([a, b, c, d, e])
-    mod = _build(body, {"x": (1, 64, 56, 56), "y": (1, 512, 7, 7), "z": (1, 32, 28, 28)})
+    mod = _build(body, {"x": (1, 64, 120, 120), "y": (1, 512, 7, 7), "z": (1, 32, 28, 28)})
     p = ConvertLayoutNCHWc("llvm -mcpu=sapphirerapids")
     p(mod)
     assert (p.converted, p.winograd_convs) == (5, 0)
-    mod = _build(lambda bb, x: R.nn.conv2d(x, _w(128, 128, 3, 3), padding=1),
-                 {"x": (1, 128, 28, 28)})
-    p = ConvertLayoutNCHWc("llvm -mcpu=sapphirerapids")
-    p(mod)
-    assert p.winograd_convs == 1
+    for c, hw in ((128, 28), (64, 56)):
+        mod = _build(lambda bb, x, c=c: R.nn.conv2d(x, _w(c, c, 3, 3), padding=1),
+                     {"x": (1, c, hw, hw)})
+        p = ConvertLayoutNCHWc("llvm -mcpu=sapphirerapids")
+        p(mod)
+        assert p.winograd_convs == 1, (c, hw)
     with options.override(winograd=False):
         p(mod)
         assert (p.converted, p.winograd_convs) == (1, 0)

@@ -398,13 +398,16 @@ class _Converter(ExprMutator):
 
 
 #: Winograd F(4x4, 3x3) replaces a blocked 3x3 stride-1 convolution when both channel counts
-#: are at least this, and the image has between these many 4x4 output tiles: measured on a
-#: 2-core Zen 4, it ran 2.6-2.8x faster than the direct kernel on 128 x 28^2 and 256 x 14^2
-#: (49 and 16 tiles), but slower with 196 tiles (its transformed tiles, ~2 MB per stage, leave
-#: the cache between stages) and with 4 (the transformed weight, 4x the direct one, is then
-#: read for too little work). TVM picks it for 64 < channels < 512 (AVX-512 ResNet profiles).
+#: are at least this, and the image has between these many 4x4 output tiles. Measured on a
+#: 2-core Zen 4: 2.6-2.8x faster than the direct kernel on 128 x 28^2 and 256 x 14^2 (49 and
+#: 16 tiles); on 64 x 56^2 (196 tiles) ResNet-18 ran 16.7 -> 13.3 ms and ResNet-50 44.5 ->
+#: 42.5 ms (in turns); three 64 x 112^2 layers (784 tiles) ran 1.4x faster (less: the
+#: transformed tiles, 7 MB, leave the caches between the stages). Slower with 4 tiles
+#: (512 x 7^2 in ResNet-18: 16.7 -> 17.1 ms; the transformed weight, 4x the direct one, is
+#: read for too little work). TVM picks it for
+#: 64 < channels < 512 (AVX-512 ResNet profiles).
 WINOGRAD_MIN_CHANNELS = 64
-WINOGRAD_TILES = (9, 64)
+WINOGRAD_TILES = (9, 784)
 
 
 def _winograd_fits(a: dict, wshape: tuple, shape: tuple, plain: str, cp: int, op_: int
