@@ -61,3 +61,34 @@ def test_every_registered_intrinsic_impl_renews():
         new = renew_defs(impl)
         assert structural_equal(new, impl), name
         assert not (_defs(impl)["buffers"] & _defs(new)["buffers"]), name
+
+
+def test_renew_local_defs_substitutes_in_the_same_walk():
+    """What unrolling does per copy: the statement's own definitions (loops, block iter vars)
+    renewed, an outer variable replaced, the others kept; the same as renewing, then
+    substituting, in two walks."""
+    from workbench.ir.structural import structural_equal as eq
+    from workbench.tir import op
+    from workbench.tir.functor import local_defs, renew_local_defs, substitute
+    from workbench.tir.stmt import ForKind
+    func = _scheduled_matmul()
+    outer = next(s for s in _loops(func.body) if s.kind == ForKind.PARALLEL)
+    body = outer.body
+    defined = local_defs(body)
+    assert defined and outer.loop_var not in defined
+    vmap = {outer.loop_var: op.add(outer.min, 3)}
+    one = renew_local_defs(body, vmap, defined)
+    two = substitute(renew_local_defs(body), vmap)
+    assert eq(one, two, map_free_vars=True)
+    used = set()
+    post_order_visit(one, lambda n: used.add(id(n)) if isinstance(n, Var) else None)
+    assert id(outer.loop_var) not in used                       # substituted
+    assert not used & {id(v) for v in defined}                  # renewed
+    assert renew_local_defs(body, {}, set()) is body           # nothing to do: shared
+
+
+def _loops(stmt):
+    from workbench.tir.stmt import For
+    out = []
+    post_order_visit(stmt, lambda n: out.append(n) if isinstance(n, For) else None)
+    return out[::-1]

@@ -177,21 +177,37 @@ def _defined_here(n: Any) -> tuple[Var, ...]:
 
 
 class _RenewLocalDefs(_RenewDefs):
-    def __init__(self, defined: set[Var]) -> None:
+    def __init__(self, defined: set[Var], vmap: dict[Var, Any]) -> None:
         super().__init__()
         self.defined = defined
+        self.vmap = vmap
 
-    def visit_Var(self, v: Var) -> Var:
+    def visit_Var(self, v: Var) -> Any:
+        got = self.vmap.get(v)
+        if got is not None:
+            return got
         return super().visit_Var(v) if v in self.defined else v
 
 
-def renew_local_defs(stmt: Any) -> Any:
-    """``stmt`` with new Vars for the variables it defines itself (loop, let, allocation and
-    block iter vars); variables from outside are kept. For placing a copy of a statement next
-    to the original (unrolling): each variable then has one definition."""
+def local_defs(stmt: Any) -> set[Var]:
+    """The variables ``stmt`` defines itself: loop, let, allocation and block iter vars."""
     defined: set[Var] = set()
     post_order_visit(stmt, lambda n: defined.update(_defined_here(n)))
-    return _RenewLocalDefs(defined).visit(stmt) if defined else stmt
+    return defined
+
+
+def renew_local_defs(stmt: Any, vmap: dict[Var, Any] | None = None,
+                     defined: set[Var] | None = None) -> Any:
+    """``stmt`` with new Vars for the variables it defines itself (:func:`local_defs`);
+    variables from outside are kept, or replaced as ``vmap`` says (``substitute`` in the same
+    walk; ``vmap`` must not name a variable ``stmt`` defines). For placing a copy of a
+    statement next to the original (unrolling): each variable then has one definition.
+    ``defined``: ``local_defs(stmt)`` when the caller already has it (one walk per copy
+    instead of two)."""
+    if defined is None:
+        defined = local_defs(stmt)
+    vmap = vmap or {}
+    return _RenewLocalDefs(defined, vmap).visit(stmt) if defined or vmap else stmt
 
 
 def post_order_visit(node: Any, fvisit: Callable[[Any], None]) -> None:
