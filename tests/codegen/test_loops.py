@@ -74,3 +74,19 @@ def test_auto_unroll_pragma():
     b = wb.nd.empty((32,), "float32")
     wb.build(f)["main"](wb.nd.array(a), b)
     np.testing.assert_allclose(b.numpy(), np.exp(a) * 2 + np.sqrt(a), rtol=1e-6)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_an_unrolled_loop_runs_each_iteration_once(n):
+    """Unrolling makes ``n`` copies, none for an empty loop, each with its own inner loop."""
+    hits = tir.decl_buffer((4, 2), "int32", "hits")
+    i, j = tir.Var("i"), tir.Var("j")
+    inner = S.For(j, tir.const(0), tir.const(2), "serial",
+                  S.BufferStore(hits, hits[i, j] + 1, (i, j)))
+    f = wb.build(tir.prim_func([hits], S.For(i, tir.const(0), tir.const(n), "unroll", inner)),
+                 "llvm")
+    a = wb.nd.array(np.zeros((4, 2), np.int32))
+    f["main"](a)
+    want = np.zeros((4, 2), np.int32)
+    want[:n] = 1
+    np.testing.assert_array_equal(a.numpy(), want)

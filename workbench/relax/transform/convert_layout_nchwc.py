@@ -404,8 +404,7 @@ class _Converter(ExprMutator):
 #: 42.5 ms (in turns); three 64 x 112^2 layers (784 tiles) ran 1.4x faster (less: the
 #: transformed tiles, 7 MB, leave the caches between the stages). Slower with 4 tiles
 #: (512 x 7^2 in ResNet-18: 16.7 -> 17.1 ms; the transformed weight, 4x the direct one, is
-#: read for too little work). TVM picks it for
-#: 64 < channels < 512 (AVX-512 ResNet profiles).
+#: read for too little work). TVM picks it for 64 < channels < 512 (AVX-512 ResNet profiles).
 WINOGRAD_MIN_CHANNELS = 64
 WINOGRAD_TILES = (9, 784)
 

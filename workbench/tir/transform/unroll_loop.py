@@ -45,10 +45,13 @@ def _unroll(loop: For) -> Stmt:
     # definition per variable, as the printed text (and TVM's SSA form) has. The body's own
     # definitions are found once, and each copy is one walk (renewal and substitution
     # together): Winograd's unrolled transforms spent 55% of UnrollLoop finding them again.
+    n = loop.extent.value
+    if n <= 0:
+        return seq()
     defined = local_defs(loop.body)
     copies = [substitute(loop.body, {loop.loop_var: op.add(loop.min, 0)})]
     copies += [renew_local_defs(loop.body, {loop.loop_var: op.add(loop.min, k)}, defined)
-               for k in range(1, loop.extent.value)]
+               for k in range(1, n)]
     return seq(*copies)
 
 
