@@ -178,15 +178,13 @@ def _remeasured_best(mod: Any, target: str, work: str, top: int = 3, times: int 
     from workbench.meta_schedule.runner.config import EvaluatorConfig
     from workbench.meta_schedule.runner.utils import default_alloc_argument, \
         default_run_evaluator
-    from workbench.tir.schedule import Schedule
     from workbench.tir.transform.remove_weight_layout_rewrite_block import (
         RemoveWeightLayoutRewriteBlock,
     )
     db = JSONDatabase(work_dir=work)
     out = []
     for record in db.get_top_k(db.commit_workload(mod), top):
-        sch = Schedule(mod)
-        record.trace.apply_to_schedule(sch, remove_postproc=False)
+        sch = record.as_measure_candidate().sch
         # as the builder does: a weight the layout rewrite packs is a packed argument
         rt = build(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(sch.mod), target)
         args = default_alloc_argument(cpu(), ArgInfo.from_entry_func(sch.mod, True), 1)

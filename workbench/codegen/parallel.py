@@ -293,9 +293,10 @@ def _emit_finish_spin(ctx: FunctionContext, counters: ir.Value, owners: int, nth
     top = ir.Constant(I32, limit)
     less = b.lshr(budget, ir.Constant(I32, 2))
     less = b.select(b.icmp_signed("<", less, floor), floor, less)
-    twice = b.shl(budget, ir.Constant(I32, 1))
-    twice = b.select(b.icmp_signed(">", twice, top), top, twice)
-    twice = b.select(b.icmp_signed("<", budget, ir.Constant(I32, 1 << 29)), twice, top)
+    # (the budget is within [floor, limit]: doubling only what is at most limit / 2 cannot
+    # overflow)
+    twice = b.select(b.icmp_signed(">", budget, ir.Constant(I32, limit // 2)), top,
+                     b.shl(budget, ir.Constant(I32, 1)))
     waited = b.icmp_signed(">", n, ir.Constant(I32, 0))
     new = b.select(behind, less, b.select(waited, twice, budget))
     store = fn.append_basic_block("finish_store")

@@ -286,9 +286,9 @@ class XGBModel(CostModel):
         # A fine-tuned model (pretrained trees, then the task's residual trees) ranks as soon
         # as it trained: ranking with the pretrained trees alone until num_warmup_samples
         # left a 64-trial search stalled at ~92% of the best, its bias never corrected.
-        if self.booster is None or not (self._own_informed() or self._base is not None):
-            return self._predict_raw(feats, self._base).astype("float64")
-        return self._predict_raw(feats).astype("float64")
+        fine_tuned = self._base is not None and self.booster is not None
+        booster = None if fine_tuned or self._own_informed() else self._base
+        return self._predict_raw(feats, booster).astype("float64")
 
 
 def _a_peak(pred: np.ndarray, labels: np.ndarray, k: int) -> float:
