@@ -237,7 +237,7 @@ def tune(mod: Any, target: Any, work_dir: str, ns: argparse.Namespace,
     from workbench.meta_schedule.relax_integration import extract_tasks, tune_relax
     from workbench.meta_schedule.search_strategy import EvolutionarySearch
     from workbench.meta_schedule.task_budget import trials_done
-    tasks = extract_tasks(mod, target)
+    tasks = extract_tasks(mod, target, alternatives=True)   # what tune_relax tunes
     if op_names is not None:
         tasks = [t for t in tasks if any(op in t.task_name for op in op_names)]
     t0 = time.perf_counter()
@@ -329,6 +329,11 @@ def bench_model(name: str, args_ns: argparse.Namespace) -> list[str]:
                      f"{len(check.hidden)} of {len(check.table)} records lose there and are "
                      f"not used (Workbench tuned (checked))\n" +
                      check.table.to_string(float_format=lambda v: f"{v:.1f}"))
+        impl = getattr(check.exe, "conv_implementations", None)
+        if impl is not None and len(impl):
+            notes.append(f"{name}: Winograd or direct, from the records (us per call):\n" +
+                         impl.drop(columns=["Function"]).to_string(
+                             float_format=lambda v: f"{v:.1f}", index=False))
         notes.append(f"{name}: tuned {ntasks} task(s) with a budget of {args_ns.trials} trials "
                      f"({total} in the database; {args_ns.per_iter} per batch, population "
                      f"{args_ns.population}) in {secs:.0f} s wall; records in {work_dir}")

@@ -6,7 +6,9 @@ previous kernel left and weights that one inference touches once, so a schedule 
 the loop can lose in the model (ResNet-18 tuned with 600-1,500 trials ran 0.96-1.04x its
 untuned build while its records promised more). :func:`check_in_model`:
 
-1. builds the model untuned (default schedules) and with ``database``'s records;
+1. builds the model with ``database``'s records, and untuned (default schedules) with the
+   same implementations (each Winograd candidate as the records chose it,
+   :mod:`.conv_implementations`), so both builds have the same kernels;
 2. profiles both on the VM with the user's inputs, in turns (``rounds`` each, after a warm-up
    call), and takes each kernel's median time per call;
 3. compares, kernel by kernel, the time in the model with tuning, without it (the default
@@ -113,9 +115,11 @@ def check_in_model(database: Database, mod: Any, target: str | Target,
 
     import workbench as wb
     from workbench import relax
+    from workbench.meta_schedule.conv_implementations import WinogradFromRecords
     from workbench.meta_schedule.relax_integration import (
-        _as_relax_module, compile_relax, extract_tasks,
+        _as_relax_module, build_tuned, extract_tasks,
     )
+    from workbench.relax.pipeline import get_default_pipeline
     if not isinstance(database, Database):
         raise TypeError(f"check_in_model: database must be a Database, got "
                         f"{type(database).__name__}")
@@ -127,9 +131,17 @@ def check_in_model(database: Database, mod: Any, target: str | Target,
     dev = dev if dev is not None else wb.cpu(0)
     args = [x if not isinstance(x, np.ndarray) else wb.nd.array(x, dev) for x in inputs]
 
+    # The tuned build first: its Winograd choices (from the records) are then the untuned
+    # build's too, so both have the same kernels under the same names.
+    chooser = WinogradFromRecords(database, target)
+    tuned_exe = build_tuned(database, mod, target, chooser)
+    chosen = chooser.chosen
+    untuned_exe = relax.build(mod, target,
+                              relax_pipeline=get_default_pipeline(target, choose_winograd=chosen))
+
     # Each tuned kernel and its record (a task stands for every kernel equal to it).
     records: dict[str, tuple[IRModule, TuningRecord]] = {}
-    for task in extract_tasks(mod, target):
+    for task in extract_tasks(mod, target, choose_winograd=chosen):
         task_mod = task.dispatched[0]
         record = database.query_tuning_record(task_mod, target, "main")
         if record is None or not record.run_secs:
@@ -137,8 +149,6 @@ def check_in_model(database: Database, mod: Any, target: str | Target,
         for name in task.kernel_names:
             records[name] = (task_mod, record)
 
-    untuned_exe = relax.build(mod, target)
-    tuned_exe = compile_relax(database, mod, target)
     kernels = set(records)
     vms = {"default": relax.VirtualMachine(untuned_exe, dev, profile=True),
            "tuned": relax.VirtualMachine(tuned_exe, dev, profile=True)}
@@ -176,7 +186,8 @@ def check_in_model(database: Database, mod: Any, target: str | Target,
     exe = tuned_exe
     if hidden:
         hidden_mods = list({id(records[n][0]): records[n][0] for n in hidden}.values())
-        exe = compile_relax(WithoutWorkloads(database, hidden_mods), mod, target)
+        exe = build_tuned(WithoutWorkloads(database, hidden_mods), mod, target, chosen)
+    exe.conv_implementations = chooser.table
     return InModelCheck(exe=exe, table=table, hidden=hidden,
                         untuned_us=statistics.median(totals["default"]),
                         tuned_us=statistics.median(totals["tuned"]))

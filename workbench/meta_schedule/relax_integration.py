@@ -19,6 +19,9 @@ section 12).
 - :func:`compile_relax` builds the model with ``relax.build(..., database=db)``: the pass
   :class:`MetaScheduleApplyDatabase` swaps each fused kernel for the database's best schedule
   of it (trace replayed, postprocs included) before lowering to the VM.
+- Implementations (Workbench, :mod:`.conv_implementations`): a 3x3 convolution that can be a
+  Winograd one is tuned as a Winograd and as a direct convolution, and the build takes the
+  one whose best record ran faster.
 
 Kernels with symbolic shapes cannot be measured (the runner needs concrete inputs):
 ``tune_relax`` skips them with a warning, and they stay unscheduled in the compiled model.
@@ -66,10 +69,11 @@ def _as_relax_module(mod: Any, params: Mapping[str, Any] | None) -> IRModule:
     return mod
 
 
-def _fuse(mod: IRModule, target: Any) -> IRModule:
-    """The default Relax pipeline up to and including FuseTIR."""
+def _fuse(mod: IRModule, target: Any, choose_winograd: Any = None) -> IRModule:
+    """The default Relax pipeline up to and including FuseTIR (``choose_winograd``: the
+    Winograd choice, see ``get_default_pipeline``)."""
     from workbench.relax.pipeline import get_default_pipeline
-    for p in get_default_pipeline(target):
+    for p in get_default_pipeline(target, choose_winograd=choose_winograd):
         mod = p(mod)
         if p.name == "FuseTIR":
             break
@@ -99,13 +103,59 @@ def _call_sites(mod: IRModule) -> list[tuple[str, str]]:
 
 
 def extract_tasks(mod: Any, target: str | Target, params: Mapping[str, Any] | None = None,
-                  module_equality: str = "structural") -> list[ExtractedTask]:
+                  module_equality: str = "structural", *, alternatives: bool = False,
+                  choose_winograd: Any = None) -> list[ExtractedTask]:
     """The tuning tasks of a Relax model: one per distinct fused kernel (see module
-    docstring)."""
+    docstring).
+
+    ``alternatives`` (Workbench): also the kernels of the implementations the build could
+    choose instead -- each 3x3 convolution that can be a Winograd one, as a Winograd and as
+    a direct convolution (:mod:`.conv_implementations`); a task's weight is then its call
+    count in the compilation where it is called most, and a kernel the model's build does
+    not call is named ``<its name in that compilation>_alt``. ``choose_winograd``: the tasks of the
+    build making these Winograd choices (``ConvertLayoutNCHWc``'s ``choose``)."""
     if not isinstance(target, Target):
         target = Target(target)
-    fused = _fuse(_as_relax_module(mod, params), target)
+    relax_mod = _as_relax_module(mod, params)
+    fused = [_fuse(relax_mod, target, choose_winograd)]
+    if alternatives:
+        from workbench.meta_schedule.conv_implementations import implementation_variants
+        variants = implementation_variants(relax_mod, target)
+        if variants and variants["all"][1]:
+            fused += [m for m, _ in variants.values()]
     equality = ModuleEquality(module_equality)
+    tasks = StructuralSet(key=lambda task: task.dispatched[0], hash=equality.hash,
+                          equal=equality.equal)
+    names: set[str] = set()
+    for k, one in enumerate(fused):
+        for task in _tasks_of(one, target, equality):
+            task_mod = task.dispatched[0]
+            shash = equality.hash(task_mod)
+            seen = tasks.find(task_mod, shash)
+            if seen is not None:
+                seen.weight = max(seen.weight, task.weight)
+                continue
+            if k:   # an alternative: the model's build has no kernel of this name
+                task.task_name = _unused_name(task.task_name, names)
+                task.kernel_names = [task.task_name]
+            names.update(task.kernel_names)
+            tasks.add(task, shash)
+    return list(tasks)
+
+
+def _unused_name(name: str, names: set[str]) -> str:
+    """``name_alt``, ``name_alt2``, ...: the first not in ``names`` (another compilation's
+    kernels are numbered on their own, so its names may be the model's for other kernels)."""
+    out, k = f"{name}_alt", 1
+    while out in names:
+        k += 1
+        out = f"{name}_alt{k}"
+    return out
+
+
+def _tasks_of(fused: IRModule, target: Target, equality: ModuleEquality
+              ) -> list[ExtractedTask]:
+    """The distinct kernels a fused module calls, weighted by their call counts."""
     tasks = StructuralSet(key=lambda task: task.dispatched[0], hash=equality.hash,
                           equal=equality.equal)
     for name, layer in _call_sites(fused):
@@ -233,10 +283,16 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
     measures its default schedule (``workbench.dlight``) as its first trial, so its best
     record never measured slower than what the build would use without one, then the same
     rule's neighbouring register tiles (option ``ms_default_variants`` candidates in all, at
-    most half the task's budget) before its search starts."""
+    most half the task's budget) before its search starts.
+
+    A 3x3 convolution that can be a Winograd one is tuned both ways (``extract_tasks(...,
+    alternatives=True)``, when the option ``winograd`` is on); ``compile_relax`` then builds
+    each with the implementation whose best record ran faster."""
     if not isinstance(target, Target):
         target = Target(target)
-    tasks = extract_tasks(mod, target, params, module_equality=module_equality)
+    from workbench import options
+    tasks = extract_tasks(mod, target, params, module_equality=module_equality,
+                          alternatives=bool(options.get("winograd")))
     tasks = select_tasks(tasks, op_names)
     static = [t for t in tasks if _is_static(t.dispatched[0])]
     skipped = [t.task_name for t in tasks if t not in static]
@@ -264,7 +320,6 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
                     "the global budget left for %d task(s)", sum(done), len(static),
                     left_global, len(todo))
     if default_schedule_first is None:
-        from workbench import options
         default_schedule_first = bool(options.get("default_schedule"))
     for ctx, (_, cap) in zip(contexts, todo):
         if cap < max_trials_per_task:   # resumed: its first trials (the seed among them) ran
@@ -329,13 +384,15 @@ def compile_relax(database: Database, mod: Any, target: str | Target,
     """``relax.build`` with every fused kernel that has a record in ``database`` replaced by
     its best schedule; returns the VM Executable (``exe.lowered_mod`` shows the kernels).
     With ``params`` bound, weights that a tuned kernel re-lays out (RewriteLayout) are packed
-    once here (PrepackConstantWeights) instead of on every call.
+    once here (PrepackConstantWeights) instead of on every call. Each 3x3 convolution that
+    can be a Winograd one takes the implementation whose kernel's record ran faster
+    (:mod:`.conv_implementations`); ``exe.conv_implementations`` is the table of those
+    choices (with the default pipeline).
 
     ``check_inputs`` (Workbench): the entry function's arguments; each tuned kernel is then
     timed inside the model against its default schedule first and the records that lose there
     are not used (:func:`workbench.meta_schedule.in_model.check_in_model`; its table is
     ``exe.in_model_check``). Not with ``build_kwargs``."""
-    from workbench.relax.vm_build import build
     if not isinstance(target, Target):
         target = Target(target)
     if check_inputs is not None:
@@ -349,6 +406,30 @@ def compile_relax(database: Database, mod: Any, target: str | Target,
                                func_name=entry_function(relax_mod))
         check.exe.in_model_check = check
         return check.exe
-    mod = _as_relax_module(mod, params)
+    return build_tuned(database, _as_relax_module(mod, params), target, **build_kwargs)
+
+
+def build_tuned(database: Database, mod: IRModule, target: Target, choose_winograd: Any = None,
+                **build_kwargs: Any) -> Any:
+    """``relax.build(mod, target, database=database, **build_kwargs)``, the default pipeline's
+    Winograd choices made by ``choose_winograd`` (default: a new
+    :class:`~.conv_implementations.WinogradFromRecords` of ``database``, whose table becomes
+    ``exe.conv_implementations``)."""
+    from workbench.meta_schedule.conv_implementations import WinogradFromRecords
+    from workbench.relax.pipeline import get_default_pipeline
+    from workbench.relax.vm_build import build
     with database:
-        return build(mod, target, database=database, **build_kwargs)
+        if build_kwargs.get("relax_pipeline") not in (None, "default"):
+            return build(mod, target, database=database, **build_kwargs)
+        build_kwargs.pop("relax_pipeline", None)
+        chooser = choose_winograd if choose_winograd is not None else \
+            WinogradFromRecords(database, target)
+        pipeline = get_default_pipeline(
+            target, fuse=build_kwargs.pop("fuse", True),
+            plan_memory=build_kwargs.pop("plan_memory", True), database=database,
+            default_schedule=build_kwargs.pop("default_schedule", None),
+            choose_winograd=chooser)
+        exe = build(mod, target, relax_pipeline=pipeline, **build_kwargs)
+    if isinstance(chooser, WinogradFromRecords):
+        exe.conv_implementations = chooser.table
+    return exe

@@ -26,12 +26,14 @@ from typing import Any
 
 from workbench.ir.module import IRModule
 from workbench.ir.transform import Pass, PassContext
+from workbench.meta_schedule.conv_implementations import WinogradFromRecords
 from workbench.meta_schedule.database import Database, JSONDatabase
 from workbench.meta_schedule.tir_integration import task_module
 from workbench.target import Target
 from workbench.tir.function import PrimFunc
 
-__all__ = ["MetaScheduleApplyDatabase", "MetaScheduleTuneTIR", "MetaScheduleTuneIRMod"]
+__all__ = ["MetaScheduleApplyDatabase", "MetaScheduleTuneTIR", "MetaScheduleTuneIRMod",
+           "WinogradFromRecords"]
 
 logger = logging.getLogger("workbench.meta_schedule")
 

@@ -101,7 +101,9 @@ class Pipeline(Sequential):
 def get_default_pipeline(target: Any = None, fuse: bool = True,
                          plan_memory: bool = True, database: Any = None,
                          default_schedule: bool | None = None,
-                         convert_layout: bool | None = None) -> Pipeline:
+                         convert_layout: bool | None = None,
+                         winograd: bool | str | None = None,
+                         choose_winograd: Any = None) -> Pipeline:
     """The default pipeline for ``target`` (only CPU/llvm targets exist; the target is accepted
     for TVM compatibility). ``fuse=False`` skips FuseOps/FuseTIR (one kernel per op);
     ``plan_memory=False`` skips StaticPlanBlockMemory (one storage per tensor).
@@ -115,7 +117,11 @@ def get_default_pipeline(target: Any = None, fuse: bool = True,
     (parallel, vectorized, register-tiled), whose constant weights the next pass packs.
     ``convert_layout`` (default: the option ``convert_layout``, on) adds
     ``ConvertLayoutNCHWc`` for the target after batch-norm folding (with the binding clean-up
-    it needs first): convolutional graphs run in the channel-blocked layout."""
+    it needs first): convolutional graphs run in the channel-blocked layout; ``winograd``
+    and ``choose_winograd`` are its arguments ``winograd`` and ``choose`` (None: the option
+    ``winograd``, and with a ``database`` each 3x3 convolution that can be a Winograd one is
+    a Winograd or a direct convolution as the database's records of the two kernels say --
+    ``WinogradFromRecords``, the rule where the database has not both)."""
     from workbench.relax import transform as T
     from workbench.relax.transform.attach_global_symbol import AttachGlobalSymbol
     from workbench.relax.transform.call_tir_rewrite import CallTIRRewrite, ToNonDataflow
@@ -133,18 +139,21 @@ def get_default_pipeline(target: Any = None, fuse: bool = True,
     if convert_layout is None:
         from workbench import options
         convert_layout = options.get("convert_layout")
+    if database is None:
+        database = _current_database()
     passes: list[Pass] = [FoldBatchnormToConv2D()]
     if convert_layout:
+        choose = choose_winograd
+        if choose is None and database is not None:
+            choose = T.WinogradFromRecords(database, target)
         passes += [CanonicalizeBindings(), DeadCodeElimination(),
-                   T.ConvertLayoutNCHWc(target)]
+                   T.ConvertLayoutNCHWc(target, winograd=winograd, choose=choose)]
     passes += [T.FuseAttention(), T.SinkReshapes(), T.PadMatmulColumns(target),
                T.LegalizeOps(), T.AnnotateTIROpPattern(),
                FoldConstant(target),
                CanonicalizeBindings(), DeadCodeElimination()]
     if fuse:
         passes += [FuseOps(), FuseTIR()]
-    if database is None:
-        database = _current_database()
     if database is not None:
         from workbench.relax.transform import MetaScheduleApplyDatabase  # the tuner's pass
         passes.append(MetaScheduleApplyDatabase(database, target))

@@ -83,7 +83,10 @@ from workbench.relax.transform.merge_composite_functions import MergeCompositeFu
 __all__ += ["FusionPattern", "PatternCheckContext", "FuseOpsByPattern", "RunCodegen",
             "MergeCompositeFunctions"]
 
-_TUNER_PASSES = ("MetaScheduleApplyDatabase", "MetaScheduleTuneTIR", "MetaScheduleTuneIRMod")
+# WinogradFromRecords: the tuner's choice between a convolution's Winograd and direct kernels,
+# ConvertLayoutNCHWc's ``choose`` in a build with a database.
+_TUNER_PASSES = ("MetaScheduleApplyDatabase", "MetaScheduleTuneTIR", "MetaScheduleTuneIRMod",
+                 "WinogradFromRecords")
 
 
 def __getattr__(name: str):

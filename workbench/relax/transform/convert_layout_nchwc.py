@@ -110,11 +110,13 @@ class _Blocked:
 
 
 class _Converter(ExprMutator):
-    def __init__(self, mod: IRModule, block: int, winograd: bool, int8: bool) -> None:
+    def __init__(self, mod: IRModule, block: int, winograd: "_WinogradChoice", int8: bool
+                 ) -> None:
         super().__init__(mod)
         self.B = block
         self.winograd = winograd
         self.int8 = int8
+        self.candidates = 0     # convolutions either implementation fits, in visit order
         self.winograd_convs = 0
         self.int8_convs = 0
         self.layout = f"NCHW{block}c"
@@ -251,7 +253,7 @@ class _Converter(ExprMutator):
                 return None
             cp = -(-data[1] // B) * B
             pad_i = (cp - icg) if g == 1 else 0
-            if self.winograd and _winograd_fits(a, w.shape, shape, plain, cp, op_):
+            if self.use_winograd(a, w.shape, shape, plain, cp, op_):
                 self.converted += 1
                 self.winograd_convs += 1
                 wp = np.pad(w, ((0, op_ - o), (0, pad_i), (0, 0), (0, 0)))
@@ -269,6 +271,17 @@ class _Converter(ExprMutator):
             return None
         self.converted += 1
         return self.emit_blocked_call(call, "relax.nn.conv2d", args, attrs), o, plain
+
+    def use_winograd(self, a: dict, wshape: tuple, shape: tuple, plain: str, cp: int,
+                     op_: int) -> bool:
+        """Whether this blocked convolution becomes a Winograd one; numbers the candidates."""
+        tiles = _winograd_tiles(a, shape, plain) if \
+            _winograd_candidate(a, wshape, shape, cp, op_) else 0
+        if tiles < 1:
+            return False
+        index = self.candidates
+        self.candidates += 1
+        return self.winograd.use(index, tiles)
 
     def unary(self, call: Call) -> tuple | None:
         x = call.args[0]
@@ -405,21 +418,51 @@ class _Converter(ExprMutator):
 #: transformed tiles, 7 MB, leave the caches between the stages). Slower with 4 tiles
 #: (512 x 7^2 in ResNet-18: 16.7 -> 17.1 ms; the transformed weight, 4x the direct one, is
 #: read for too little work). TVM picks it for 64 < channels < 512 (AVX-512 ResNet profiles).
+#: This rule decides where no measurement does: with a tuning database, each candidate takes
+#: the implementation whose tuned kernel ran faster (``choose``; the tuner tunes both).
 WINOGRAD_MIN_CHANNELS = 64
 WINOGRAD_TILES = (9, 784)
 
 
-def _winograd_fits(a: dict, wshape: tuple, shape: tuple, plain: str, cp: int, op_: int
-                   ) -> bool:
-    if tuple(wshape[2:]) != (3, 3) or tuple(a["strides"]) != (1, 1) or \
-            tuple(a["dilation"]) != (1, 1) or int(a["groups"]) != 1 or \
-            min(cp, op_) < WINOGRAD_MIN_CHANNELS or shape[0] is None:
-        return False
+def _winograd_candidate(a: dict, wshape: tuple, shape: tuple, cp: int, op_: int) -> bool:
+    """A convolution Winograd F(4x4, 3x3) can compute and might pay for (with an output of
+    at least one tile): 3x3, stride and dilation 1, not grouped, at least
+    :data:`WINOGRAD_MIN_CHANNELS` channels in and out, a known batch."""
+    return tuple(wshape[2:]) == (3, 3) and tuple(a["strides"]) == (1, 1) and \
+        tuple(a["dilation"]) == (1, 1) and int(a["groups"]) == 1 and \
+        min(cp, op_) >= WINOGRAD_MIN_CHANNELS and shape[0] is not None
+
+
+def _winograd_tiles(a: dict, shape: tuple, plain: str) -> int:
+    """The 4x4 output tiles of a 3x3 stride-1 convolution (0 for an empty output)."""
     pt, pl, pb, pr = a["padding"]
     oh = shape[plain.index("H")] + pt + pb - 2
     ow = shape[plain.index("W")] + pl + pr - 2
-    tiles = shape[0] * -(-oh // 4) * -(-ow // 4)
-    return oh > 0 and ow > 0 and WINOGRAD_TILES[0] <= tiles <= WINOGRAD_TILES[1]
+    return shape[0] * -(-oh // 4) * -(-ow // 4) if oh > 0 and ow > 0 else 0
+
+
+class _WinogradChoice:
+    """Which Winograd candidates (numbered in the pass's visit order of each function) become
+    Winograd convolutions: ``mode`` True -- those with :data:`WINOGRAD_TILES` tiles (the
+    measured rule), "all" -- every one, False -- none; ``chosen`` (function name -> {candidate
+    number: bool}) overrides modes True and "all" for the candidates it names, and is asked
+    for lazily:
+    ``chooser(mod)`` runs only when a candidate is met."""
+
+    def __init__(self, mode: Any, chooser: Callable[[IRModule], Any] | None,
+                 mod: IRModule, func_name: str, cache: dict) -> None:
+        self.mode, self.chooser, self.mod = mode, chooser, mod
+        self.func_name, self.cache = func_name, cache
+
+    def use(self, index: int, tiles: int) -> bool:
+        if not self.mode:
+            return False
+        if "chosen" not in self.cache:
+            self.cache["chosen"] = self.chooser(self.mod)
+        chosen = self.cache["chosen"].get(self.func_name, {})
+        if index in chosen:
+            return bool(chosen[index])
+        return self.mode == "all" or WINOGRAD_TILES[0] <= tiles <= WINOGRAD_TILES[1]
 
 
 _Rule = Callable[[_Converter, Call], Any]
@@ -440,21 +483,40 @@ def _has_vnni(target: Any) -> bool:
 
 class ConvertLayoutNCHWc(Pass):
     """The pass object: ``mod = ConvertLayoutNCHWc(target)(mod)`` (see the module docstring).
-    ``block`` overrides the target's block size; ``winograd`` and ``int8`` the options of the
-    same names (``int8``: QDQ convolutions as integer ones, by default on AVX-512 VNNI
-    targets only)."""
+    ``block`` overrides the target's block size; ``int8`` the option ``int8_conv`` (QDQ
+    convolutions as integer ones, by default on AVX-512 VNNI targets only).
+
+    ``winograd`` (default: the option of the same name): True -- a Winograd *candidate* (a
+    3x3 stride-1 convolution of at least :data:`WINOGRAD_MIN_CHANNELS` channels) becomes a
+    Winograd convolution when its image has :data:`WINOGRAD_TILES` tiles; ``"all"`` -- every
+    candidate does; False -- none. ``choose`` decides candidate by candidate over that rule:
+    a mapping ``{function name: {candidate number: bool}}`` (candidates numbered in program
+    order within each function, as ``candidates`` counts them), or a callable taking the
+    module the pass transforms and returning one, called only if the module has a candidate
+    (the tuner's choice from measured records:
+    :class:`workbench.meta_schedule.conv_implementations.WinogradFromRecords`).
+    After a call, ``candidates`` counts the candidates."""
 
     name = "ConvertLayoutNCHWc"
 
     def __init__(self, target: Any = None, block: int | None = None,
-                 winograd: bool | None = None, int8: bool | None = None) -> None:
+                 winograd: bool | str | None = None, int8: bool | None = None,
+                 choose: Any = None) -> None:
         if block is not None and (not isinstance(block, int) or block < 2):
             raise ValueError(f"{self.name}: block must be an int >= 2, got {block!r}")
+        if winograd not in (None, True, False, "all"):
+            raise ValueError(f"{self.name}: winograd must be None, True, False or 'all', got "
+                             f"{winograd!r}")
+        if choose is not None and not callable(choose) and not hasattr(choose, "get"):
+            raise TypeError(f"{self.name}: choose must be a mapping {{function: {{candidate: "
+                            f"bool}}}} or a callable returning one, got {type(choose).__name__}")
         self.target = target
         self.block = block
         self.winograd = winograd
         self.int8 = int8
+        self.choose = choose
         self.converted = 0
+        self.candidates = 0
         self.winograd_convs = 0
         self.int8_convs = 0
 
@@ -470,13 +532,18 @@ class ConvertLayoutNCHWc(Pass):
         if int8 is None:
             from workbench import options
             int8 = options.get("int8_conv") and _has_vnni(self.target)
-        self.converted = self.winograd_convs = self.int8_convs = 0
+        choose = self.choose
+        chooser = choose if callable(choose) else None
+        cache: dict = {} if chooser is not None else {"chosen": choose or {}}
+        self.converted = self.candidates = self.winograd_convs = self.int8_convs = 0
         out = mod.copy()
         for name, func in relax_functions(mod):
             if is_primitive(func):
                 continue
-            conv = _Converter(out, block, winograd, int8)
+            choice = _WinogradChoice(winograd, chooser, mod, name, cache)
+            conv = _Converter(out, block, choice, int8)
             new = conv.visit_expr(func)
+            self.candidates += conv.candidates
             if conv.converted:
                 out[name] = new
                 self.converted += conv.converted
