@@ -331,9 +331,14 @@ def bench_model(name: str, args_ns: argparse.Namespace) -> list[str]:
                      check.table.to_string(float_format=lambda v: f"{v:.1f}"))
         impl = getattr(check.exe, "conv_implementations", None)
         if impl is not None and len(impl):
-            notes.append(f"{name}: Winograd or direct, from the records (us per call):\n" +
+            notes.append(f"{name}: Winograd or direct, from the records (us per call; Used: "
+                         f"after the check in the model):\n" +
                          impl.drop(columns=["Function"]).to_string(
                              float_format=lambda v: f"{v:.1f}", index=False))
+        if len(check.implementations):
+            notes.append(f"{name}: choices against the rule, checked in the model (us per "
+                         f"call):\n" + check.implementations.drop(columns=["Function"])
+                         .to_string(float_format=lambda v: f"{v:.1f}", index=False))
         notes.append(f"{name}: tuned {ntasks} task(s) with a budget of {args_ns.trials} trials "
                      f"({total} in the database; {args_ns.per_iter} per batch, population "
                      f"{args_ns.population}) in {secs:.0f} s wall; records in {work_dir}")

@@ -56,19 +56,23 @@ def _run(exe, x: np.ndarray) -> np.ndarray:
     return relax.VirtualMachine(exe, wb.cpu())["main"](wb.nd.array(x)).numpy()
 
 
-def _records(pairs, times) -> MemoryDatabase:
-    """Records of each candidate's (Winograd, direct) kernels claiming ``times[k]`` seconds;
-    each trace only looks a block up (a record needs one instruction): the kernels run
-    unscheduled, which is slow but right."""
+def _records(pairs, times, scheduled=()) -> MemoryDatabase:
+    """Records of each candidate's (Winograd, direct) kernels claiming ``times[k]`` seconds.
+    A kernel in ``scheduled`` gets its default schedule; the others' traces only look a
+    block up (a record needs one instruction): those run unscheduled, slow but right."""
+    from workbench.meta_schedule.task_budget import default_schedule_candidate
+    from workbench.meta_schedule.tir_integration import task_module
     db = MemoryDatabase()
     for (w_name, fw, d_name, fd), secs in zip(pairs, times):
-        for func, s in zip((fw, fd), secs):
+        for name, func, s in zip((w_name, d_name), (fw, fd), secs):
             if s is None:
                 continue
-            from workbench.meta_schedule.tir_integration import task_module
             mod = task_module(func)
-            sch = Schedule(mod)
-            sch.get_block(blocks_under(mod["main"].body)[1].name_hint)
+            if name in scheduled:
+                sch = default_schedule_candidate(mod, TARGET).sch
+            else:
+                sch = Schedule(mod)
+                sch.get_block(blocks_under(mod["main"].body)[1].name_hint)
             db.commit_tuning_record(TuningRecord(sch.trace, db.commit_workload(mod), [s],
                                                  TARGET))
     return db
@@ -166,16 +170,28 @@ def _layout_input(mod):
     raise AssertionError("no ConvertLayoutNCHWc in the default pipeline")
 
 
-def test_in_model_check_compares_the_same_kernels(model):
+def test_in_model_check_compares_the_same_kernels_and_undoes_a_losing_choice(model):
     """check_in_model builds the untuned model with the records' choices, so every tuned
-    kernel has a time in both builds; its executable keeps those choices."""
+    kernel has a time in both builds. The first candidate's records choose direct against
+    the rule, but that kernel runs unscheduled: slower in the model than the rule's
+    Winograd kernel (its default schedule), so the choice is undone; the second candidate
+    has a record of one implementation only and follows the rule."""
     pairs = candidate_kernels(implementation_variants(model, TARGET))["main"]
-    db = _records(pairs, [(2e-6, 1e-6), (1e-6, 2e-6)])
+    wino0 = pairs[0][0]
+    db = _records(pairs, [(2e-6, 1e-6), (1e-6, None)], scheduled=(wino0,))
     x = RNG.standard_normal((1, 64, 14, 14)).astype("float32")
     check = check_in_model(db, model, TARGET, [x], rounds=1)
     table = check.table
-    assert len(table) == 2 and not table[["Default (us)", "Tuned (us)"]].isna().any().any()
-    assert set(table.index) <= set(check.exe.kernel_names)
-    assert list(check.exe.conv_implementations["Chosen"]) == ["direct", "winograd"]
-    assert sum("winograd" in k for k in check.exe.kernel_names) == 1
+    assert list(table.index) == [pairs[0][2]]     # the only tuned kernel of that build
+    assert not table[["Default (us)", "Tuned (us)"]].isna().any().any()
+    impl = check.implementations
+    assert len(impl) == 1 and impl.loc[0, "Candidate"] == 0
+    assert impl.loc[0, "Records chose"] == "direct" and impl.loc[0, "Kernel"] == pairs[0][2]
+    assert impl.loc[0, "In model (us)"] > 3 * impl.loc[0, "Rule's in model (us)"]
+    assert not impl.loc[0, "Used"]
+    done = check.exe.conv_implementations
+    assert list(done["Chosen"]) == ["direct", "rule"]
+    assert list(done["Used"]) == ["winograd", "direct"]
+    assert check.exe.kernel_names == relax.build(model, TARGET).kernel_names   # the rule's
+    assert "implementations chosen against the rule" in check._repr_html_()
     np.testing.assert_allclose(_run(check.exe, x), _reference(x), rtol=1e-4, atol=1e-4)

@@ -34,7 +34,8 @@ from workbench.meta_schedule.tir_integration import task_module
 from workbench.target import Target
 from workbench.tir.function import PrimFunc
 
-__all__ = ["WinogradFromRecords", "implementation_variants", "candidate_kernels"]
+__all__ = ["WinogradFromRecords", "implementation_variants", "candidate_kernels",
+           "flipped_kernels"]
 
 logger = logging.getLogger("workbench.meta_schedule")
 
@@ -144,19 +145,40 @@ def candidate_kernels(variants: dict[Any, tuple[IRModule, int]]) -> dict[str, li
     return out
 
 
+def flipped_kernels(fused_a: IRModule, fused_b: IRModule) -> dict[str, list[tuple[str, str]]]:
+    """Two compilations of one model that differ only in some candidates' implementations:
+    per Relax function, the kernel names ``(in a, in b)`` of the call sites where one is a
+    Winograd convolution and the other is not, in program order (the candidates whose
+    choice differs, in candidate order)."""
+    sites_a, sites_b = _sites(fused_a), _sites(fused_b)
+    out: dict[str, list[tuple[str, str]]] = {}
+    for fname, sa in sites_a.items():
+        sb = sites_b.get(fname, [])
+        if len(sa) != len(sb):
+            raise ValueError(f"{fname}: {len(sa)} kernel calls in one compilation, {len(sb)} "
+                             "in the other")
+        flips = [(a, b) for a, b in zip(sa, sb)
+                 if _is_winograd(fused_a[a]) != _is_winograd(fused_b[b])]
+        if flips:
+            out[fname] = flips
+    return out
+
+
 class WinogradFromRecords:
     """``choose`` for ``ConvertLayoutNCHWc`` from a tuning database (module docstring):
     called with the module entering the pass, returns ``{function: {candidate: use
     Winograd}}`` for the candidates both of whose kernels have records (also kept as
     ``chosen``: another build given it as ``choose`` makes the same choices). ``table``
     (after a call) has one row per candidate: its two kernels, their best records' times
-    (us) and what was chosen ("rule" where a record is missing)."""
+    (us), what the rule (``ConvertLayoutNCHWc``'s ``winograd=True``) would take and what was
+    chosen ("rule" where a record is missing); ``rule`` holds the rule's decisions."""
 
     def __init__(self, database: Any, target: Any) -> None:
         self.database = database
         self.target = target if isinstance(target, Target) or target is None else Target(target)
         self.table = pd.DataFrame()
         self.chosen: dict[str, dict[int, bool]] = {}
+        self.rule: dict[str, dict[int, bool]] = {}
 
     def _best_us(self, func: PrimFunc) -> float | None:
         record = self.database.query_tuning_record(task_module(func), self.target, "main")
@@ -166,6 +188,10 @@ class WinogradFromRecords:
 
     def __call__(self, mod: IRModule) -> dict[str, dict[int, bool]]:
         target = self.target if self.target is not None else Target.current() or Target("llvm")
+        from workbench.relax.transform.convert_layout_nchwc import ConvertLayoutNCHWc
+        rule = ConvertLayoutNCHWc(target)
+        rule(mod)
+        self.rule = {f: dict(enumerate(d)) for f, d in rule.decisions.items()}
         try:
             pairs = candidate_kernels(implementation_variants(mod, target, from_layout=True))
         except ValueError as err:
@@ -183,6 +209,8 @@ class WinogradFromRecords:
                 rows.append({"Function": fname, "Candidate": k, "Direct": d_name,
                              "Winograd": w_name,
                              "Direct (us)": d_us, "Winograd (us)": w_us,
+                             "Rule": "winograd" if self.rule.get(fname, {}).get(k) else
+                             "direct",
                              "Chosen": "rule" if use is None else
                              ("winograd" if use else "direct")})
         self.table = pd.DataFrame(rows)

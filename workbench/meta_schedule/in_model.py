@@ -13,13 +13,20 @@ untuned build while its records promised more). :func:`check_in_model`:
    call), and takes each kernel's median time per call;
 3. compares, kernel by kernel, the time in the model with tuning, without it (the default
    schedule) and what its record measured alone;
-4. rebuilds with the records of the kernels that lost in the model hidden, so those run their
-   default schedule again.
+4. where the records chose another implementation for a convolution than the rule would
+   (Winograd or direct), profiles the tuned build with the rule's implementations too, and
+   undoes a choice whose kernel is slower per call in the model than the rule's (records of
+   a kernel that streams a large weight promise more than the model gives: ResNet-18's
+   Winograd kernels on 7x7 images measured 893 us alone, 1,161 in the model);
+5. rebuilds with the records of the kernels that lost in the model hidden, so those run their
+   default schedule again, and the undone choices undone.
 
-It returns an :class:`InModelCheck`: the final Executable and the per-kernel table.
+It returns an :class:`InModelCheck`: the final Executable, the per-kernel table and the
+per-implementation one.
 """
 from __future__ import annotations
 
+import logging
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -34,6 +41,8 @@ from workbench.meta_schedule.database.union_database import _ComposedDatabase
 from workbench.target import Target
 
 __all__ = ["InModelCheck", "WithoutWorkloads", "check_in_model"]
+
+logger = logging.getLogger("workbench.meta_schedule")
 
 # A tuned kernel is kept unless it is slower in the model than its default schedule by more
 # than this fraction (medians of a few profiled runs differ by about that much between runs).
@@ -67,20 +76,28 @@ class WithoutWorkloads(_ComposedDatabase):
 class InModelCheck:
     """What :func:`check_in_model` found: ``exe`` (built with the records that win in the
     model), ``table`` (one row per tuned kernel, see :func:`check_in_model`), ``hidden``
-    (kernel names whose records lost and are not used), and the model's median total kernel
-    time per run (us) ``untuned_us`` / ``tuned_us`` (all records) as profiled."""
+    (kernel names whose records lost and are not used), the model's median total kernel
+    time per run (us) ``untuned_us`` / ``tuned_us`` (all records) as profiled, and
+    ``implementations``: one row per convolution whose records chose against the rule (its
+    kernel and the rule's, each one's median time per call in the model, and ``Used``:
+    whether the records' choice stands)."""
 
     exe: Any
     table: pd.DataFrame
     hidden: list[str] = field(default_factory=list)
     untuned_us: float = 0.0
     tuned_us: float = 0.0
+    implementations: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def _repr_html_(self) -> str:
         head = (f"<p>kernels in the model: untuned {self.untuned_us:.0f} us, tuned "
                 f"{self.tuned_us:.0f} us; records not used (slower in the model): "
                 f"{len(self.hidden)} of {len(self.table)}</p>")
-        return head + self.table.to_html(float_format=lambda v: f"{v:.1f}")
+        html = head + self.table.to_html(float_format=lambda v: f"{v:.1f}")
+        if len(self.implementations):
+            html += ("<p>implementations chosen against the rule, checked in the model:</p>" +
+                     self.implementations.to_html(float_format=lambda v: f"{v:.1f}"))
+        return html
 
 
 def _kernel_times(vm: Any, func_name: str, inputs: Sequence[Any],
@@ -149,29 +166,19 @@ def check_in_model(database: Database, mod: Any, target: str | Target,
         for name in task.kernel_names:
             records[name] = (task_mod, record)
 
-    kernels = set(records)
-    vms = {"default": relax.VirtualMachine(untuned_exe, dev, profile=True),
-           "tuned": relax.VirtualMachine(tuned_exe, dev, profile=True)}
-    samples: dict[str, dict[str, list[float]]] = {k: {} for k in vms}
-    totals: dict[str, list[float]] = {k: [] for k in vms}
-    calls: dict[str, int] = {}
-    all_kernels = {k: set(getattr(e, "kernel_names", ()) or ()) for k, e in
-                   (("default", untuned_exe), ("tuned", tuned_exe))}
-    for vm in vms.values():
-        vm[func_name](*args)  # warm-up: first-call allocations, page faults
-    for _ in range(rounds):
-        for which, vm in vms.items():
-            times, counts = _kernel_times(vm, func_name, args, kernels | all_kernels[which])
-            totals[which].append(sum(times.values()))
-            calls.update({n: c for n, c in counts.items() if n in kernels})
-            for name in kernels:
-                samples[which].setdefault(name, []).append(times.get(name, float("nan")))
+    # Where the records chose another implementation than the rule, the tuned build with the
+    # rule's implementations is profiled too: a choice that loses in the model is undone.
+    flips = _flipped_candidates(mod, target, chooser)
+    builds = {"default": untuned_exe, "tuned": tuned_exe}
+    if flips:
+        builds["rule"] = build_tuned(database, mod, target, {})
+    samples, calls, totals = _profile(builds, func_name, args, rounds, dev)
 
     rows = {}
     for name, (_, record) in records.items():
-        default = statistics.median(samples["default"][name])
-        tuned = statistics.median(samples["tuned"][name])
-        n_calls = calls.get(name, 0)
+        default = statistics.median(samples["default"].get(name) or [float("nan")])
+        tuned = statistics.median(samples["tuned"].get(name) or [float("nan")])
+        n_calls = calls["tuned"].get(name, 0)
         record_us = mean_run_secs(record.run_secs) * 1e6 * n_calls
         rows[name] = {"Calls": n_calls, "Record (us)": record_us, "Default (us)": default,
                       "Tuned (us)": tuned, "Speedup": default / tuned if tuned else float("nan"),
@@ -183,12 +190,84 @@ def check_in_model(database: Database, mod: Any, target: str | Target,
         saved = table["Default (us)"] - table["Tuned (us)"]
         table = table.loc[saved.sort_values(ascending=False).index]
     hidden = [n for n, row in rows.items() if not row["Used"]]
+
+    final = {f: dict(d) for f, d in chosen.items()}
+    impl_rows = []
+    for fname, k, name_c, name_r in flips:
+        per_call_c = statistics.median(samples["tuned"][name_c]) / calls["tuned"][name_c]
+        per_call_r = statistics.median(samples["rule"][name_r]) / calls["rule"][name_r]
+        keep = not per_call_c > per_call_r * (1 + NOISE)
+        if not keep:
+            final[fname][k] = not chosen[fname][k]
+        impl_rows.append({"Function": fname, "Candidate": k,
+                          "Records chose": "winograd" if chosen[fname][k] else "direct",
+                          "Kernel": name_c, "In model (us)": per_call_c,
+                          "Rule's kernel": name_r, "Rule's in model (us)": per_call_r,
+                          "Used": keep})
+    undone = sum(not r["Used"] for r in impl_rows)
     exe = tuned_exe
-    if hidden:
+    if hidden or undone:
         hidden_mods = list({id(records[n][0]): records[n][0] for n in hidden}.values())
-        exe = build_tuned(WithoutWorkloads(database, hidden_mods), mod, target, chosen)
-    exe.conv_implementations = chooser.table
+        db = WithoutWorkloads(database, hidden_mods) if hidden else database
+        exe = build_tuned(db, mod, target, final)
+    impl = chooser.table.copy()
+    if len(impl):
+        impl["Used"] = [("winograd" if final.get(f, {}).get(k, chooser.rule.get(f, {}).get(k))
+                         else "direct") for f, k in zip(impl["Function"], impl["Candidate"])]
+    exe.conv_implementations = impl
     return InModelCheck(exe=exe, table=table, hidden=hidden,
                         untuned_us=statistics.median(totals["default"]),
-                        tuned_us=statistics.median(totals["tuned"]))
+                        tuned_us=statistics.median(totals["tuned"]),
+                        implementations=pd.DataFrame(impl_rows))
+
+
+def _profile(builds: dict[str, Any], func_name: str, args: Sequence[Any], rounds: int,
+             dev: Any) -> tuple[dict, dict, dict]:
+    """Each build profiled ``rounds`` times in turns after a warm-up call: per build, each
+    kernel's times per run (``samples[build][kernel]``, NaN where a run did not call it),
+    its calls per run, and the runs' total kernel times."""
+    from workbench import relax
+    vms = {k: relax.VirtualMachine(e, dev, profile=True) for k, e in builds.items()}
+    names = {k: set(getattr(e, "kernel_names", ()) or ()) for k, e in builds.items()}
+    samples: dict[str, dict[str, list[float]]] = {k: {n: [] for n in names[k]} for k in vms}
+    calls: dict[str, dict[str, int]] = {k: {} for k in vms}
+    totals: dict[str, list[float]] = {k: [] for k in vms}
+    for vm in vms.values():
+        vm[func_name](*args)  # warm-up: first-call allocations, page faults
+    for _ in range(rounds):
+        for which, vm in vms.items():
+            times, counts = _kernel_times(vm, func_name, args, names[which])
+            totals[which].append(sum(times.values()))
+            calls[which].update(counts)
+            for name in names[which]:
+                samples[which][name].append(times.get(name, float("nan")))
+    return samples, calls, totals
+
+
+def _flipped_candidates(mod: IRModule, target: Target, chooser: Any
+                        ) -> list[tuple[str, int, str, str]]:
+    """``(function, candidate, its kernel as the records chose, its kernel by the rule)`` for
+    each candidate whose records chose against the rule (empty when the two compilations
+    cannot be lined up: logged)."""
+    from workbench.meta_schedule.conv_implementations import flipped_kernels
+    from workbench.meta_schedule.relax_integration import _fuse
+    differ = {f: [k for k, use in sorted(d.items()) if use != chooser.rule.get(f, {}).get(k)]
+              for f, d in chooser.chosen.items()}
+    if not any(differ.values()):
+        return []
+    try:
+        sites = flipped_kernels(_fuse(mod, target, chooser.chosen), _fuse(mod, target, {}))
+    except ValueError as err:
+        logger.warning("check_in_model: implementations not checked: %s", err)
+        return []
+    out = []
+    for fname, ks in differ.items():
+        pairs = sites.get(fname, [])
+        if len(pairs) != len(ks):
+            logger.warning("check_in_model: %s: %d candidates chose against the rule but %d "
+                           "kernels differ; implementations not checked", fname, len(ks),
+                           len(pairs))
+            return []
+        out += [(fname, k, a, b) for k, (a, b) in zip(ks, pairs)]
+    return out
 

@@ -117,6 +117,7 @@ class _Converter(ExprMutator):
         self.winograd = winograd
         self.int8 = int8
         self.candidates = 0     # convolutions either implementation fits, in visit order
+        self.decisions: list[bool] = []     # per candidate: made a Winograd convolution
         self.winograd_convs = 0
         self.int8_convs = 0
         self.layout = f"NCHW{block}c"
@@ -281,7 +282,8 @@ class _Converter(ExprMutator):
             return False
         index = self.candidates
         self.candidates += 1
-        return self.winograd.use(index, tiles)
+        self.decisions.append(self.winograd.use(index, tiles))
+        return self.decisions[-1]
 
     def unary(self, call: Call) -> tuple | None:
         x = call.args[0]
@@ -495,7 +497,8 @@ class ConvertLayoutNCHWc(Pass):
     module the pass transforms and returning one, called only if the module has a candidate
     (the tuner's choice from measured records:
     :class:`workbench.meta_schedule.conv_implementations.WinogradFromRecords`).
-    After a call, ``candidates`` counts the candidates."""
+    After a call, ``candidates`` counts the candidates and ``decisions`` holds, per function,
+    whether each became a Winograd convolution."""
 
     name = "ConvertLayoutNCHWc"
 
@@ -517,6 +520,7 @@ class ConvertLayoutNCHWc(Pass):
         self.choose = choose
         self.converted = 0
         self.candidates = 0
+        self.decisions: dict[str, list[bool]] = {}
         self.winograd_convs = 0
         self.int8_convs = 0
 
@@ -536,6 +540,7 @@ class ConvertLayoutNCHWc(Pass):
         chooser = choose if callable(choose) else None
         cache: dict = {} if chooser is not None else {"chosen": choose or {}}
         self.converted = self.candidates = self.winograd_convs = self.int8_convs = 0
+        self.decisions = {}
         out = mod.copy()
         for name, func in relax_functions(mod):
             if is_primitive(func):
@@ -544,6 +549,8 @@ class ConvertLayoutNCHWc(Pass):
             conv = _Converter(out, block, choice, int8)
             new = conv.visit_expr(func)
             self.candidates += conv.candidates
+            if conv.decisions:
+                self.decisions[name] = conv.decisions
             if conv.converted:
                 out[name] = new
                 self.converted += conv.converted
