@@ -115,12 +115,15 @@ def test_modes_and_per_candidate_choice(model):
         ConvertLayoutNCHWc(TARGET, choose=3)
 
 
-def test_tuning_tasks_include_both_implementations(model):
+@pytest.mark.parametrize("target", [TARGET, Target("llvm -mcpu=haswell -num-cores=2"),
+                                    Target("llvm -mcpu=sapphirerapids -num-cores=2")],
+                         ids=["host", "avx2", "avx512"])
+def test_tuning_tasks_include_both_implementations(model, target):
     """``alternatives=True`` adds, for each candidate, the kernel the model's build does not
     call, under an ``_alt`` name no kernel of the build has; the build's own tasks keep their
-    names."""
-    plain = extract_tasks(model, TARGET)
-    both = extract_tasks(model, TARGET, alternatives=True)
+    names. On AVX2 (8-channel blocks) and AVX-512 (16) targets alike."""
+    plain = extract_tasks(model, target)
+    both = extract_tasks(model, target, alternatives=True)
     plain_names = [t.task_name for t in plain]
     assert [t.task_name for t in both][:len(plain)] == plain_names
     extra = both[len(plain):]
@@ -128,7 +131,9 @@ def test_tuning_tasks_include_both_implementations(model):
     assert not {t.task_name for t in extra} & {k for t in plain for k in t.kernel_names}
     convs = [t for t in both if "conv2d" in t.task_name]
     assert sum("winograd" in t.task_name for t in convs) == 2 and len(convs) == 4
-    pairs = candidate_kernels(implementation_variants(model, TARGET))["main"]
+    pairs = candidate_kernels(implementation_variants(model, target))["main"]
+    block = 8 if "haswell" in str(target) else 16
+    assert all(f.buffers[0].shape[-1].value == block for _, f, _, _ in pairs)
     assert [(w, d) for w, _, d, _ in pairs] == [
         ("fused_conv2d_winograd_relu", "fused_conv2d_relu"),
         ("fused_conv2d_winograd1_add_relu1", "fused_conv2d1_add_relu1")]
