@@ -327,7 +327,10 @@ def bench_model(name: str, args_ns: argparse.Namespace) -> list[str]:
         notes.append(f"{name}: records checked in the model ({t_check:.0f} s): kernels "
                      f"untuned {check.untuned_us:.0f} us, tuned {check.tuned_us:.0f} us; "
                      f"{len(check.hidden)} of {len(check.table)} records lose there and are "
-                     f"not used (Workbench tuned (checked))\n" +
+                     f"not used (Workbench tuned (checked)); end to end "
+                     f"{check.model_ms['tuned']:.2f} ms against untuned "
+                     f"{check.model_ms['untuned']:.2f} ms: "
+                     f"{'the untuned build is kept' if check.untuned_kept else 'kept'}\n" +
                      check.table.to_string(float_format=lambda v: f"{v:.1f}"))
         impl = getattr(check.exe, "conv_implementations", None)
         if impl is not None and len(impl):

@@ -78,6 +78,30 @@ def test_a_record_that_loses_in_the_model_is_not_used(model):
                            mod, TARGET, inputs, rounds=1, func_name="forward")
     assert len(again.table) == 0 and again.hidden == []
     assert "records not used" in check._repr_html_()
+    assert set(check.model_ms) == {"untuned", "tuned"} and min(check.model_ms.values()) > 0
+    assert "whole model, end to end" in check._repr_html_()
+
+
+def test_a_tuned_build_slower_end_to_end_gives_way_to_the_untuned_one(model, monkeypatch):
+    """The last step times the checked build against the untuned one end to end; when the
+    checked one is slower (made so here: the timing says so), the untuned build is what the
+    check returns, and it says so."""
+    import workbench.meta_schedule.in_model as in_model
+    mod, inputs = model
+    db, _ = _naive_records(mod)
+    timed = []
+
+    def slower_tuned(builds, func_name, args, rounds, dev):  # noqa: ANN001, ANN202
+        timed.append(sorted(builds))
+        return {"untuned": 1.0, "tuned": 1.5}
+    monkeypatch.setattr(in_model, "_time_models", slower_tuned)
+    check = check_in_model(db, mod, TARGET, inputs, rounds=1, func_name="forward")
+    assert timed == [["tuned", "untuned"]] and check.untuned_kept
+    assert check.exe.kernel_names == relax.build(mod, TARGET).kernel_names
+    assert "the untuned build is used" in check._repr_html_()
+    x, w = inputs
+    out = relax.VirtualMachine(check.exe, wb.cpu())["forward"](wb.nd.array(x), wb.nd.array(w))
+    np.testing.assert_allclose(out.numpy(), np.maximum(x @ w, 0) + 1, rtol=1e-4, atol=1e-3)
 
 
 def test_without_workloads_hides_only_the_named_workloads(model):

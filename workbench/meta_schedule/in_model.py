@@ -19,7 +19,11 @@ untuned build while its records promised more). :func:`check_in_model`:
    a kernel that streams a large weight promise more than the model gives: ResNet-18's
    Winograd kernels on 7x7 images measured 893 us alone, 1,161 in the model);
 5. rebuilds with the records of the kernels that lost in the model hidden, so those run their
-   default schedule again, and the undone choices undone.
+   default schedule again, and the undone choices undone;
+6. times that build end to end against the untuned model (in turns) and returns the untuned
+   build instead if it is the faster: profiles time each kernel alone and miss what the
+   kernels do to each other (a ResNet-18 whose tuned kernels summed 2% less ran 2-4%
+   slower end to end), so a tuned model is never knowingly slower than an untuned one.
 
 It returns an :class:`InModelCheck`: the final Executable, the per-kernel table and the
 per-implementation one.
@@ -80,7 +84,9 @@ class InModelCheck:
     time per run (us) ``untuned_us`` / ``tuned_us`` (all records) as profiled, and
     ``implementations``: one row per convolution whose records chose against the rule (its
     kernel and the rule's, each one's median time per call in the model, and ``Used``:
-    whether the records' choice stands)."""
+    whether the records' choice stands); ``model_ms``: the checked build and the untuned
+    one, milliseconds per call timed end to end in turns (``"tuned"``, ``"untuned"``), and
+    ``untuned_kept``: the checked build was slower, so ``exe`` is the untuned build."""
 
     exe: Any
     table: pd.DataFrame
@@ -88,11 +94,17 @@ class InModelCheck:
     untuned_us: float = 0.0
     tuned_us: float = 0.0
     implementations: pd.DataFrame = field(default_factory=pd.DataFrame)
+    model_ms: dict[str, float] = field(default_factory=dict)
+    untuned_kept: bool = False
 
     def _repr_html_(self) -> str:
         head = (f"<p>kernels in the model: untuned {self.untuned_us:.0f} us, tuned "
                 f"{self.tuned_us:.0f} us; records not used (slower in the model): "
                 f"{len(self.hidden)} of {len(self.table)}</p>")
+        if self.model_ms:
+            head += (f"<p>whole model, end to end: untuned {self.model_ms['untuned']:.2f} ms, "
+                     f"checked {self.model_ms['tuned']:.2f} ms: the "
+                     f"{'untuned' if self.untuned_kept else 'checked'} build is used</p>")
         html = head + self.table.to_html(float_format=lambda v: f"{v:.1f}")
         if len(self.implementations):
             html += ("<p>implementations chosen against the rule, checked in the model:</p>" +
@@ -215,10 +227,44 @@ def check_in_model(database: Database, mod: Any, target: str | Target,
         impl["Used"] = [("winograd" if final.get(f, {}).get(k, chooser.rule.get(f, {}).get(k))
                          else "direct") for f, k in zip(impl["Function"], impl["Candidate"])]
     exe.conv_implementations = impl
+
+    # Last, the whole model: the checked build timed end to end against the untuned one (the
+    # rule's implementations, default schedules), in turns; it is returned only if faster.
+    plain = relax.build(mod, target)
+    model_ms = _time_models({"untuned": plain, "tuned": exe}, func_name, args, rounds, dev)
+    untuned_kept = model_ms["tuned"] > model_ms["untuned"] * (1 + NOISE)
+    if untuned_kept:
+        plain.conv_implementations = impl.assign(Used=impl["Rule"]) if len(impl) else impl
+        exe = plain
     return InModelCheck(exe=exe, table=table, hidden=hidden,
                         untuned_us=statistics.median(totals["default"]),
                         tuned_us=statistics.median(totals["tuned"]),
-                        implementations=pd.DataFrame(impl_rows))
+                        implementations=pd.DataFrame(impl_rows),
+                        model_ms=model_ms, untuned_kept=untuned_kept)
+
+
+def _time_models(builds: dict[str, Any], func_name: str, args: Sequence[Any], rounds: int,
+                 dev: Any) -> dict[str, float]:
+    """Each build's median milliseconds per call of ``func_name``, timed in turns: a warm-up
+    call, then ``rounds`` rounds of (at least) 3 calls, or about 50 ms, per build."""
+    import time
+
+    from workbench import relax
+    fns = {k: relax.VirtualMachine(e, dev)[func_name] for k, e in builds.items()}
+    once = {}
+    for k, fn in fns.items():
+        t0 = time.perf_counter()
+        fn(*args)
+        once[k] = time.perf_counter() - t0
+    number = max(3, int(0.05 / max(max(once.values()), 1e-6)))
+    per_call: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn(*args)
+            per_call[k].append((time.perf_counter() - t0) / number * 1e3)
+    return {k: statistics.median(v) for k, v in per_call.items()}
 
 
 def _profile(builds: dict[str, Any], func_name: str, args: Sequence[Any], rounds: int,
