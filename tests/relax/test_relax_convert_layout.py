@@ -250,6 +250,28 @@ def test_winograd_convolution_matches_pytorch(c, o, h, w, pad):
     assert any("winograd" in k for k in exe.kernel_names)
 
 
+def test_winograd_on_avx2_blocks_of_eight():
+    """An AVX2 target's Winograd convolution (8-channel blocks, odd channel and image sizes)
+    compiles for that target and runs right on either host kind."""
+    c, o, h, w = 72, 100, 15, 13
+    wt = RNG.standard_normal((o, c, 3, 3)).astype("float32") * 0.1
+    mod = _build(lambda bb, x: R.nn.relu(R.nn.conv2d(x, relax.const(wt), padding=1)),
+                 {"x": (1, c, h, w)})
+    target = "llvm -mcpu=haswell -num-cores=2"
+    p = ConvertLayoutNCHWc(target)
+    out = p(mod)
+    assert p.winograd_convs == 1
+    call = next(b.value for b in out["main"].body.blocks[0].bindings
+                if isinstance(b.value, Call) and b.value.op.name == "relax.nn.conv2d_winograd")
+    assert call.args[1].data.numpy().shape == (6, 6, -(-o // 8), -(-c // 8), 8, 8)
+    from workbench.relax.pipeline import get_default_pipeline
+    x = RNG.standard_normal((1, c, h, w)).astype("float32")
+    want = torch.relu(torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(wt),
+                                                 padding=1)).numpy()
+    got = _run(mod, x, relax_pipeline=get_default_pipeline(target))
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+
+
 def test_winograd_only_where_it_pays_and_can_be_turned_off():
     """Not for 1x1 or strided convolutions, few channels, large images (900 tiles) or tiny ones
     (4 tiles); off with the option. ResNet's 56 x 56 stage (196 tiles) is Winograd."""
