@@ -84,20 +84,24 @@ def _sites(mod: IRModule) -> dict[str, list[str]]:
     from workbench.relax.expr import Function
     from workbench.relax.expr_functor import ExprVisitor
     from workbench.relax.op.base import is_call_tir
+
+    class _Visitor(ExprVisitor):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sites: list[str] = []
+
+        def visit_Call_(self, c: Any) -> None:
+            if is_call_tir(c):
+                self.sites.append(c.args[0].name_hint)
+            super().visit_Call_(c)
+
     out: dict[str, list[str]] = {}
     for name, func in mod.items():
         if not isinstance(func, Function) or func.attrs.get("Primitive"):
             continue
-        sites: list[str] = []
-
-        class _Visitor(ExprVisitor):
-            def visit_Call_(self, c: Any) -> None:
-                if is_call_tir(c):
-                    sites.append(c.args[0].name_hint)
-                super().visit_Call_(c)
-
-        _Visitor().visit_expr(func)
-        out[name] = sites
+        visitor = _Visitor()
+        visitor.visit_expr(func)
+        out[name] = visitor.sites
     return out
 
 
