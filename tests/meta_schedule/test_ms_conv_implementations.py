@@ -17,7 +17,9 @@ from workbench.meta_schedule.conv_implementations import (
 )
 from workbench.meta_schedule.database import MemoryDatabase, TuningRecord
 from workbench.meta_schedule.in_model import check_in_model
-from workbench.meta_schedule.relax_integration import compile_relax, extract_tasks
+from workbench.meta_schedule.relax_integration import (
+    compile_relax, extract_tasks, select_tasks,
+)
 from workbench.relax import op as R
 from workbench.relax.transform import ConvertLayoutNCHWc
 from workbench.target import Target
@@ -129,6 +131,18 @@ def test_tuning_tasks_include_both_implementations(model, target):
     extra = both[len(plain):]
     assert len(extra) == 2 and all(t.task_name.endswith("_alt") for t in extra)
     assert not {t.task_name for t in extra} & {k for t in plain for k in t.kernel_names}
+    by_name = {t.task_name: t for t in both}
+    assert by_name["fused_conv2d_relu_alt"].alternative_of == ["fused_conv2d_winograd_relu"]
+    assert by_name["fused_conv2d_winograd1_add_relu1_alt"].alternative_of == \
+        ["fused_conv2d_add_relu1"]
+    assert all(not t.alternative_of for t in both[:len(plain)])
+    # op_names pick the model's kernels, each with its alternative, never an alternative by
+    # its own name
+    picked = select_tasks(both, ["fused_conv2d_add_relu1"])
+    assert [t.task_name for t in picked] == ["fused_conv2d_add_relu1",
+                                             "fused_conv2d_winograd1_add_relu1_alt"]
+    assert [t.task_name for t in select_tasks(both, ["max_pool2d"])] == ["max_pool2d"]
+    assert len(select_tasks(both, ["conv2d"])) == 4
     convs = [t for t in both if "conv2d" in t.task_name]
     assert sum("winograd" in t.task_name for t in convs) == 2 and len(convs) == 4
     pairs = candidate_kernels(implementation_variants(model, target))["main"]

@@ -16,11 +16,15 @@ class ExtractedTask:
     imported model (``["layer1.0.conv1 + bn1 + relu", "layer1.1.conv1 + bn1 + relu"]``;
     empty when the calls have no recorded source), and ``kernel_names`` the names of the
     compiled kernels it stands for (``["transpose", "transpose1", "transpose2"]`` for three
-    equal transposes; the first is ``task_name``): the names a profiling Report shows."""
+    equal transposes; the first is ``task_name``): the names a profiling Report shows.
+    ``alternative_of`` (empty for a kernel of the model's build) names the model's kernels a
+    kernel of another implementation would replace (a Winograd convolution's direct
+    counterpart, or the reverse)."""
 
     def __init__(self, task_name: str, mod: IRModule, target: Target | str,
                  dispatched: Sequence[IRModule], weight: int,
-                 layers: Sequence[str] = (), kernel_names: Sequence[str] = ()) -> None:
+                 layers: Sequence[str] = (), kernel_names: Sequence[str] = (),
+                 alternative_of: Sequence[str] = ()) -> None:
         self.task_name = task_name
         self.mod = mod
         self.target = target if isinstance(target, Target) else Target(target)
@@ -28,6 +32,7 @@ class ExtractedTask:
         self.weight = int(weight)
         self.layers = list(layers)
         self.kernel_names = list(dict.fromkeys([task_name, *kernel_names]))
+        self.alternative_of = list(alternative_of)
 
     def __repr__(self) -> str:
         return f"ExtractedTask({self.task_name!r}, weight={self.weight})"

@@ -112,7 +112,8 @@ def extract_tasks(mod: Any, target: str | Target, params: Mapping[str, Any] | No
     choose instead -- each 3x3 convolution that can be a Winograd one, as a Winograd and as
     a direct convolution (:mod:`.conv_implementations`); a task's weight is then its call
     count in the compilation where it is called most, and a kernel the model's build does
-    not call is named ``<its name in that compilation>_alt``. ``choose_winograd``: the tasks of the
+    not call is named ``<its name in that compilation>_alt``, its ``alternative_of`` the
+    model's kernels it would replace. ``choose_winograd``: the tasks of the
     build making these Winograd choices (``ConvertLayoutNCHWc``'s ``choose``)."""
     if not isinstance(target, Target):
         target = Target(target)
@@ -127,7 +128,13 @@ def extract_tasks(mod: Any, target: str | Target, params: Mapping[str, Any] | No
     tasks = StructuralSet(key=lambda task: task.dispatched[0], hash=equality.hash,
                           equal=equality.equal)
     names: set[str] = set()
+    model_sites = [name for name, _ in _call_sites(fused[0])]
     for k, one in enumerate(fused):
+        counterparts = _counterparts(one, model_sites) if k else {}
+        if k and not counterparts:
+            logger.warning("extract_tasks: an alternative compilation does not line up with "
+                           "the model's; its kernels are left out")
+            continue
         for task in _tasks_of(one, target, equality):
             task_mod = task.dispatched[0]
             shash = equality.hash(task_mod)
@@ -136,11 +143,25 @@ def extract_tasks(mod: Any, target: str | Target, params: Mapping[str, Any] | No
                 seen.weight = max(seen.weight, task.weight)
                 continue
             if k:   # an alternative: the model's build has no kernel of this name
+                task.alternative_of = list(dict.fromkeys(
+                    r for n in task.kernel_names for r in counterparts.get(n, ())))
                 task.task_name = _unused_name(task.task_name, names)
                 task.kernel_names = [task.task_name]
             names.update(task.kernel_names)
             tasks.add(task, shash)
     return list(tasks)
+
+
+def _counterparts(fused: IRModule, model_sites: list[str]) -> dict[str, list[str]]:
+    """For each kernel ``fused`` calls, the model's kernels at the same call sites (the two
+    compilations differ only in implementations, so their call sites line up)."""
+    sites = [name for name, _ in _call_sites(fused)]
+    out: dict[str, list[str]] = {}
+    if len(sites) == len(model_sites):
+        for mine, model in zip(sites, model_sites):
+            if model not in out.setdefault(mine, []):
+                out[mine].append(model)
+    return out
 
 
 def _unused_name(name: str, names: set[str]) -> str:
@@ -205,9 +226,21 @@ def select_tasks(tasks: Sequence[ExtractedTask], op_names: Any) -> list[Extracte
       that is no task's kernel raises ValueError naming it and the kernels there are;
     - strings: tasks whose name, or one of whose kernels' names, contains one of them (TVM's
       rule); a string matching nothing is logged as a warning.
+
+    An alternative implementation's task (``alternative_of``, from ``extract_tasks(...,
+    alternatives=True)``) is chosen with the model's kernels it would replace, never by its
+    own name.
     """
     if op_names is None:
         return list(tasks)
+    model_tasks = [t for t in tasks if not t.alternative_of]
+    chosen = _select_model_tasks(model_tasks, op_names)
+    picked = {k for t in chosen for k in t.kernel_names}
+    return chosen + [t for t in tasks if set(t.alternative_of) & picked]
+
+
+def _select_model_tasks(tasks: Sequence[ExtractedTask], op_names: Any) -> list[ExtractedTask]:
+    """:func:`select_tasks` among the model's own kernels."""
     exact = _ranking_names(op_names)
     if exact is not None:
         by_kernel = {k: t for t in tasks for k in t.kernel_names}
