@@ -31,6 +31,7 @@ denormal range, the overflow, infinities and NaN).
 from __future__ import annotations
 
 import math
+import struct
 
 import llvmlite.ir as ir
 
@@ -55,6 +56,24 @@ def _splat(ty: ir.VectorType, value: float | int) -> ir.Constant:
 
 def emit_exp(ctx, x: ir.Value) -> ir.Value:
     """``exp(x)`` for a float32 vector ``x`` (see the module docstring for the accuracy)."""
+    return _exp(ctx, x, _LO, _HI, split_scale=True)
+
+
+def emit_exp_of_sigmoid(ctx, x: ir.Value) -> ir.Value:
+    """``exp(x)`` as ``sigmoid`` needs it, ``1 / (1 + exp(-v))``: exact as :func:`emit_exp`
+    wherever the result is a normal float, but ``x`` clamped to ``[-88, 88]`` so ``2**n`` is
+    one factor (``n`` in [-127, 127]; ``2**-127`` comes out as 0). Below -88 ``exp`` is
+    under the smallest normal float, and ``1 + exp`` is 1 either way; above 88 the sigmoid
+    is under 6.1e-39 (a denormal) and comes out as that. Two fewer multiplies and four
+    fewer integer operations per vector: EfficientNet-B0 spends about 14% of its time in
+    sigmoids."""
+    return _exp(ctx, x, -_SIGMOID_CLAMP, _SIGMOID_CLAMP, split_scale=False)
+
+
+_SIGMOID_CLAMP = 88.0   # round(88 / ln 2) = 127: 2**n is a normal float (or 0 at -127)
+
+
+def _exp(ctx, x: ir.Value, lo: float, hi: float, split_scale: bool) -> ir.Value:
     b, ty = ctx.b, x.type
     ity = ir.VectorType(I32, ty.count)
 
@@ -72,21 +91,26 @@ def emit_exp(ctx, x: ir.Value) -> ir.Value:
         v = b.select(b.fcmp_ordered(">", v, hi_c), hi_c, v)
         return b.select(b.fcmp_ordered("<", v, lo_c), lo_c, v)
 
-    x = clamp(x, _LO, _HI)
+    x = clamp(x, lo, hi)
     rounder = _splat(ty, _ROUNDER)
     biased = fmuladd(x, _splat(ty, _LOG2E), rounder)        # rounder + n, n in the low bits
     n = b.fsub(biased, rounder)
-    ni = b.sub(b.bitcast(biased, ity), b.bitcast(rounder, ity))
     r = fmuladd(n, _splat(ty, -_LN2_HI), x)
     r = fmuladd(n, _splat(ty, -_LN2_LO), r)
     p = _splat(ty, _TAYLOR[0])
     for c in _TAYLOR[1:]:
         p = fmuladd(p, r, _splat(ty, c))
-    half = b.ashr(ni, _splat(ity, 1))
+    bits = b.bitcast(biased, ity)
+    rounder_bits = int.from_bytes(struct.pack("<f", _ROUNDER), "little")
 
     def pow2(k: ir.Value) -> ir.Value:
-        return b.bitcast(b.shl(b.add(k, _splat(ity, 127)), _splat(ity, 23)), ty)
-    return b.fmul(b.fmul(p, pow2(half)), pow2(b.sub(ni, half)))
+        return b.bitcast(b.shl(k, _splat(ity, 23)), ty)
+    if not split_scale:     # n + 127 straight from the bits, one factor
+        return b.fmul(p, pow2(b.sub(bits, _splat(ity, rounder_bits - 127))))
+    ni = b.sub(bits, _splat(ity, rounder_bits))
+    half = b.ashr(ni, _splat(ity, 1))
+    return b.fmul(b.fmul(p, pow2(b.add(half, _splat(ity, 127)))),
+                  pow2(b.add(b.sub(ni, half), _splat(ity, 127))))
 
 
-__all__ = ["applies", "emit_exp"]
+__all__ = ["applies", "emit_exp", "emit_exp_of_sigmoid"]

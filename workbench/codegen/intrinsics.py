@@ -117,7 +117,7 @@ def _sigmoid(ctx, call, args):
         x = a[0]
         neg = ctx.b.fneg(x)
         # float32 vectors: exp inline (a libmvec call would spill a fused kernel's registers)
-        e = (inline_exp.emit_exp(ctx, neg) if inline_exp.applies(neg.type) else
+        e = (inline_exp.emit_exp_of_sigmoid(ctx, neg) if inline_exp.applies(neg.type) else
              vector_math_call(ctx, "exp", [neg]) or llvm_intrinsic(ctx, "llvm.exp", [neg]))
         return ctx.b.fdiv(_const_like(x.type, 1.0), ctx.b.fadd(_const_like(x.type, 1.0), e))
     return _in_float32(ctx, call, args, emit)
