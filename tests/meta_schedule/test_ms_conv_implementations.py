@@ -199,14 +199,16 @@ def test_in_model_check_compares_the_same_kernels_and_undoes_a_losing_choice(mod
     wino0 = pairs[0][0]
     db = _records(pairs, [(2e-6, 1e-6), (1e-6, None)], scheduled=(wino0,))
     x = RNG.standard_normal((1, 64, 14, 14)).astype("float32")
-    check = check_in_model(db, model, TARGET, [x], rounds=1)
+    check = check_in_model(db, model, TARGET, [x], rounds=3)
     table = check.table
     assert list(table.index) == [pairs[0][2]]     # the only tuned kernel of that build
     assert not table[["Default (us)", "Tuned (us)"]].isna().any().any()
     impl = check.implementations
     assert len(impl) == 1 and impl.loc[0, "Candidate"] == 0
     assert impl.loc[0, "Records chose"] == "direct" and impl.loc[0, "Kernel"] == pairs[0][2]
-    assert impl.loc[0, "In model (us)"] > 3 * impl.loc[0, "Rule's in model (us)"]
+    # medians of 3 profiled runs: an unscheduled (one thread, scalar) direct kernel against a
+    # parallel, vectorised Winograd one, many times apart on a quiet machine
+    assert impl.loc[0, "In model (us)"] > 1.5 * impl.loc[0, "Rule's in model (us)"]
     assert not impl.loc[0, "Used"]
     done = check.exe.conv_implementations
     assert list(done["Chosen"]) == ["direct", "rule"]

@@ -230,7 +230,9 @@ def check_in_model(database: Database, mod: Any, target: str | Target,
 
     # Last, the whole model: the checked build timed end to end against the untuned one (the
     # rule's implementations, default schedules), in turns; it is returned only if faster.
-    plain = relax.build(mod, target)
+    same = all(use == chooser.rule.get(f, {}).get(k) for f, d in chosen.items()
+               for k, use in d.items())
+    plain = untuned_exe if same else relax.build(mod, target)
     model_ms = _time_models({"untuned": plain, "tuned": exe}, func_name, args, rounds, dev)
     untuned_kept = model_ms["tuned"] > model_ms["untuned"] * (1 + NOISE)
     if untuned_kept:

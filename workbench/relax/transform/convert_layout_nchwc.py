@@ -447,9 +447,8 @@ class _WinogradChoice:
     """Which Winograd candidates (numbered in the pass's visit order of each function) become
     Winograd convolutions: ``mode`` True -- those with :data:`WINOGRAD_TILES` tiles (the
     measured rule), "all" -- every one, False -- none; ``chosen`` (function name -> {candidate
-    number: bool}) overrides modes True and "all" for the candidates it names, and is asked
-    for lazily:
-    ``chooser(mod)`` runs only when a candidate is met."""
+    number: bool}) overrides modes True and "all" for the candidates it names; it is in
+    ``cache``, or asked for at the first candidate met (``chooser(mod)``), once per pass."""
 
     def __init__(self, mode: Any, chooser: Callable[[IRModule], Any] | None,
                  mod: IRModule, func_name: str, cache: dict) -> None:
