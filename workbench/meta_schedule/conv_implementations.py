@@ -43,12 +43,12 @@ logger = logging.getLogger("workbench.meta_schedule")
 VARIANTS = ("all", False)
 
 
-def _fusion_passes(target: Target, database: Any = None) -> tuple[list, int]:
+def _fusion_passes(target: Target) -> tuple[list, int]:
     """The default pipeline's passes up to and including FuseTIR, and the index of
     ConvertLayoutNCHWc among them."""
     from workbench.relax.pipeline import get_default_pipeline
     passes = []
-    for p in get_default_pipeline(target, database=database).passes:
+    for p in get_default_pipeline(target).passes:
         passes.append(p)
         if p.info.name == "FuseTIR":
             break
@@ -57,11 +57,12 @@ def _fusion_passes(target: Target, database: Any = None) -> tuple[list, int]:
 
 
 def implementation_variants(mod: IRModule, target: Target, *, from_layout: bool = False
-                            ) -> dict[Any, tuple[IRModule, int]]:
+                            ) -> dict[Any, tuple[IRModule, Any]]:
     """``mod`` compiled up to its fused kernels with every Winograd candidate as a Winograd
-    convolution (key ``"all"``) and as a direct one (key False), each with the number of
-    candidates; empty if the pipeline does not convert layouts. ``from_layout``: ``mod`` is
-    the module as it enters ConvertLayoutNCHWc (the passes before it are not run again)."""
+    convolution (key ``"all"``) and as a direct one (key False), each with the
+    ``ConvertLayoutNCHWc`` pass that made it (its ``candidates``, ``candidate_tiles``);
+    empty if the pipeline does not convert layouts. ``from_layout``: ``mod`` is the module as
+    it enters ConvertLayoutNCHWc (the passes before it are not run again)."""
     from workbench.relax.transform.convert_layout_nchwc import ConvertLayoutNCHWc
     passes, at = _fusion_passes(target)
     if at < 0:
@@ -75,33 +76,16 @@ def implementation_variants(mod: IRModule, target: Target, *, from_layout: bool 
         fused = layout(mod)
         for p in after:
             fused = p(fused)
-        out[mode] = (fused, layout.candidates)
+        out[mode] = (fused, layout)
     return out
 
 
 def _sites(mod: IRModule) -> dict[str, list[str]]:
     """The PrimFunc each ``call_tir`` calls, in program order, per Relax function."""
-    from workbench.relax.expr import Function
-    from workbench.relax.expr_functor import ExprVisitor
-    from workbench.relax.op.base import is_call_tir
-
-    class _Visitor(ExprVisitor):
-        def __init__(self) -> None:
-            super().__init__()
-            self.sites: list[str] = []
-
-        def visit_Call_(self, c: Any) -> None:
-            if is_call_tir(c):
-                self.sites.append(c.args[0].name_hint)
-            super().visit_Call_(c)
-
+    from workbench.meta_schedule.relax_integration import _call_sites
     out: dict[str, list[str]] = {}
-    for name, func in mod.items():
-        if not isinstance(func, Function) or func.attrs.get("Primitive"):
-            continue
-        visitor = _Visitor()
-        visitor.visit_expr(func)
-        out[name] = visitor.sites
+    for fname, kernel, _ in _call_sites(mod):
+        out.setdefault(fname, []).append(kernel)
     return out
 
 
@@ -121,7 +105,7 @@ def _out_shape(func: PrimFunc) -> tuple:
 Pair = tuple[str, PrimFunc, str, PrimFunc]
 
 
-def candidate_kernels(variants: dict[Any, tuple[IRModule, int]]) -> dict[str, list[Pair]]:
+def candidate_kernels(variants: dict[Any, tuple[IRModule, Any]]) -> dict[str, list[Pair]]:
     """Per Relax function, each candidate's Winograd and direct kernels in candidate order,
     paired by call site. Raises ValueError when the two compilations do not line up
     (different call sites, or kernels of different output shapes paired)."""
@@ -142,10 +126,9 @@ def candidate_kernels(variants: dict[Any, tuple[IRModule, int]]) -> dict[str, li
                                  f"another output shape")
             pairs.append((w_name, fw, d_name, fd))
         out[fname] = pairs
-    count = sum(len(p) for p in out.values())
-    if count != variants["all"][1]:
-        raise ValueError(f"{variants['all'][1]} Winograd candidates but {count} Winograd "
-                         "kernel calls")
+    count, candidates = sum(len(p) for p in out.values()), variants["all"][1].candidates
+    if count != candidates:
+        raise ValueError(f"{candidates} Winograd candidates but {count} Winograd kernel calls")
     return out
 
 
@@ -192,12 +175,12 @@ class WinogradFromRecords:
 
     def __call__(self, mod: IRModule) -> dict[str, dict[int, bool]]:
         target = self.target if self.target is not None else Target.current() or Target("llvm")
-        from workbench.relax.transform.convert_layout_nchwc import ConvertLayoutNCHWc
-        rule = ConvertLayoutNCHWc(target)
-        rule(mod)
-        self.rule = {f: dict(enumerate(d)) for f, d in rule.decisions.items()}
+        from workbench.relax.transform.convert_layout_nchwc import winograd_rule
+        variants = implementation_variants(mod, target, from_layout=True)
+        self.rule = {f: {k: winograd_rule(t) for k, t in enumerate(tiles)}
+                     for f, tiles in variants["all"][1].candidate_tiles.items()}
         try:
-            pairs = candidate_kernels(implementation_variants(mod, target, from_layout=True))
+            pairs = candidate_kernels(variants)
         except ValueError as err:
             logger.warning("Winograd choice from records: %s; the rule decides", err)
             self.chosen = {}

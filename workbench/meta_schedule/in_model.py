@@ -230,9 +230,7 @@ def check_in_model(database: Database, mod: Any, target: str | Target,
 
     # Last, the whole model: the checked build timed end to end against the untuned one (the
     # rule's implementations, default schedules), in turns; it is returned only if faster.
-    same = all(use == chooser.rule.get(f, {}).get(k) for f, d in chosen.items()
-               for k, use in d.items())
-    plain = untuned_exe if same else relax.build(mod, target)
+    plain = relax.build(mod, target) if any(_against_rule(chooser).values()) else untuned_exe
     model_ms = _time_models({"untuned": plain, "tuned": exe}, func_name, args, rounds, dev)
     untuned_kept = model_ms["tuned"] > model_ms["untuned"] * (1 + NOISE)
     if untuned_kept:
@@ -292,6 +290,12 @@ def _profile(builds: dict[str, Any], func_name: str, args: Sequence[Any], rounds
     return samples, calls, totals
 
 
+def _against_rule(chooser: Any) -> dict[str, list[int]]:
+    """Per function, the candidates whose records chose against the rule, in order."""
+    return {f: [k for k, use in sorted(d.items()) if use != chooser.rule.get(f, {}).get(k)]
+            for f, d in chooser.chosen.items()}
+
+
 def _flipped_candidates(mod: IRModule, target: Target, chooser: Any
                         ) -> list[tuple[str, int, str, str]]:
     """``(function, candidate, its kernel as the records chose, its kernel by the rule)`` for
@@ -299,8 +303,7 @@ def _flipped_candidates(mod: IRModule, target: Target, chooser: Any
     cannot be lined up: logged)."""
     from workbench.meta_schedule.conv_implementations import flipped_kernels
     from workbench.meta_schedule.relax_integration import _fuse
-    differ = {f: [k for k, use in sorted(d.items()) if use != chooser.rule.get(f, {}).get(k)]
-              for f, d in chooser.chosen.items()}
+    differ = _against_rule(chooser)
     if not any(differ.values()):
         return []
     try:

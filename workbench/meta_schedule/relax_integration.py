@@ -80,25 +80,29 @@ def _fuse(mod: IRModule, target: Any, choose_winograd: Any = None) -> IRModule:
     return mod
 
 
-def _call_sites(mod: IRModule) -> list[tuple[str, str]]:
-    """``(PrimFunc name, layer label)`` of every ``call_tir`` in the Relax functions, in
-    program order; the label is ``""`` for a call without a source span."""
+def _call_sites(mod: IRModule) -> list[tuple[str, str, str]]:
+    """``(Relax function name, PrimFunc name, layer label)`` of every ``call_tir`` in the Relax
+    functions, in program order; the label is ``""`` for a call without a source span."""
     from workbench.relax.call_origins import origin_of
     from workbench.relax.expr import Function
     from workbench.relax.expr_functor import ExprVisitor
     from workbench.relax.op.base import is_call_tir
-    sites: list[tuple[str, str]] = []
+    sites: list[tuple[str, str, str]] = []
 
     class _Visitor(ExprVisitor):
+        def __init__(self, func_name: str) -> None:
+            super().__init__()
+            self.func_name = func_name
+
         def visit_Call_(self, c: Any) -> None:
             if is_call_tir(c):
                 layer = origin_of(c.span).layer if c.span is not None else ""
-                sites.append((c.args[0].name_hint, layer))
+                sites.append((self.func_name, c.args[0].name_hint, layer))
             super().visit_Call_(c)
 
-    for _, func in list(mod.items()):
+    for fname, func in list(mod.items()):
         if isinstance(func, Function):
-            _Visitor().visit_expr(func)
+            _Visitor(fname).visit_expr(func)
     return sites
 
 
@@ -122,13 +126,13 @@ def extract_tasks(mod: Any, target: str | Target, params: Mapping[str, Any] | No
     if alternatives:
         from workbench.meta_schedule.conv_implementations import implementation_variants
         variants = implementation_variants(relax_mod, target)
-        if variants and variants["all"][1]:
+        if variants and variants["all"][1].candidates:
             fused += [m for m, _ in variants.values()]
     equality = ModuleEquality(module_equality)
     tasks = StructuralSet(key=lambda task: task.dispatched[0], hash=equality.hash,
                           equal=equality.equal)
     names: set[str] = set()
-    model_sites = [name for name, _ in _call_sites(fused[0])]
+    model_sites = [name for _, name, _ in _call_sites(fused[0])]
     for k, one in enumerate(fused):
         counterparts = _counterparts(one, model_sites) if k else {}
         if k and not counterparts:
@@ -155,7 +159,7 @@ def extract_tasks(mod: Any, target: str | Target, params: Mapping[str, Any] | No
 def _counterparts(fused: IRModule, model_sites: list[str]) -> dict[str, list[str]]:
     """For each kernel ``fused`` calls, the model's kernels at the same call sites (the two
     compilations differ only in implementations, so their call sites line up)."""
-    sites = [name for name, _ in _call_sites(fused)]
+    sites = [name for _, name, _ in _call_sites(fused)]
     out: dict[str, list[str]] = {}
     if len(sites) == len(model_sites):
         for mine, model in zip(sites, model_sites):
@@ -179,7 +183,7 @@ def _tasks_of(fused: IRModule, target: Target, equality: ModuleEquality
     """The distinct kernels a fused module calls, weighted by their call counts."""
     tasks = StructuralSet(key=lambda task: task.dispatched[0], hash=equality.hash,
                           equal=equality.equal)
-    for name, layer in _call_sites(fused):
+    for _, name, layer in _call_sites(fused):
         func = fused[name]
         if not isinstance(func, PrimFunc):
             continue

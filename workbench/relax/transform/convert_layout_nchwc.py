@@ -59,7 +59,7 @@ from workbench.relax.transform._util import is_primitive, relax_functions
 from workbench.relax.transform.convert_layout_int8 import int8_conv2d, integer_conv2d
 from workbench.topi.nn.conv2d_winograd import winograd_weight_transform
 
-__all__ = ["ConvertLayoutNCHWc", "block_for_target", "LAYOUT_SPAN"]
+__all__ = ["ConvertLayoutNCHWc", "block_for_target", "winograd_rule", "LAYOUT_SPAN"]
 
 _KERNEL = {"NCHW": "OIHW", "NHWC": "HWIO"}
 _UNARY = {"relax.nn.relu", "relax.clip", "relax.sigmoid", "relax.tanh", "relax.nn.silu",
@@ -118,6 +118,7 @@ class _Converter(ExprMutator):
         self.int8 = int8
         self.candidates = 0     # convolutions either implementation fits, in visit order
         self.decisions: list[bool] = []     # per candidate: made a Winograd convolution
+        self.tiles: list[int] = []          # per candidate: its 4x4 output tiles
         self.winograd_convs = 0
         self.int8_convs = 0
         self.layout = f"NCHW{block}c"
@@ -282,6 +283,7 @@ class _Converter(ExprMutator):
             return False
         index = self.candidates
         self.candidates += 1
+        self.tiles.append(tiles)
         self.decisions.append(self.winograd.use(index, tiles))
         return self.decisions[-1]
 
@@ -463,7 +465,13 @@ class _WinogradChoice:
         chosen = self.cache["chosen"].get(self.func_name, {})
         if index in chosen:
             return bool(chosen[index])
-        return self.mode == "all" or WINOGRAD_TILES[0] <= tiles <= WINOGRAD_TILES[1]
+        return self.mode == "all" or winograd_rule(tiles)
+
+
+def winograd_rule(tiles: int) -> bool:
+    """The measured rule (:data:`WINOGRAD_TILES`): does a candidate with this many 4x4
+    output tiles become a Winograd convolution when no measurement decides?"""
+    return WINOGRAD_TILES[0] <= tiles <= WINOGRAD_TILES[1]
 
 
 _Rule = Callable[[_Converter, Call], Any]
@@ -496,8 +504,9 @@ class ConvertLayoutNCHWc(Pass):
     module the pass transforms and returning one, called only if the module has a candidate
     (the tuner's choice from measured records:
     :class:`workbench.meta_schedule.conv_implementations.WinogradFromRecords`).
-    After a call, ``candidates`` counts the candidates and ``decisions`` holds, per function,
-    whether each became a Winograd convolution."""
+    After a call, ``candidates`` counts the candidates, and ``decisions`` and
+    ``candidate_tiles`` hold, per function, whether each became a Winograd convolution and
+    its output tiles."""
 
     name = "ConvertLayoutNCHWc"
 
@@ -520,6 +529,7 @@ class ConvertLayoutNCHWc(Pass):
         self.converted = 0
         self.candidates = 0
         self.decisions: dict[str, list[bool]] = {}
+        self.candidate_tiles: dict[str, list[int]] = {}
         self.winograd_convs = 0
         self.int8_convs = 0
 
@@ -539,7 +549,7 @@ class ConvertLayoutNCHWc(Pass):
         chooser = choose if callable(choose) else None
         cache: dict = {} if chooser is not None else {"chosen": choose or {}}
         self.converted = self.candidates = self.winograd_convs = self.int8_convs = 0
-        self.decisions = {}
+        self.decisions, self.candidate_tiles = {}, {}
         out = mod.copy()
         for name, func in relax_functions(mod):
             if is_primitive(func):
@@ -550,6 +560,7 @@ class ConvertLayoutNCHWc(Pass):
             self.candidates += conv.candidates
             if conv.decisions:
                 self.decisions[name] = conv.decisions
+                self.candidate_tiles[name] = conv.tiles
             if conv.converted:
                 out[name] = new
                 self.converted += conv.converted
