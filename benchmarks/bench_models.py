@@ -41,7 +41,10 @@ against PyTorch (max abs error printed). Before each timed turn the script waits
 process's other threads stop running (PyTorch's and onnxruntime's pools spin after a call).
 
 Usage: ``python benchmarks/bench_models.py [--trials 200] [--models resnet18,resnet50,...]
-[--per-iter 8] [--population 64] [--top K] [--rounds 7] [--threads N] [--work-dir DIR]``
+[--per-iter 8] [--population 64] [--top K] [--rounds 7] [--threads N] [--work-dir DIR]
+[--mcpu haswell]`` (``--mcpu``: the untuned model also compiled for those CPUs and run here,
+e.g. the AVX2 code path on an AVX-512 host; onnxruntime still picks its kernels for this
+host)
 """
 from __future__ import annotations
 
@@ -307,6 +310,13 @@ def bench_model(name: str, args_ns: argparse.Namespace) -> list[str]:
     runner, outputs["untuned"] = workbench_runner("Workbench untuned", untuned_exe, args)
     runners.append(runner)
     notes = [f"{name}: import + build {build_secs:.1f} s"]
+    for mcpu in args_ns.mcpu:
+        # the same model compiled for another CPU's vector ISA (e.g. haswell: AVX2, 8-channel
+        # blocks), run here: that ISA's code path timed against the same references
+        label = f"Workbench untuned -mcpu={mcpu}"
+        runner, outputs[f"untuned -mcpu={mcpu}"] = workbench_runner(
+            label, relax.build(mod, wb.Target(f"llvm -num-cores={threads} -mcpu={mcpu}")), args)
+        runners.append(runner)
     if args_ns.trials > 0:
         work_dir = (os.path.join(args_ns.work_dir, name) if args_ns.work_dir
                     else tempfile.mkdtemp(prefix=f"wb_bench_{name}_"))
@@ -463,10 +473,14 @@ def main() -> None:
                     help="tune only the K kernels that take the most time untuned (0: all)")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--mcpu", default="",
+                    help="comma-separated CPUs (e.g. haswell) whose code also runs here, "
+                         "untuned: an AVX2 build timed on an AVX-512 host")
     ap.add_argument("--work-dir", default=None,
                     help="keep each model's tuning database in DIR/<model> (resumed, reused)")
     ns = ap.parse_args()
     names = [m.strip() for m in ns.models.split(",") if m.strip()]
+    ns.mcpu = [c.strip() for c in ns.mcpu.split(",") if c.strip()]
     unknown = [m for m in names if m not in MODELS]
     if unknown:
         ap.error(f"unknown model(s) {unknown}; choose from {list(MODELS)}")

@@ -216,3 +216,45 @@ def test_in_model_check_compares_the_same_kernels_and_undoes_a_losing_choice(mod
     assert check.exe.kernel_names == relax.build(model, TARGET).kernel_names   # the rule's
     assert "implementations chosen against the rule" in check._repr_html_()
     np.testing.assert_allclose(_run(check.exe, x), _reference(x), rtol=1e-4, atol=1e-4)
+
+
+def test_in_model_check_keeps_a_choice_only_if_the_model_runs_faster_with_it(model,
+                                                                             monkeypatch):
+    """The second candidate's records choose Winograd against the rule (direct on 7x7), its
+    Winograd kernel with its default schedule and the rule's direct kernel unscheduled: per
+    call the choice wins, so it is timed end to end against the build with the rule's
+    implementation -- and kept, since the model runs faster with it. With the end-to-end
+    times reversed (a stand-in timer: the per-call win did not make the model faster) the
+    same choice is undone and the build has the rule's kernels."""
+    from workbench.meta_schedule import in_model
+    pairs = candidate_kernels(implementation_variants(model, TARGET))["main"]
+    wino1 = pairs[1][0]
+    db = _records(pairs, [(None, 1e-6), (1e-6, 2e-6)], scheduled=(wino1,))
+    x = RNG.standard_normal((1, 64, 14, 14)).astype("float32")
+    check = check_in_model(db, model, TARGET, [x], rounds=3)
+    impl = check.implementations
+    assert list(impl["Candidate"]) == [1] and impl.loc[0, "Records chose"] == "winograd"
+    assert impl.loc[0, "In model (us)"] < impl.loc[0, "Rule's in model (us)"]
+    # a vectorised, parallel kernel against an unscheduled one: many times apart end to end
+    assert impl.loc[0, "End to end (ms)"] < impl.loc[0, "Rule's end to end (ms)"]
+    assert impl.loc[0, "Used"]
+    assert list(check.exe.conv_implementations["Used"]) == ["winograd", "winograd"]
+    assert sum("winograd" in k for k in check.exe.kernel_names) == 2
+    np.testing.assert_allclose(_run(check.exe, x), _reference(x), rtol=1e-4, atol=1e-4)
+
+    real = in_model._time_models
+
+    def rule_faster(builds, *args):
+        ms = real(builds, *args)
+        if set(builds) == {"records", "rule"}:
+            return {"records": 2.0, "rule": 1.0}
+        return {"untuned": 2.0, "tuned": 1.0} | {k: v for k, v in ms.items()
+                                                 if k not in ("untuned", "tuned")}
+    monkeypatch.setattr(in_model, "_time_models", rule_faster)
+    check = check_in_model(db, model, TARGET, [x], rounds=1)
+    impl = check.implementations
+    assert (impl.loc[0, "End to end (ms)"], impl.loc[0, "Rule's end to end (ms)"]) == (2.0, 1.0)
+    assert not impl.loc[0, "Used"] and not check.untuned_kept
+    assert list(check.exe.conv_implementations["Used"]) == ["winograd", "direct"]
+    assert check.exe.kernel_names == relax.build(model, TARGET).kernel_names   # the rule's
+    np.testing.assert_allclose(_run(check.exe, x), _reference(x), rtol=1e-4, atol=1e-4)

@@ -19,7 +19,11 @@ untuned build while its records promised more). :func:`check_in_model`:
    a kernel that streams a large weight promise more than the model gives: ResNet-18's
    Winograd kernels on 7x7 images measured 893 us alone, 1,161 in the model);
 5. rebuilds with the records of the kernels that lost in the model hidden, so those run their
-   default schedule again, and the undone choices undone;
+   default schedule again, and the undone choices undone; then times each remaining choice
+   against the rule end to end (the convolutions sharing a kernel together: the build with
+   them as the rule has them, in turns) and keeps it only if the model runs faster with it
+   (ResNet-18's 7x7 Winograd kernels won per call, 1,218 vs 1,348 us, while the model ran
+   3.8% slower with them: a 37.7 MB transformed weight evicts what the next kernels read);
 6. times that build end to end against the untuned model (in turns) and returns the untuned
    build instead if it is the faster: profiles time each kernel alone and miss what the
    kernels do to each other (a ResNet-18 whose tuned kernels summed 2% less ran 2-4%
@@ -31,6 +35,7 @@ per-implementation one.
 from __future__ import annotations
 
 import logging
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -83,8 +88,10 @@ class InModelCheck:
     (kernel names whose records lost and are not used), the model's median total kernel
     time per run (us) ``untuned_us`` / ``tuned_us`` (all records) as profiled, and
     ``implementations``: one row per convolution whose records chose against the rule (its
-    kernel and the rule's, each one's median time per call in the model, and ``Used``:
-    whether the records' choice stands); ``model_ms``: the checked build and the untuned
+    kernel and the rule's, each one's median time per call in the model, the model's
+    milliseconds per call end to end with the choice and with the rule's (NaN where the
+    per-call check already undid it), and ``Used``: whether the records' choice stands);
+    ``model_ms``: the checked build and the untuned
     one, milliseconds per call timed end to end in turns (``"tuned"``, ``"untuned"``), and
     ``untuned_kept``: the checked build was slower, so ``exe`` is the untuned build."""
 
@@ -217,11 +224,28 @@ def check_in_model(database: Database, mod: Any, target: str | Target,
                           "Rule's kernel": name_r, "Rule's in model (us)": per_call_r,
                           "Used": keep})
     undone = sum(not r["Used"] for r in impl_rows)
-    exe = tuned_exe
-    if hidden or undone:
-        hidden_mods = list({id(records[n][0]): records[n][0] for n in hidden}.values())
-        db = WithoutWorkloads(database, hidden_mods) if hidden else database
-        exe = build_tuned(db, mod, target, final)
+    hidden_mods = list({id(records[n][0]): records[n][0] for n in hidden}.values())
+    db = WithoutWorkloads(database, hidden_mods) if hidden else database
+    exe = build_tuned(db, mod, target, final) if hidden or undone else tuned_exe
+
+    # A choice that won per call must still win end to end (step 6's reason, per choice):
+    # the candidates sharing one kernel are decided together, the build with them as the
+    # rule has them timed against the current one in turns; the records' choice stays only
+    # if it is the faster.
+    e2e: dict[tuple[str, int], tuple[float, float]] = {}
+    for cands in _kept_groups(flips, final, chosen):
+        trial = {f: dict(d) for f, d in final.items()}
+        for f, k in cands:
+            trial[f][k] = not chosen[f][k]
+        other = build_tuned(db, mod, target, trial)
+        ms = _time_models({"records": exe, "rule": other}, func_name, args, rounds, dev)
+        e2e.update({c: (ms["records"], ms["rule"]) for c in cands})
+        if not ms["records"] < ms["rule"]:
+            final, exe = trial, other
+    for row in impl_rows:
+        key = (row["Function"], row["Candidate"])
+        row["End to end (ms)"], row["Rule's end to end (ms)"] = e2e.get(key, (math.nan,) * 2)
+        row["Used"] = final[key[0]][key[1]] == chosen[key[0]][key[1]]
     impl = chooser.table.copy()
     if len(impl):
         impl["Used"] = [("winograd" if final.get(f, {}).get(k, chooser.rule.get(f, {}).get(k))
@@ -288,6 +312,18 @@ def _profile(builds: dict[str, Any], func_name: str, args: Sequence[Any], rounds
             for name in names[which]:
                 samples[which][name].append(times.get(name, float("nan")))
     return samples, calls, totals
+
+
+def _kept_groups(flips: Sequence[tuple[str, int, str, str]], final: dict, chosen: dict
+                 ) -> list[list[tuple[str, int]]]:
+    """The ``(function, candidate)`` pairs whose choice against the rule still stands,
+    grouped by the kernel the records' choice gives them (one stage of a network: its
+    convolutions share the kernel), in program order."""
+    groups: dict[str, list[tuple[str, int]]] = {}
+    for fname, k, kernel, _ in flips:
+        if final[fname][k] == chosen[fname][k]:
+            groups.setdefault(kernel, []).append((fname, k))
+    return list(groups.values())
 
 
 def _against_rule(chooser: Any) -> dict[str, list[int]]:
