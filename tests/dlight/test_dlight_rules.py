@@ -459,10 +459,12 @@ def test_depthwise_nhwc_with_a_channel_multiplier_dim_is_tiled(c, h, s):
 
 @pytest.mark.parametrize("target", [TARGET, "llvm -mcpu=haswell"])
 def test_blocked_max_pool_pads_each_plane_with_whole_vectors(target):
-    """NCHW16c / NCHW8c max pooling (ResNet's stem pool): the padding is computed one plane at
-    a time inside the parallel loop, a whole channel block per pixel in one vector copy (it was
-    16 scalar selects a pixel: 150 -> 128 us at 64x112^2 on a Zen 4), and the result matches
-    numpy."""
+    """NCHW16c / NCHW8c max pooling (ResNet's stem pool): the padding is computed inside the
+    parallel loop, a band of rows of one channel block at a time (the threads split the
+    output rows, as the convolution before did: each core pools the rows it wrote), a whole
+    channel block per pixel in one vector copy (it was 16 scalar selects a pixel: 150 -> 128
+    us at 64x112^2 on a Zen 4), and the result matches numpy. With parallel_rows_first off
+    the threads split by whole planes."""
     from workbench.dlight.base import CPUInfo
     block = CPUInfo.of(wb.Target(str(target))).lanes("float32")   # the layout pass's block
     x = te.placeholder((1, 8, 23, 23, block), "float32", name="x")
@@ -471,6 +473,11 @@ def test_blocked_max_pool_pads_each_plane_with_whole_vectors(target):
     sch = dlight.default_schedule(te.create_prim_func([x, y]), wb.Target(str(target)))
     nests = _loop_nests(sch)
     assert nests[0][1] and len(nests) == 1, nests           # one parallel nest, pad inside
+    (par,) = _parallel_loop_names(sch)
+    assert par.startswith("i0_i2_0_i1"), sch.script()       # bands of rows, then planes
+    with options.override(parallel_rows_first=False):
+        planes = dlight.default_schedule(te.create_prim_func([x, y]), wb.Target(str(target)))
+    assert _parallel_loop_names(planes) == ["i0_i1"], planes.script()
     pad = next(b for b in sch["main"].body.block.alloc_buffers if "pad" in b.name)
     script = sch.script()
     # the plane's copy ends in a vectorized loop over the channel block

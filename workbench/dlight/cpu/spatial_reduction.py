@@ -13,7 +13,9 @@ tile is up to four registers wide to hide the latency of the accumulating adds.
 A padding stage in front (NCHW depthwise conv, pooling) is computed per (batch, channel)
 plane inside the parallel loop (``AnchorRule.pad_per_plane``): the padded plane is written and
 read while it is in cache, not in a pass of its own over the whole input (MobileNetV2's
-depthwise kernels 1.3-2.2x faster on a 2-core Zen 4; the model 10.7 -> 8.4 ms).
+depthwise kernels 1.3-2.2x faster on a 2-core Zen 4; the model 10.7 -> 8.4 ms). On a
+blocked layout the threads split the output rows and pad a band of rows of one channel block
+at a time (``tiling._rows_first``; pooling too, ``tiling._pool_rows_first``).
 """
 from __future__ import annotations
 
