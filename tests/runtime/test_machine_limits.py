@@ -111,17 +111,27 @@ LIMITS = ml.MachineLimits(peak_gflops=100.0, per_core_gflops=50.0, bandwidth_gbs
                           key="test", cache_bandwidth_gbs=40.0, cache_bytes=1 << 20)
 
 
+def _blend(n: float) -> float:
+    """GB/s of LIMITS for n bytes above its 1 MiB cache: 1 MiB at 40 GB/s, the rest at 10."""
+    return n / ((1 << 20) / 40.0 + (n - (1 << 20)) / 10.0)
+
+
 def test_the_bytes_of_a_call_pick_the_bandwidth_roof():
-    # a call that fits in the cache meets the cache's roof, a bigger one memory's
-    assert LIMITS.bandwidth_for(1 << 20) == 40.0 and LIMITS.bandwidth_for((1 << 20) + 1) == 10.0
-    assert list(LIMITS.bandwidth_for([1e3, 1e7])) == [40.0, 10.0]
-    assert LIMITS.bandwidth_for(None) == 10.0
+    # a call that fits in the cache meets the cache's roof; a bigger one reads what the cache
+    # holds at its bandwidth and the rest at memory's: no cliff at the cache's size, and
+    # memory's roof approached far above it
+    assert LIMITS.bandwidth_for(1 << 20) == 40.0
+    assert 39.99 < LIMITS.bandwidth_for((1 << 20) + 1) < 40.0
+    assert LIMITS.bandwidth_for(1e7) == pytest.approx(_blend(1e7))
+    assert 10.0 < LIMITS.bandwidth_for(1e10) < 10.01
+    assert LIMITS.bandwidth_for([1e3, 1e7]) == pytest.approx([40.0, _blend(1e7)])
+    assert LIMITS.bandwidth_for(None) == 10.0 and LIMITS.bandwidth_for(float("nan")) == 10.0
     assert LIMITS.bound_gflops(1.0, 1e3) == pytest.approx(40.0)
-    assert LIMITS.bound_gflops(1.0, 1e7) == pytest.approx(10.0)
+    assert LIMITS.bound_gflops(1.0, 1e7) == pytest.approx(_blend(1e7))
     assert LIMITS.bound_gflops(1.0) == pytest.approx(10.0)
     # time: max(flop / peak, bytes / bandwidth); the level by the bytes of *one* call
     assert LIMITS.bound_seconds(0.0, 4e5) == pytest.approx(4e5 / 40e9)
-    assert LIMITS.bound_seconds(0.0, 4e6, calls=2) == pytest.approx(4e6 / 10e9)
+    assert LIMITS.bound_seconds(0.0, 4e6, calls=2) == pytest.approx(4e6 / (_blend(2e6) * 1e9))
     assert LIMITS.bound_seconds(1e9, 4e5) == pytest.approx(1e9 / 100e9)
     # unknown cache: memory's roof everywhere
     plain = ml.MachineLimits.from_dict({k: v for k, v in LIMITS.to_dict().items()
