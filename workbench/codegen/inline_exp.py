@@ -42,6 +42,7 @@ _LOG2E = 1.0 / math.log(2.0)
 _LN2_HI = 0.693359375            # 0x3f318000: few mantissa bits, so n * _LN2_HI is exact
 _LN2_LO = math.log(2.0) - _LN2_HI
 _ROUNDER = 1.5 * 2.0 ** 23       # adding it rounds a float32 of magnitude < 2**22 to an integer
+_ROUNDER_BITS = int.from_bytes(struct.pack("<f", _ROUNDER), "little")   # its float32 bits
 _TAYLOR = tuple(1.0 / math.factorial(k) for k in range(7, -1, -1))   # degree 7 down to 0
 
 
@@ -101,13 +102,12 @@ def _exp(ctx, x: ir.Value, lo: float, hi: float, split_scale: bool) -> ir.Value:
     for c in _TAYLOR[1:]:
         p = fmuladd(p, r, _splat(ty, c))
     bits = b.bitcast(biased, ity)
-    rounder_bits = int.from_bytes(struct.pack("<f", _ROUNDER), "little")
 
     def pow2(k: ir.Value) -> ir.Value:
         return b.bitcast(b.shl(k, _splat(ity, 23)), ty)
     if not split_scale:     # n + 127 straight from the bits, one factor
-        return b.fmul(p, pow2(b.sub(bits, _splat(ity, rounder_bits - 127))))
-    ni = b.sub(bits, _splat(ity, rounder_bits))
+        return b.fmul(p, pow2(b.sub(bits, _splat(ity, _ROUNDER_BITS - 127))))
+    ni = b.sub(bits, _splat(ity, _ROUNDER_BITS))
     half = b.ashr(ni, _splat(ity, 1))
     return b.fmul(b.fmul(p, pow2(b.add(half, _splat(ity, 127)))),
                   pow2(b.add(b.sub(ni, half), _splat(ity, 127))))
