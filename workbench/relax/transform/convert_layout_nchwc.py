@@ -10,9 +10,9 @@ vector lanes (16 with AVX-512, 8 with AVX2):
   reordered here, at compile time, into ``OIHW{B}i{B}o`` (or ``OIHW{B}o`` for depthwise ones and
   for a stem whose input has fewer than ``B`` channels, which reads the plain input directly);
   output channels are padded with zero weights up to a multiple of ``B``. A 3x3 stride-1
-  convolution of enough channels on a mid-sized image becomes ``conv2d_winograd`` instead
-  (Winograd F(4x4, 3x3), its weight transformed here; option ``winograd``, see
-  :data:`WINOGRAD_TILES`). On AVX-512 VNNI targets, a QDQ model's convolution (dequantized
+  convolution of enough channels on an image up to 112x112 becomes ``conv2d_winograd``
+  instead (Winograd F(4x4, 3x3), or F(2x2, 3x3) on small images, its weight transformed
+  here; option ``winograd``, see :data:`WINOGRAD_TILES`). On AVX-512 VNNI targets, a QDQ model's convolution (dequantized
   blocked int8 data, a dequantized int8 weight) becomes a uint8 x int8 one on the VNNI dot
   product, rescaled after (:mod:`~workbench.relax.transform.convert_layout_int8`; option
   ``int8_conv``), and so does a uint8 x int8 -> int32 convolution with a constant weight
@@ -261,7 +261,8 @@ class _Converter(ExprMutator):
                 wp = np.pad(w, ((0, op_ - o), (0, pad_i), (0, 0), (0, 0)))
                 attrs = {"padding": a["padding"], "data_layout": self.layout,
                          "out_layout": self.layout, "out_dtype": a["out_dtype"]}
-                args = (data[0], Constant(winograd_weight_transform(wp, B)))
+                tile = winograd_tile(self.tiles[-1])
+                args = (data[0], Constant(winograd_weight_transform(wp, B, tile)))
                 return self.emit_blocked_call(call, "relax.nn.conv2d_winograd", args, attrs), \
                     o, plain
             wt = to_layout_numpy(np.pad(w, ((0, op_ - o), (0, pad_i), (0, 0), (0, 0))),
@@ -414,22 +415,27 @@ class _Converter(ExprMutator):
             sum(p.channels for p in parts), plain
 
 
-#: Winograd F(4x4, 3x3) replaces a blocked 3x3 stride-1 convolution when both channel counts
-#: are at least this, and the image has between these many 4x4 output tiles. Measured on a
-#: 2-core Zen 4: 2.6-2.8x faster than the direct kernel on 128 x 28^2 and 256 x 14^2 (49 and
-#: 16 tiles); on 64 x 56^2 (196 tiles) ResNet-18 ran 16.7 -> 13.3 ms and ResNet-50 44.5 ->
-#: 42.5 ms (in turns); three 64 x 112^2 layers (784 tiles) ran 1.4x faster (less: the
-#: transformed tiles, 7 MB, leave the caches between the stages). Slower with 4 tiles
-#: (512 x 7^2 in ResNet-18: 16.7 -> 17.1 ms; the transformed weight, 4x the direct one, is
-#: read for too little work). TVM picks it for 64 < channels < 512 (AVX-512 ResNet profiles).
-#: This rule decides where no measurement does: with a tuning database, each candidate takes
-#: the implementation whose tuned kernel ran faster (``choose``; the tuner tunes both).
+#: Winograd replaces a blocked 3x3 stride-1 convolution when both channel counts are at least
+#: this, and the image has between these many 4x4 output tiles: F(4x4, 3x3) from
+#: :data:`WINOGRAD_F4_MIN_TILES` tiles, F(2x2, 3x3) below (:func:`winograd_tile`). Measured on
+#: a 2-core Zen 4: F(4x4) 2.6-2.8x faster than the direct kernel on 128 x 28^2 and 256 x 14^2
+#: (49 and 16 tiles); on 64 x 56^2 (196 tiles) ResNet-18 ran 16.7 -> 13.3 ms and ResNet-50
+#: 44.5 -> 42.5 ms (in turns); three 64 x 112^2 layers (784 tiles) ran 1.4x faster (less: the
+#: transformed tiles, 7 MB, leave the caches between the stages). With 4 tiles (512 x 7^2 in
+#: ResNet-18) F(4x4) made the model slower (16.7 -> 17.1 ms): its transformed weight, 4x the
+#: direct one (37.7 MB), is read for too little work; F(2x2)'s is 16/9 of it, and the stage
+#: ran 1.40x faster alone (1.10x with flushed caches), ResNet-18 11.89 -> 10.73 ms and
+#: ResNet-50 35.4 -> 34.3 ms end to end, in turns. TVM picks F(4x4) for 64 < channels < 512
+#: (AVX-512 ResNet profiles). This rule decides where no measurement does: with a tuning
+#: database, each candidate takes the implementation whose tuned kernel ran faster
+#: (``choose``; the tuner tunes both).
 WINOGRAD_MIN_CHANNELS = 64
-WINOGRAD_TILES = (9, 784)
+WINOGRAD_TILES = (1, 784)
+WINOGRAD_F4_MIN_TILES = 9
 
 
 def _winograd_candidate(a: dict, wshape: tuple, shape: tuple, cp: int, op_: int) -> bool:
-    """A convolution Winograd F(4x4, 3x3) can compute and might pay for (with an output of
+    """A convolution Winograd F(m x m, 3x3) can compute and might pay for (with an output of
     at least one tile): 3x3, stride and dilation 1, not grouped, at least
     :data:`WINOGRAD_MIN_CHANNELS` channels in and out, a known batch."""
     return tuple(wshape[2:]) == (3, 3) and tuple(a["strides"]) == (1, 1) and \
@@ -466,6 +472,14 @@ class _WinogradChoice:
         if index in chosen:
             return bool(chosen[index])
         return self.mode == "all" or winograd_rule(tiles)
+
+
+def winograd_tile(tiles: int) -> int:
+    """The output tile m of the F(m x m, 3x3) a Winograd candidate with this many 4x4 output
+    tiles uses: 4, or 2 below :data:`WINOGRAD_F4_MIN_TILES` (a 7x7 image: F(4x4)'s
+    transformed weight, 4x the direct one, is read for 4 tiles; F(2x2)'s is 16/9 of it for
+    16 tiles)."""
+    return 4 if tiles >= WINOGRAD_F4_MIN_TILES else 2
 
 
 def winograd_rule(tiles: int) -> bool:

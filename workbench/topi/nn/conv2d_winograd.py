@@ -1,30 +1,33 @@
-"""Winograd convolution F(4x4, 3x3) on the channel-blocked layout (TVM's
+"""Winograd convolution F(4x4, 3x3) and F(2x2, 3x3) on the channel-blocked layout (TVM's
 ``conv2d_nchw_winograd``, after Lavin & Gray, arXiv 1509.09308).
 
-A 3x3, stride-1 convolution computes each 4x4 output tile from a 6x6 input tile with 36
-products per (input, output) channel pair instead of 144:
+A 3x3, stride-1 convolution computes each m x m output tile from an alpha x alpha input tile
+(alpha = m + 2) with alpha^2 products per (input, output) channel pair instead of 9 m^2: 36
+instead of 144 for F(4x4), 16 instead of 36 for F(2x2), whose transformed weight is 16/36 the
+size (the one used on small images, where F(4x4)'s would be read for a few tiles):
 
     Y = A^T [ (G g G^T) (.) (B^T d B) ] A
 
 ``G g G^T`` (the weight transform) is done once, at compile time
-(:func:`winograd_weight_transform`: ``U[xi, nu, O/B, C/B, B_i, B_o]``); per call the kernel runs
+(:func:`winograd_weight_transform`: ``U[xi, nu, O/B, C/B, B_i, B_o]``, xi and nu over alpha:
+the weight's shape tells the kernel which F(m, 3) it was made for); per call the kernel runs
 
 1. ``pad_temp``: the input padded to whole tiles;
 2. ``data_pack_rows`` / ``data_pack``: ``B^T d B`` for every tile ``p`` and input channel, as two
-   6-term reductions (rows, then columns): ``V[xi, nu, P, C/B, B]``;
-3. ``bgemm``: 36 independent products ``M[xi, nu] = V[xi, nu] @ U[xi, nu]`` over the input
+   alpha-term reductions (rows, then columns): ``V[xi, nu, P, C/B, B]``;
+3. ``bgemm``: alpha^2 independent products ``M[xi, nu] = V[xi, nu] @ U[xi, nu]`` over the input
    channels -- the bulk of the work, register-tiled like a blocked convolution;
-4. ``inverse_rows`` / ``inverse``: ``A^T M A``, again as two 6-term reductions, then the 4x4
-   tiles gathered into the output ``[N][O/B][OH][OW][B]`` (an elementwise epilogue reads them
-   directly).
+4. ``inverse_rows`` / ``inverse``: ``A^T M A``, again as two alpha-term reductions, then the
+   m x m tiles gathered into the output ``[N][O/B][OH][OW][B]`` (an elementwise epilogue reads
+   them directly).
 
 Each transform's coefficient is a select over (output index, reduction index) of a constant
 matrix; the default schedule (``workbench.dlight``'s ``SpatialReduction``) unrolls both loops,
 so the selects fold to constants and the zero entries vanish.
 
-The transform matrices use the interpolation points 0, 1, -1, 2, -2 and infinity; in float32
-the result differs from direct convolution by about 1e-6 relative (well inside the 1e-4 the
-model tests ask for).
+F(4x4)'s matrices use the interpolation points 0, 1, -1, 2, -2 and infinity; in float32 the
+result differs from direct convolution by about 1e-6 relative (well inside the 1e-4 the model
+tests ask for); F(2x2)'s (0, 1, -1, infinity) by less.
 """
 from __future__ import annotations
 
@@ -42,9 +45,9 @@ from workbench.topi.nn.pad import pad
 from workbench.topi.utils import get_const_int, index_const, index_dtype, is_const_int, shape_str
 
 __all__ = ["conv2d_winograd_nchwc", "winograd_weight_transform", "winograd_matrices",
-           "TILE", "ALPHA"]
+           "tile_of", "TILE", "ALPHA", "TILES"]
 
-TILE = 4            # m: output tile
+TILE = 4            # m: the default output tile (F(4x4, 3x3))
 ALPHA = TILE + 2    # alpha = m + r - 1 for r = 3
 
 _BT = np.array([[4, 0, -5, 0, 1, 0],
@@ -65,23 +68,52 @@ _AT = np.array([[1, 1, 1, 1, 1, 0],
                 [0, 1, -1, 8, -8, 1]], dtype=np.float64)
 
 
-def winograd_matrices() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(B^T, G, A^T)`` of F(4, 3) in float64."""
-    return _BT.copy(), _G.copy(), _AT.copy()
+# F(2x2, 3x3): interpolation points 0, 1, -1 and infinity (4x4 input tiles, 16 products per
+# channel pair instead of 36 for 2.25x fewer outputs -- but a transformed weight 16/36 the size)
+_BT2 = np.array([[1, 0, -1, 0],
+                 [0, 1, 1, 0],
+                 [0, -1, 1, 0],
+                 [0, 1, 0, -1]], dtype=np.float64)
+_G2 = np.array([[1, 0, 0],
+                [1 / 2, 1 / 2, 1 / 2],
+                [1 / 2, -1 / 2, 1 / 2],
+                [0, 0, 1]], dtype=np.float64)
+_AT2 = np.array([[1, 1, 1, 0],
+                 [0, 1, -1, -1]], dtype=np.float64)
+#: ``(B^T, G, A^T)`` by output tile size m; the transformed weight's first dimension (alpha =
+#: m + 2) tells a kernel which one it was made for.
+_MATRICES = {4: (_BT, _G, _AT), 2: (_BT2, _G2, _AT2)}
+TILES = tuple(sorted(_MATRICES))
 
 
-def winograd_weight_transform(w: np.ndarray, block: int) -> np.ndarray:
-    """An OIHW 3x3 weight (numpy) as ``U[6, 6, O/B, I/B, B_i, B_o]`` (``G g G^T``, float64 then
-    rounded once to the weight's dtype); O and I are padded with zeros to multiples of
-    ``block``."""
+def tile_of(alpha: int) -> int:
+    """The output tile size m of a transformed weight whose first dimension is ``alpha``."""
+    if alpha - 2 not in _MATRICES:
+        raise ValueError(f"no Winograd F(m, 3) has {alpha}x{alpha} input tiles (m in {TILES})")
+    return alpha - 2
+
+
+def winograd_matrices(tile: int = TILE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(B^T, G, A^T)`` of F(``tile``, 3) in float64 (``tile`` 4 or 2)."""
+    if tile not in _MATRICES:
+        raise ValueError(f"winograd_matrices: tile must be one of {TILES}, got {tile!r}")
+    return tuple(m.copy() for m in _MATRICES[tile])  # type: ignore[return-value]
+
+
+def winograd_weight_transform(w: np.ndarray, block: int, tile: int = TILE) -> np.ndarray:
+    """An OIHW 3x3 weight (numpy) as ``U[a, a, O/B, I/B, B_i, B_o]`` with ``a = tile + 2``
+    (``G g G^T`` of F(``tile``, 3), float64 then rounded once to the weight's dtype); O and I
+    are padded with zeros to multiples of ``block``."""
     o, i, kh, kw = w.shape
     if (kh, kw) != (3, 3):
         raise ValueError(f"winograd_weight_transform: expects a 3x3 kernel, got {w.shape}")
+    _, g, _ = winograd_matrices(tile)
+    alpha = tile + 2
     op_, ip = -(-o // block) * block, -(-i // block) * block
     wp = np.zeros((op_, ip, 3, 3))
     wp[:o, :i] = w
-    u = np.einsum("xa,oiab,yb->xyoi", _G, wp, _G)              # (6, 6, O, I)
-    u = u.reshape(ALPHA, ALPHA, op_ // block, block, ip // block, block)
+    u = np.einsum("xa,oiab,yb->xyoi", g, wp, g)               # (alpha, alpha, O, I)
+    u = u.reshape(alpha, alpha, op_ // block, block, ip // block, block)
     return np.ascontiguousarray(u.transpose(0, 1, 2, 4, 5, 3)).astype(w.dtype)
 
 
@@ -115,8 +147,8 @@ def conv2d_winograd_nchwc(data: Tensor, kernel: Tensor, padding: Any,
                           data_layout: str = "NCHW16c", out_layout: str = "NCHW16c",
                           out_dtype: str | None = None) -> Tensor:
     """A 3x3 stride-1 convolution of blocked ``data`` by the Winograd-transformed ``kernel``
-    (``U[6, 6, O/B, C/B, B, B]``, :func:`winograd_weight_transform`), output in
-    ``out_layout`` (see the module docstring)."""
+    (``U[alpha, alpha, O/B, C/B, B, B]``, :func:`winograd_weight_transform`: alpha 6 for
+    F(4x4, 3x3), 4 for F(2x2, 3x3)), output in ``out_layout`` (see the module docstring)."""
     what = f"conv2d_winograd_NCHWc({data_layout} -> {out_layout})"
     b = layout_block(data_layout, "C")
     if b is None or layout_block(out_layout, "C") != b or len(parse_layout(data_layout)) != 5:
@@ -126,47 +158,51 @@ def conv2d_winograd_nchwc(data: Tensor, kernel: Tensor, padding: Any,
                          f"{shape_str(data.shape)} and {shape_str(kernel.shape)}")
     ks = [get_const_int(d) for d in kernel.shape]
     ds = [get_const_int(d) if is_const_int(d) else d for d in data.shape]
-    if ks[0] != ALPHA or ks[1] != ALPHA or ks[3] != ds[1] or ks[4] != b or ks[5] != b:
+    if ks[0] - 2 not in _MATRICES or ks[1] != ks[0] or ks[3] != ds[1] or ks[4] != b or \
+            ks[5] != b:
         raise ValueError(f"{what}: kernel {shape_str(kernel.shape)} is not a transformed "
                          f"weight for data {shape_str(data.shape)}")
     out_dtype = out_dtype or data.dtype
+    alpha = ks[0]
+    m = tile_of(alpha)                      # F(m, 3): the weight was transformed for it
+    bt_mat, _, at_mat = winograd_matrices(m)
     n, cb, h, w = ds[0], ds[1], ds[2], ds[3]
     ob = ks[2]
     pt, pl, pb, pr = get_pad_tuple(padding, (3, 3))
     oh, ow = h + pt + pb - 2, w + pl + pr - 2
     if oh <= 0 or ow <= 0:
         raise ValueError(f"{what}: the 3x3 window does not fit data {shape_str(data.shape)}")
-    th, tw = -(-oh // TILE), -(-ow // TILE)
+    th, tw = -(-oh // m), -(-ow // m)
     it = index_dtype(data, kernel)
     c_ = lambda v: index_const(v, it)  # noqa: E731
     if not isinstance(n, int):
         raise ValueError(f"{what}: the batch must be constant")
     tiles = n * th * tw
     padded = pad(data, (0, 0, pt, pl, 0),
-                 (0, 0, th * TILE + 2 - h - pt, tw * TILE + 2 - w - pl, 0), name="pad_temp")
+                 (0, 0, th * m + 2 - h - pt, tw * m + 2 - w - pl, 0), name="pad_temp")
     dt = out_dtype
-    ra = te.reduce_axis((0, c_(ALPHA)), name="ra")
+    ra = te.reduce_axis((0, c_(alpha)), name="ra")
 
     def data_rows(xi: PrimExpr, col: PrimExpr, p: PrimExpr, c: PrimExpr, ci: PrimExpr
                   ) -> PrimExpr:
-        nn, y, x = p // c_(th * tw), p // c_(tw) % c_(th) * c_(TILE), p % c_(tw) * c_(TILE)
-        return te.sum(_coef(_BT, xi, ra, dt) *
+        nn, y, x = p // c_(th * tw), p // c_(tw) % c_(th) * c_(m), p % c_(tw) * c_(m)
+        return te.sum(_coef(bt_mat, xi, ra, dt) *
                       op.cast(dt, padded[nn, c, y + ra, x + col, ci]), axis=[ra])
-    rows = te.compute((c_(ALPHA), c_(ALPHA), c_(tiles), c_(cb), c_(b)), data_rows,
+    rows = te.compute((c_(alpha), c_(alpha), c_(tiles), c_(cb), c_(b)), data_rows,
                       name="data_pack_rows")
-    packed = _transform(rows, _BT, 1, "data_pack", c_)
+    packed = _transform(rows, bt_mat, 1, "data_pack", c_)
     rc = te.reduce_axis((0, c_(cb)), name="rc")
     ri = te.reduce_axis((0, c_(b)), name="ri")
     bgemm = te.compute(
-        (c_(ALPHA), c_(ALPHA), c_(tiles), c_(ob), c_(b)),
+        (c_(alpha), c_(alpha), c_(tiles), c_(ob), c_(b)),
         lambda xi, nu, p, o, oi: te.sum(packed[xi, nu, p, rc, ri] *
                                         op.cast(dt, kernel[xi, nu, o, rc, ri, oi]),
                                         axis=[rc, ri]),
         name="bgemm", attrs={"layout_free_placeholders": [kernel]})
-    inv = _transform(_transform(bgemm, _AT, 0, "inverse_rows", c_), _AT, 1, "inverse", c_)
+    inv = _transform(_transform(bgemm, at_mat, 0, "inverse_rows", c_), at_mat, 1, "inverse", c_)
 
     def gather(nn: PrimExpr, o: PrimExpr, y: PrimExpr, x: PrimExpr, oi: PrimExpr) -> PrimExpr:
-        p = (nn * c_(th) + y // c_(TILE)) * c_(tw) + x // c_(TILE)
-        return inv[y % c_(TILE), x % c_(TILE), p, o, oi]
+        p = (nn * c_(th) + y // c_(m)) * c_(tw) + x // c_(m)
+        return inv[y % c_(m), x % c_(m), p, o, oi]
     return te.compute((c_(n), c_(ob), c_(oh), c_(ow), c_(b)), gather,
                       name="conv2d_winograd_NCHWc", tag="conv2d_winograd_NCHWc")

@@ -206,8 +206,9 @@ def _numpy_conv2d(x: np.ndarray, w: np.ndarray, strides: tuple, padding: tuple,
 def conv2d_winograd(data: Expr, weight: Expr, padding: Any = (1, 1),
                     data_layout: str = "NCHW16c", out_layout: str | None = None,
                     out_dtype: str | None = None) -> Call:
-    """A 3x3, stride-1 convolution by Winograd's F(4x4, 3x3) on blocked data, whose weight is
-    already transformed (``U[6, 6, O/B, C/B, B, B]``,
+    """A 3x3, stride-1 convolution by Winograd's F(4x4, 3x3) or F(2x2, 3x3) on blocked data,
+    whose weight is already transformed (``U[a, a, O/B, C/B, B, B]``, a = 6 or 4: the weight
+    says which,
     :func:`workbench.topi.nn.conv2d_winograd.winograd_weight_transform`; Relay's
     ``contrib_conv2d_winograd_without_weight_transform``). ``ConvertLayoutNCHWc`` makes it."""
     from workbench.topi.nn.layout import layout_block, parse_layout
@@ -223,7 +224,7 @@ def conv2d_winograd(data: Expr, weight: Expr, padding: Any = (1, 1),
 
 @def_infer("relax.nn.conv2d_winograd")
 def _infer_conv2d_winograd(call: Call, ctx: Any) -> StructInfo:
-    from workbench.topi.nn.conv2d_winograd import ALPHA
+    from workbench.topi.nn.conv2d_winograd import TILES
     a = call.attrs
     x, w = I.tensor_arg(call, 0, "data"), I.tensor_arg(call, 1, "weight")
     dtype = a["out_dtype"] if a["out_dtype"] != "void" else \
@@ -235,8 +236,8 @@ def _infer_conv2d_winograd(call: Call, ctx: Any) -> StructInfo:
         return TensorStructInfo(None, dtype, 5)
     n, cb, h, wd, b = x.values
     al, al2, ob, wcb, bi, bo = (I.const_int(v) for v in w.values)
-    if (al, al2) != (ALPHA, ALPHA) or wcb != I.const_int(cb) or bi != I.const_int(b) or \
-            bo != I.const_int(b):
+    if al is None or al - 2 not in TILES or al2 != al or wcb != I.const_int(cb) or \
+            bi != I.const_int(b) or bo != I.const_int(b):
         raise I.error(call, f"weight {I.dims_text(w.values)} is not a Winograd-transformed "
                             f"weight for data {I.dims_text(x.values)}")
     pt, pl, pb, pr = a["padding"]
@@ -260,8 +261,10 @@ def _numpy_conv2d_winograd(x: np.ndarray, u: np.ndarray, padding: tuple, data_la
                            out_dtype: str = "void", **_: Any) -> np.ndarray:
     """Winograd's algorithm in float64: input tiles transformed, multiplied by the transformed
     weight channel by channel, transformed back."""
-    from workbench.topi.nn.conv2d_winograd import TILE, winograd_matrices
-    bt, _, at = winograd_matrices()
+    from workbench.topi.nn.conv2d_winograd import tile_of, winograd_matrices
+    alpha = u.shape[0]
+    TILE = tile_of(alpha)       # noqa: N806 - the weight says which F(m, 3) it was made for
+    bt, _, at = winograd_matrices(TILE)
     dtype = x.dtype if out_dtype == "void" else np.dtype(out_dtype)
     n, cb, h, w, b = x.shape
     pt, pl, pb, pr = padding
@@ -269,12 +272,12 @@ def _numpy_conv2d_winograd(x: np.ndarray, u: np.ndarray, padding: tuple, data_la
     th, tw = -(-oh // TILE), -(-ow // TILE)
     xp = np.zeros((n, cb, th * TILE + 2, tw * TILE + 2, b))
     xp[:, :, pt:pt + h, pl:pl + w] = x
-    tiles = np.stack([np.stack([xp[:, :, i * TILE:i * TILE + 6, j * TILE:j * TILE + 6]
+    tiles = np.stack([np.stack([xp[:, :, i * TILE:i * TILE + alpha, j * TILE:j * TILE + alpha]
                                 for j in range(tw)], 2) for i in range(th)], 2)
-    # tiles: (n, cb, th, tw, 6, 6, b) -> V[xi, nu, n, th, tw, cb, b]
+    # tiles: (n, cb, th, tw, alpha, alpha, b) -> V[xi, nu, n, th, tw, cb, b]
     v = np.einsum("xa,nctsabk,yb->xyntsck", bt, tiles, bt)
     m = np.einsum("xyntsck,xyockl->xyntsol", v, u.astype(np.float64))
-    y = np.einsum("ix,xyntsol,jy->ntsijol", at, m, at)     # (n, th, tw, 4, 4, ob, b)
+    y = np.einsum("ix,xyntsol,jy->ntsijol", at, m, at)     # (n, th, tw, m, m, ob, b)
     ob = u.shape[2]
     out = y.transpose(0, 5, 1, 3, 2, 4, 6).reshape(n, ob, th * TILE, tw * TILE, b)
     return out[:, :, :oh, :ow].astype(dtype)
