@@ -22,8 +22,9 @@ untuned build while its records promised more). :func:`check_in_model`:
    default schedule again, and the undone choices undone; then times each remaining choice
    against the rule end to end (the convolutions sharing a kernel together: the build with
    them as the rule has them, in turns) and keeps it only if the model runs faster with it
-   (ResNet-18's 7x7 Winograd kernels won per call, 1,218 vs 1,348 us, while the model ran
-   3.8% slower with them: a 37.7 MB transformed weight evicts what the next kernels read);
+   (ResNet-18's 7x7 F(4x4) Winograd kernels won per call, 1,218 vs 1,348 us, while the
+   model ran 3.8% slower with them: a 37.7 MB transformed weight evicts what the next
+   kernels read);
 6. times that build end to end against the untuned model (in turns) and returns the untuned
    build instead if it is the faster: profiles time each kernel alone and miss what the
    kernels do to each other (a ResNet-18 whose tuned kernels summed 2% less ran 2-4%

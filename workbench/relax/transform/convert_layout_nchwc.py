@@ -12,12 +12,13 @@ vector lanes (16 with AVX-512, 8 with AVX2):
   output channels are padded with zero weights up to a multiple of ``B``. A 3x3 stride-1
   convolution of enough channels on an image up to 112x112 becomes ``conv2d_winograd``
   instead (Winograd F(4x4, 3x3), or F(2x2, 3x3) on small images, its weight transformed
-  here; option ``winograd``, see :data:`WINOGRAD_TILES`). On AVX-512 VNNI targets, a QDQ model's convolution (dequantized
-  blocked int8 data, a dequantized int8 weight) becomes a uint8 x int8 one on the VNNI dot
-  product, rescaled after (:mod:`~workbench.relax.transform.convert_layout_int8`; option
-  ``int8_conv``), and so does a uint8 x int8 -> int32 convolution with a constant weight
-  (an imported QLinearConv / ConvInteger). Grouped convolutions whose per-group channels are not multiples of
-  ``B``, and depthwise ones with a channel multiplier, stay as they are;
+  here; option ``winograd``, see :data:`WINOGRAD_TILES`). On AVX-512 VNNI targets, a QDQ
+  model's convolution (dequantized blocked int8 data, a dequantized int8 weight) becomes a
+  uint8 x int8 one on the VNNI dot product, rescaled after
+  (:mod:`~workbench.relax.transform.convert_layout_int8`; option ``int8_conv``), and so does
+  a uint8 x int8 -> int32 convolution with a constant weight (an imported QLinearConv /
+  ConvInteger). Grouped convolutions whose per-group channels are not multiples of ``B``,
+  and depthwise ones with a channel multiplier, stay as they are;
 - **elementwise ops** (activations; add, subtract, multiply, maximum, minimum; divide by a
   constant), **pools** (max, average, adaptive average), **means / sums over H and W** that keep
   their dimensions (squeeze-and-excite) and **channel concats** of block-aligned tensors take

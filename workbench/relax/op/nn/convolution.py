@@ -263,23 +263,23 @@ def _numpy_conv2d_winograd(x: np.ndarray, u: np.ndarray, padding: tuple, data_la
     weight channel by channel, transformed back."""
     from workbench.topi.nn.conv2d_winograd import tile_of, winograd_matrices
     alpha = u.shape[0]
-    TILE = tile_of(alpha)       # noqa: N806 - the weight says which F(m, 3) it was made for
-    bt, _, at = winograd_matrices(TILE)
+    tile = tile_of(alpha)           # the weight says which F(m, 3) it was made for
+    bt, _, at = winograd_matrices(tile)
     dtype = x.dtype if out_dtype == "void" else np.dtype(out_dtype)
     n, cb, h, w, b = x.shape
     pt, pl, pb, pr = padding
     oh, ow = h + pt + pb - 2, w + pl + pr - 2
-    th, tw = -(-oh // TILE), -(-ow // TILE)
-    xp = np.zeros((n, cb, th * TILE + 2, tw * TILE + 2, b))
+    th, tw = -(-oh // tile), -(-ow // tile)
+    xp = np.zeros((n, cb, th * tile + 2, tw * tile + 2, b))
     xp[:, :, pt:pt + h, pl:pl + w] = x
-    tiles = np.stack([np.stack([xp[:, :, i * TILE:i * TILE + alpha, j * TILE:j * TILE + alpha]
+    tiles = np.stack([np.stack([xp[:, :, i * tile:i * tile + alpha, j * tile:j * tile + alpha]
                                 for j in range(tw)], 2) for i in range(th)], 2)
     # tiles: (n, cb, th, tw, alpha, alpha, b) -> V[xi, nu, n, th, tw, cb, b]
     v = np.einsum("xa,nctsabk,yb->xyntsck", bt, tiles, bt)
     m = np.einsum("xyntsck,xyockl->xyntsol", v, u.astype(np.float64))
     y = np.einsum("ix,xyntsol,jy->ntsijol", at, m, at)     # (n, th, tw, m, m, ob, b)
     ob = u.shape[2]
-    out = y.transpose(0, 5, 1, 3, 2, 4, 6).reshape(n, ob, th * TILE, tw * TILE, b)
+    out = y.transpose(0, 5, 1, 3, 2, 4, 6).reshape(n, ob, th * tile, tw * tile, b)
     return out[:, :, :oh, :ow].astype(dtype)
 
 
