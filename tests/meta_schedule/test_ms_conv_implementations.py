@@ -249,8 +249,12 @@ def test_in_model_check_keeps_a_choice_only_if_the_model_runs_faster_with_it(mod
     # a vectorised, parallel kernel against an unscheduled one: many times apart end to end
     assert impl.loc[0, "End to end (ms)"] < impl.loc[0, "Rule's end to end (ms)"]
     assert impl.loc[0, "Used"]
-    assert list(check.exe.conv_implementations["Used"]) == ["winograd", "winograd"]
-    assert sum("winograd" in k for k in check.exe.kernel_names) == 2
+    # the last step may still return the plain untuned build (the rule's direct kernel with
+    # its default schedule, about as fast as the Winograd one on 7x7x64)
+    wino = 1 if check.untuned_kept else 2
+    assert list(check.exe.conv_implementations["Used"]) == \
+        ["winograd", "direct" if check.untuned_kept else "winograd"]
+    assert sum("winograd" in k for k in check.exe.kernel_names) == wino
     np.testing.assert_allclose(_run(check.exe, x), _reference(x), rtol=1e-4, atol=1e-4)
 
     real = in_model._time_models
