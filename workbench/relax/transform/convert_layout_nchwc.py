@@ -256,13 +256,13 @@ class _Converter(ExprMutator):
                 return None
             cp = -(-data[1] // B) * B
             pad_i = (cp - icg) if g == 1 else 0
-            if self.use_winograd(a, w.shape, shape, plain, cp, op_):
+            tile = self.choose_winograd_tile(a, w.shape, shape, plain, cp, op_)
+            if tile:
                 self.converted += 1
                 self.winograd_convs += 1
                 wp = np.pad(w, ((0, op_ - o), (0, pad_i), (0, 0), (0, 0)))
                 attrs = {"padding": a["padding"], "data_layout": self.layout,
                          "out_layout": self.layout, "out_dtype": a["out_dtype"]}
-                tile = winograd_tile(self.tiles[-1])
                 args = (data[0], Constant(winograd_weight_transform(wp, B, tile)))
                 return self.emit_blocked_call(call, "relax.nn.conv2d_winograd", args, attrs), \
                     o, plain
@@ -276,18 +276,19 @@ class _Converter(ExprMutator):
         self.converted += 1
         return self.emit_blocked_call(call, "relax.nn.conv2d", args, attrs), o, plain
 
-    def use_winograd(self, a: dict, wshape: tuple, shape: tuple, plain: str, cp: int,
-                     op_: int) -> bool:
-        """Whether this blocked convolution becomes a Winograd one; numbers the candidates."""
+    def choose_winograd_tile(self, a: dict, wshape: tuple, shape: tuple, plain: str, cp: int,
+                             op_: int) -> int:
+        """The output tile m of the Winograd F(m x m, 3x3) this blocked convolution becomes,
+        or 0 to stay direct; numbers the candidates."""
         tiles = _winograd_tiles(a, shape, plain) if \
             _winograd_candidate(a, wshape, shape, cp, op_) else 0
         if tiles < 1:
-            return False
+            return 0
         index = self.candidates
         self.candidates += 1
         self.tiles.append(tiles)
         self.decisions.append(self.winograd.use(index, tiles))
-        return self.decisions[-1]
+        return winograd_tile(tiles) if self.decisions[-1] else 0
 
     def unary(self, call: Call) -> tuple | None:
         x = call.args[0]

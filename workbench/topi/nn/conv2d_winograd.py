@@ -158,7 +158,7 @@ def conv2d_winograd_nchwc(data: Tensor, kernel: Tensor, padding: Any,
                          f"{shape_str(data.shape)} and {shape_str(kernel.shape)}")
     ks = [get_const_int(d) for d in kernel.shape]
     ds = [get_const_int(d) if is_const_int(d) else d for d in data.shape]
-    if ks[0] - 2 not in _MATRICES or ks[1] != ks[0] or ks[3] != ds[1] or ks[4] != b or \
+    if ks[0] - 2 not in TILES or ks[1] != ks[0] or ks[3] != ds[1] or ks[4] != b or \
             ks[5] != b:
         raise ValueError(f"{what}: kernel {shape_str(kernel.shape)} is not a transformed "
                          f"weight for data {shape_str(data.shape)}")
