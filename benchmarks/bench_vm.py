@@ -9,9 +9,11 @@ The program, built with ExecBuilder, is what a memory-planned compiler would emi
 
 Printed (medians over several rounds, microseconds per kernel call):
 
-- ``vm``: ``vm["main"](x)`` divided by the number of kernel calls;
+- ``vm``: ``vm["main"](x)`` divided by the number of kernel calls (static replay: the
+  function is recorded on its first call and replayed as native calls, relax_vm/replay.py);
+- ``vm, interpreted``: the same with the option ``vm_static_replay`` off (the bytecode loop);
 - ``direct``: the same 1,000 calls from a Python loop (the kernel's own packed-call cost);
-- ``vm overhead``: ``vm - direct``, the interpreter's share per Call instruction;
+- ``vm overhead``: ``vm, interpreted - direct``, the interpreter's share per Call instruction;
 - ``vm + instrument``: with a no-op instrument (the slow, hooked loop), for scale;
 - ``unplanned``: a variant allocating a fresh tensor (alloc_storage + alloc_tensor) before
   every kernel call, as code without memory planning would.
@@ -33,7 +35,7 @@ import time
 import numpy as np
 
 import workbench as wb
-from workbench import te
+from workbench import options, te
 from workbench.runtime.relax_vm import DataType, ExecBuilder, VirtualMachine
 
 N_CALLS = 1000
@@ -121,6 +123,9 @@ def main() -> None:
 
     main_fn = vm["main"]
     t_vm = median_us(lambda: main_fn(x), N_CALLS)
+    with options.override(vm_static_replay=False):
+        interpreted = VirtualMachine(planned_chain(lib, N_CALLS), wb.cpu())["main"]
+    t_interp = median_us(lambda: interpreted(x), N_CALLS)
     t_direct = median_us(direct, N_CALLS)
     vm.set_instrument(lambda *args: None)
     t_instr = median_us(lambda: main_fn(x), N_CALLS)
@@ -130,10 +135,12 @@ def main() -> None:
 
     print(f"chain of {N_CALLS} kernel calls on float32[{SIZE}] (median of {ROUNDS} runs, "
           "us per kernel call)")
-    print(f"  vm                 {t_vm:7.3f}   (target <= 5)")
+    print(f"  vm                 {t_vm:7.3f}   (target <= 5; static replay)")
+    print(f"  vm, interpreted    {t_interp:7.3f}")
     print(f"  direct (Python)    {t_direct:7.3f}")
-    print(f"  vm overhead        {t_vm - t_direct:7.3f}   (vm - direct, per Call instruction)")
-    print(f"  vm / direct        {t_vm / t_direct:7.2f}x")
+    print(f"  vm overhead        {t_interp - t_direct:7.3f}   (interpreted - direct, per Call "
+          "instruction)")
+    print(f"  vm / direct        {t_vm / t_direct:7.2f}x (interpreted {t_interp / t_direct:.2f}x)")
     print(f"  vm + instrument    {t_instr:7.3f}")
     print(f"  unplanned (3 calls per kernel: alloc_storage, alloc_tensor, kernel) "
           f"{t_unplanned:7.3f}")

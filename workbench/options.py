@@ -326,6 +326,13 @@ register("kernel_heap", bool, True, env="WORKBENCH_KERNEL_HEAP",
              "(workbench.runtime.heap); off: glibc's defaults.")
 
 
+register("vm_static_replay", bool, True, env="WORKBENCH_VM_STATIC_REPLAY",
+         doc="A VM function of fixed shapes made only of kernel calls and memory builtins "
+             "records its first call and replays it as a list of native calls, keeping its "
+             "intermediates' storage between calls (workbench.runtime.relax_vm.replay); read "
+             "when a VirtualMachine is created. Off: every call is interpreted.")
+
+
 register("convert_layout", bool, True, env="WORKBENCH_CONVERT_LAYOUT",
          doc="relax.build runs convolutional graphs in a channel-blocked layout (NCHW16c with "
              "AVX-512, NCHW8c with AVX2; relax.transform.ConvertLayoutNCHWc); off: the "

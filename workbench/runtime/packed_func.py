@@ -79,7 +79,8 @@ class PackedFunc:
     """A callable function: a compiled kernel (``params``/``shape_vars`` describe it) or a
     Python function from the global registry (``params`` is None)."""
 
-    __slots__ = ("name", "params", "shape_vars", "_call", "_keepalive", "__weakref__")
+    __slots__ = ("name", "params", "shape_vars", "_call", "_keepalive", "_native",
+                 "__weakref__")
 
     def __init__(self, func: Callable[..., Any], name: str | None = None) -> None:
         if not callable(func):
@@ -89,6 +90,7 @@ class PackedFunc:
         self.shape_vars: tuple[str, ...] = ()
         self._call = func
         self._keepalive = None
+        self._native = None
 
     def __call__(self, *args: Any) -> Any:
         return self._call(*args)
@@ -96,6 +98,13 @@ class PackedFunc:
     @property
     def is_kernel(self) -> bool:
         return self.params is not None
+
+    @property
+    def native_function(self) -> Any:
+        """A kernel's unchecked native entry point, ``i32 f(i64* slots)`` (a ctypes function):
+        for callers that prepared the slots themselves from arguments this function's checks
+        already accepted (the VM's static replay). None for a Python function."""
+        return self._native
 
     def __repr__(self) -> str:
         if self.params is None:
@@ -315,4 +324,5 @@ def make_kernel_func(name: str, params: tuple[ParamInfo, ...], shape_vars: tuple
     pf.params = params
     pf.shape_vars = shape_vars
     pf._keepalive = (keepalive, fn, source)
+    pf._native = fn
     return pf

@@ -43,6 +43,7 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Any, Callable, NamedTuple, Sequence
 
+from ... import options
 from ..ndarray import NDArray
 from ..packed_func import PackedFunc
 from ..profiling.metrics import ARGUMENT_SHAPES
@@ -50,6 +51,7 @@ from .builtins import make_shape, make_shape_site
 from .bytecode import BEGIN_SPECIAL_REG, VM_REG, VOID_REG, ArgKind, Call, Goto, If, Ret
 from .executable import Executable, VMFuncInfo, VMFuncKind
 from .objects import InternalError, VMClosure, shape_string
+from .replay import capture, replayable
 
 __all__ = ["Interpreter", "SKIP_RUN", "CallSite"]
 
@@ -269,6 +271,8 @@ def _make_runner(func: VMFuncInfo, hooks: Hooks, with_heap: bool = False
     info: list = []
     heaps: list = []          # this function's free shape heaps (module docstring)
     hold = 0                  # the hidden register of the frame's heap
+    replay = [_REPLAY_OFF]    # static replay (replay.py): off, capture next call, or replay
+    plans: list = []          # its free plans (a busy plan is out of the list)
 
     def install(t: list, c: list, i: list, heap_slot: int | None) -> None:
         nonlocal template, code, info, hold
@@ -277,10 +281,41 @@ def _make_runner(func: VMFuncInfo, hooks: Hooks, with_heap: bool = False
                                 "with its runner")
         template, code, info = t, c, i
         hold = heap_slot or 0
+        if options.get("vm_static_replay") and replayable(code, info, CALL, RET):
+            replay[0] = _REPLAY_CAPTURE
+
+    def replay_call(args: tuple) -> Any:
+        """The call's result by replay (or by the capturing run), or _MISS: interpret it."""
+        try:
+            plan = plans.pop()          # atomic: a plan serves one call at a time
+        except IndexError:
+            if replay[0] != _REPLAY_CAPTURE:
+                return _MISS            # every plan is busy in another thread
+            replay[0] = _REPLAY_ON
+            regs = template[:]
+            regs[:nargs] = args
+            try:
+                result, plan = capture(regs, code, info, nargs, CALL)
+            except BaseException:
+                replay[0] = _REPLAY_CAPTURE    # e.g. a bad input: capture on a later call
+                raise
+            if plan is None:
+                replay[0] = _REPLAY_OFF
+            else:
+                plans.append(plan)
+            return result
+        try:
+            return plan.run(args) if plan.matches(args) else _MISS
+        finally:
+            plans.append(plan)
 
     def run(*args: Any) -> Any:
         if len(args) != nargs:
             raise _arity_error(func, len(args))
+        if replay[0] and not active[0]:
+            result = replay_call(args)
+            if result is not _MISS:
+                return result
         regs = template[:]
         regs[:nargs] = args
         if active[0]:
@@ -339,7 +374,14 @@ def _make_runner(func: VMFuncInfo, hooks: Hooks, with_heap: bool = False
     if with_heap:
         run = run_with_heap
     run.__name__ = run.__qualname__ = f"vm_function_{func.name}"
+    run.replay_status = lambda: _REPLAY_STATUS[replay[0]]   # type: ignore[attr-defined]
     return run, install
+
+
+_REPLAY_OFF, _REPLAY_CAPTURE, _REPLAY_ON = 0, 1, 2
+_REPLAY_STATUS = {_REPLAY_OFF: "interpreted", _REPLAY_CAPTURE: "capture pending",
+                  _REPLAY_ON: "replayed"}
+_MISS = object()
 
 
 def _fell_off(func: VMFuncInfo) -> InternalError:

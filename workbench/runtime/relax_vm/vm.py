@@ -269,6 +269,16 @@ class VirtualMachine:
         return rebuild(())
 
     # -- instrument ------------------------------------------------------------------------------
+    def static_replay(self) -> dict[str, str]:
+        """How each VM function's calls run (not in TVM): "replayed" (recorded once, then
+        replayed as native calls: ``workbench.runtime.relax_vm.replay``), "capture pending"
+        (replayable; its next call records it) or "interpreted" (control flow, calls other
+        than kernels and memory builtins, symbolic shapes, outputs it did not allocate, or
+        the option ``vm_static_replay`` off). Calls with an instrument or the profiler active
+        are always interpreted."""
+        return {name: closure.impl.replay_status()
+                for name, closure in self._interp.closures.items()}
+
     def set_instrument(self, instrument: Callable[..., Any] | str | None) -> None:
         """Call ``instrument(func, func_symbol, before_run, ret_value, *args)`` before and after
         every Call instruction. Returning ``VMInstrumentReturnKind.SKIP_RUN`` before a call
