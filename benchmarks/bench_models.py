@@ -42,9 +42,10 @@ process's other threads stop running (PyTorch's and onnxruntime's pools spin aft
 
 Usage: ``python benchmarks/bench_models.py [--trials 200] [--models resnet18,resnet50,...]
 [--per-iter 8] [--population 64] [--top K] [--rounds 7] [--threads N] [--work-dir DIR]
-[--mcpu haswell]`` (``--mcpu``: the untuned model also compiled for those CPUs and run here,
-e.g. the AVX2 code path on an AVX-512 host; onnxruntime still picks its kernels for this
-host)
+[--mcpu haswell] [--interpreted]`` (``--mcpu``: the untuned model also compiled for those
+CPUs and run here, e.g. the AVX2 code path on an AVX-512 host; onnxruntime still picks its
+kernels for this host; ``--interpreted``: the untuned build also run with the VM's static
+replay off, every call interpreted)
 """
 from __future__ import annotations
 
@@ -154,9 +155,11 @@ class Runner:
         return float(np.median(self.samples)) * 1e3
 
 
-def workbench_runner(name: str, exe: Any, args: tuple) -> tuple[Runner, np.ndarray]:
+def workbench_runner(name: str, exe: Any, args: tuple, replay: bool = True
+                     ) -> tuple[Runner, np.ndarray]:
     import workbench as wb
-    vm = wb.relax.VirtualMachine(exe, wb.cpu())
+    with wb.options.override(vm_static_replay=replay):
+        vm = wb.relax.VirtualMachine(exe, wb.cpu())
     inputs = [wb.nd.array(a.numpy()) for a in args]
     fn = vm["main"]
     out = fn(*inputs)
@@ -310,6 +313,12 @@ def bench_model(name: str, args_ns: argparse.Namespace) -> list[str]:
     runner, outputs["untuned"] = workbench_runner("Workbench untuned", untuned_exe, args)
     runners.append(runner)
     notes = [f"{name}: import + build {build_secs:.1f} s"]
+    if args_ns.interpreted:
+        # the same executable with every call interpreted (no static replay): what the
+        # VM's replay of the recorded kernel calls saves
+        runner, outputs["untuned, interpreted"] = workbench_runner(
+            "Workbench untuned, interpreted", untuned_exe, args, replay=False)
+        runners.append(runner)
     for mcpu in args_ns.mcpu:
         # the same model compiled for another CPU's vector ISA (e.g. haswell: AVX2, 8-channel
         # blocks), run here: that ISA's code path timed against the same references
@@ -476,6 +485,8 @@ def main() -> None:
     ap.add_argument("--mcpu", default="",
                     help="comma-separated CPUs (e.g. haswell) whose code also runs here, "
                          "untuned: an AVX2 build timed on an AVX-512 host")
+    ap.add_argument("--interpreted", action="store_true",
+                    help="also time the untuned build with the VM's static replay off")
     ap.add_argument("--work-dir", default=None,
                     help="keep each model's tuning database in DIR/<model> (resumed, reused)")
     ns = ap.parse_args()

@@ -37,6 +37,11 @@ instruments and the profiler see the call unchanged.
 
 A second, slower loop (:func:`_run_hooked`) runs whenever an instrument is set or the profiler
 is running; the fast loop checks that with one list lookup per *function* call.
+
+Before either loop, a function that :func:`replay.replayable` accepts (no jumps; only kernels
+and memory / check / tuple builtins) is recorded on its first uninstrumented call and replayed
+after (``replay.py``): each runner keeps its free plans in a list, taken with an atomic
+``pop`` like the shape heaps, and any call a plan's guard refuses is interpreted.
 """
 from __future__ import annotations
 
