@@ -38,7 +38,7 @@ from typing import Any
 
 from .. import loader
 from ..ndarray import NDArray
-from ..packed_func import PackedFunc
+from ..packed_func import _FLOATS, PackedFunc, _scalar_value
 from .objects import Storage, tensor_view
 
 __all__ = ["REPLAYABLE_BUILTINS", "StaticPlan", "replayable", "capture"]
@@ -48,7 +48,6 @@ REPLAYABLE_BUILTINS = frozenset({
     ALLOC_STORAGE, ALLOC_TENSOR, "vm.builtin.check_tensor_info", "vm.builtin.match_shape",
     "vm.builtin.make_tuple", "vm.builtin.tuple_getitem", "vm.builtin.null_value",
 })
-_FLOATS = ("float16", "float32", "float64")
 
 
 def replayable(code: list, info: list, call_op: int, ret_op: int) -> bool:
@@ -219,12 +218,12 @@ def _slots(kernel: PackedFunc, args: tuple) -> tuple[Any, list]:
     bound: dict[str, int] = {}
     tensors = []
     for i, (p, a) in enumerate(zip(params, args)):
-        if p.kind == "scalar":
+        if p.kind == "scalar":     # the checker's own conversion (uint64 as its bit pattern)
+            value = _scalar_value(kernel.name, i, p, a)
             if p.dtype in _FLOATS:
-                floats[i] = float(a)
+                floats[i] = value
             else:
-                v = int(a)
-                slots[i] = v - (1 << 64) if v > (1 << 63) - 1 else v
+                slots[i] = value
             continue
         tensors.append((i, a))
         for want, have in zip(p.shape, a._shape):
