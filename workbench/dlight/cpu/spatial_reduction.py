@@ -10,12 +10,15 @@ a stride, gathers) one vector and the accumulators stay in registers. There is n
 reuse across a second dimension (that would be :class:`~workbench.dlight.cpu.Matmul`), so the
 tile is up to four registers wide to hide the latency of the accumulating adds.
 
-A padding stage in front (NCHW depthwise conv, pooling) is computed per (batch, channel)
-plane inside the parallel loop (``AnchorRule.pad_per_plane``): the padded plane is written and
-read while it is in cache, not in a pass of its own over the whole input (MobileNetV2's
-depthwise kernels 1.3-2.2x faster on a 2-core Zen 4; the model 10.7 -> 8.4 ms). On a
-blocked layout the threads split the output rows and pad a band of rows of one channel block
-at a time (``tiling._rows_first``; pooling too, ``tiling._pool_rows_first``).
+A padding stage in front whose guard is the same for every lane of the vector (a blocked
+layout: NCHW16c, NCHW8c) is inlined: the tile reads the input itself, one scalar guard per
+tap (``AnchorRule.inline_padding``; on AVX2 for strided windows only). Otherwise (NCHW) it is
+computed per (batch, channel) plane inside the parallel loop (``AnchorRule.pad_per_plane``):
+the padded plane is written and read while it is in cache, not in a pass of its own over the
+whole input (MobileNetV2's depthwise kernels 1.3-2.2x faster on a 2-core Zen 4; the model
+10.7 -> 8.4 ms). On a blocked layout the threads split the output rows (``tiling._rows_first``;
+pooling too, ``tiling._pool_rows_first``), padding a band of rows of one channel block at a
+time where the padding is not inlined.
 """
 from __future__ import annotations
 
@@ -95,6 +98,7 @@ class SpatialReduction(AnchorRule):
 
     name = "SpatialReduction"
     pad_per_plane = True
+    inline_padding = True
 
     def plan(self, sch: Schedule, anchor: BlockFacts, cpu: CPUInfo) -> TilePlan | None:
         return plan_spatial_reduction(anchor, cpu)

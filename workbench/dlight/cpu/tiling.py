@@ -253,9 +253,13 @@ def _rows_first(sch: Schedule, f: BlockFacts, plan: TilePlan, v_loads: list[Acce
     if cpu.threads < 2 or not options.get("parallel_rows_first"):
         return None
     params = param_buffers(sch)
-    weights = {id(a.buffer): a for a in v_loads if id(a.buffer) in params}
+    # (an input read through inlined padding depends on every output variable: not a weight)
+    acts = [a for a in v_loads if all(a.depends(f.iters[i]) for i in f.spatial)]
+    weights = {id(a.buffer): a for a in v_loads
+               if id(a.buffer) in params and not any(a is b for b in acts)}
     if not weights:
-        return _pool_rows_first(sch, f, plan, spatial, w_loop, cpu)
+        plane = plan.plane or (acts[0] if len(acts) == 1 else None)
+        return _pool_rows_first(sch, f, plane, spatial, w_loop, cpu)
     nbytes = 0
     for a in weights.values():
         n = 1
@@ -288,23 +292,24 @@ def _row_loop(sch: Schedule, first: list[LoopRV], rest: list[LoopRV], cpu: CPUIn
     return None
 
 
-def _pool_rows_first(sch: Schedule, f: BlockFacts, plan: TilePlan, spatial: list[int],
+def _pool_rows_first(sch: Schedule, f: BlockFacts, plane: Access | None, spatial: list[int],
                      w_loop: dict, cpu: CPUInfo
                      ) -> tuple[LoopRV, list[LoopRV], list[LoopRV]] | None:
-    """:func:`_rows_first` for a window over a padded input with no weights (pooling): the
-    loops indexing the input's planes directly (channel blocks) take the weights' place, so
-    the threads split by bands of output rows padded on the stack, each reading the rows the
-    layer before wrote on its core -- not by whole planes padded into a buffer the size of
-    the input (ResNet's 3x3 max pool after the stem: 4 planes of 64 channels, 2 per thread,
-    ran 2-7x slower in the model than alone)."""
-    if plan.plane is None:
+    """:func:`_rows_first` for a window over an input with no weights (pooling), ``plane``
+    the load of the padded plane (or of the input, its padding read in the tile): the loops
+    indexing the input's planes directly (channel blocks) take the weights' place, so the
+    threads split by bands of output rows, each reading the rows the layer before wrote on
+    its core -- not by whole planes padded into a buffer the size of the input (ResNet's 3x3
+    max pool after the stem: 4 planes of 64 channels, 2 per thread, ran 2-7x slower in the
+    model than alone)."""
+    if plane is None:
         return None
     first, rest = [], []
     for i in spatial:
         loop = w_loop[i] if i in w_loop else f.loops[i]
         if loop is None:
             continue
-        plain = plan.plane.plain_dim(f.iters[i]) is not None
+        plain = plane.plain_dim(f.iters[i]) is not None
         (first if plain and (loop_extent(sch, loop) or 0) > 1 else rest).append(loop)
     return _row_loop(sch, first, rest, cpu)
 
