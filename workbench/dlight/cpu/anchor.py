@@ -192,10 +192,11 @@ def inline_lane_free_padding(sch: Schedule, cpu: CPUInfo) -> None:
 
 def _strided_window(consumer: object, buf: object) -> bool:
     """Whether ``consumer`` reads ``buf`` with a window stride (an index scaled by a constant
-    of 2 or more). With 16 vector registers (AVX2) only strided windows read the padding in
-    the tile: measured with Haswell code on a Zen 4, the strided ones ran 1.2-2.4x faster,
-    the stride-1 ones anywhere from 4x faster to 2x slower (MobileNet's 32x112^2 and 144x56^2
-    1.2x slower, a 5x5 one 2x: the unrolled taps' guards crowd a 16-register tile)."""
+    of 2 or more; a dilation counts too, unmeasured). With 16 vector registers (AVX2) only
+    strided windows read the padding in the tile: measured with Haswell code on a Zen 4, the
+    strided ones ran 1.2-2.4x faster, the stride-1 ones anywhere from 4x faster to 2x slower
+    (MobileNet's 32x112^2 and 144x56^2 1.2x slower, a 5x5 one 2x; a register tile of 4 or 2
+    pixels instead of 8 did not mend it)."""
     found: list = []
 
     def visit(node: object) -> None:
