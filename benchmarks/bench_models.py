@@ -132,15 +132,16 @@ def make_model(name: str) -> tuple[Any, tuple]:
     if name == "bert":
         return bert_encoder()
     model = getattr(torchvision.models, name)(weights=None).eval()
-    return _calibrated(model), (torch.randn(1, 3, 224, 224),)
+    return calibrated_batch_norm(model), (torch.randn(1, 3, 224, 224),)
 
 
-def _calibrated(model: Any) -> Any:
+def calibrated_batch_norm(model: Any, image: tuple = (3, 224, 224)) -> Any:
     """``model`` with its batch-norm statistics taken from two random batches (their average),
     so the activations of a randomly initialised CNN stay near 1 through its depth and the
     output check against PyTorch means something: with torchvision's initial statistics
     MobileNetV2's logits are ~1e-9 and EfficientNet-B0's ~1e-14, where any result passes an
-    absolute tolerance. The kernels, and so the timings, are the same either way."""
+    absolute tolerance. The kernels, and so the timings, are the same either way. ``image``:
+    the (channels, height, width) of the random batches."""
     import torch
     bns = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
     if not bns:
@@ -151,7 +152,7 @@ def _calibrated(model: Any) -> Any:
         m.train()                         # only batch norm learns (no dropout, no drop path)
     with torch.no_grad():
         for _ in range(2):
-            model(torch.randn(2, 3, 224, 224))
+            model(torch.randn(2, *image))
     return model.eval()
 
 
