@@ -18,7 +18,7 @@ from workbench.dlight.analysis import (
 )
 from workbench.dlight.base import CPUInfo, ScheduleRule
 from workbench.dlight.cpu.common import (
-    inline_cheap_stages, loop_extent, schedule_spatial, vector_tile,
+    inline_cheap_stages, inline_while, loop_extent, schedule_spatial, vector_tile,
 )
 from workbench.dlight.cpu.tiling import TilePlan, apply_tile_plan
 from workbench.dlight.cpu.variants import tile_variants
@@ -161,33 +161,23 @@ def inline_lane_free_padding(sch: Schedule, cpu: CPUInfo) -> None:
     renderer branches on a scalar ``if_then_else``), so no load reads out of bounds.
     (Channels-last inputs are left padded: their tiles span several vectors, and an inlined
     guard made NHWC depthwise convolutions of 48-144 channels 3-7x slower on a Zen 4.)"""
-    changed = True
-    while changed:
-        changed = False
-        for block in root_blocks(sch) or []:
-            blk = sch.get(block)
-            if "if_then_else" not in calls_in(blk) or blk.init is not None or \
-                    any(iv.iter_type != 0 for iv in blk.iter_vars) or \
-                    not isinstance(blk.body, BufferStore) or not blk.iter_vars:
-                continue
-            lane = blk.iter_vars[-1].var
-            store = blk.body
-            if store.indices[-1] is not lane or \
-                    not _one_vector_block(store.buffer, cpu) or \
-                    any(lane in collect_vars(g) for g in _guards(blk)):
-                continue
-            consumers = sch.get_consumers(block)
-            if len(consumers) != 1 or \
-                    all(iv.iter_type == 0 for iv in sch.get(consumers[0]).iter_vars):
-                continue
-            if cpu.accumulators < 16 and not _strided_window(sch.get(consumers[0]), store.buffer):
-                continue
-            try:
-                sch.compute_inline(block)
-            except ScheduleError:
-                continue
-            changed = True
-            break
+    def lane_free_padding(block: BlockRV) -> bool:
+        blk = sch.get(block)
+        if "if_then_else" not in calls_in(blk) or blk.init is not None or \
+                any(iv.iter_type != 0 for iv in blk.iter_vars) or \
+                not isinstance(blk.body, BufferStore) or not blk.iter_vars:
+            return False
+        lane = blk.iter_vars[-1].var
+        store = blk.body
+        if store.indices[-1] is not lane or not _one_vector_block(store.buffer, cpu) or \
+                any(lane in collect_vars(g) for g in _guards(blk)):
+            return False
+        consumers = sch.get_consumers(block)
+        if len(consumers) != 1 or \
+                all(iv.iter_type == 0 for iv in sch.get(consumers[0]).iter_vars):
+            return False
+        return cpu.accumulators >= 16 or _strided_window(sch.get(consumers[0]), store.buffer)
+    inline_while(sch, lane_free_padding)
 
 
 def _strided_window(consumer: object, buf: object) -> bool:

@@ -6,7 +6,7 @@ is in the trace and every step was checked by the primitive itself.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from workbench.dlight.analysis import (
     CHEAP_CALLS, BlockFacts, block_facts, block_realize, calls_in, param_buffers, root_blocks,
@@ -58,26 +58,14 @@ def _expensive(block_calls: Sequence[str]) -> bool:
     return any(c not in CHEAP_CALLS for c in block_calls)
 
 
-def inline_cheap_stages(sch: Schedule) -> None:
-    """Inline every data-parallel stage into its consumers, repeating until nothing changes,
-    except: outputs; stages with ``if_then_else`` (padding: inlined, the condition would be
-    evaluated in the consumer's innermost loop, which is also what blocks its vectorization);
-    and stages that call a transcendental function and feed several consumers (``exp`` in
-    softmax: computing it once and storing it is cheaper than computing it twice)."""
-    params = param_buffers(sch)
+def inline_while(sch: Schedule, wanted: Callable[[BlockRV], bool]) -> None:
+    """Inline root blocks that ``wanted`` accepts into their consumers, one at a time (each
+    inlining changes the list of blocks), until no wanted block is left that inlines."""
     changed = True
     while changed:
         changed = False
         for block in root_blocks(sch) or []:
-            if any(id(w.buffer) in params for w in sch.get(block).writes):
-                continue
-            blk = sch.get(block)
-            if blk.init is not None or any(iv.iter_type != 0 for iv in blk.iter_vars):
-                continue
-            calls = calls_in(blk)
-            if "if_then_else" in calls:
-                continue
-            if _expensive(calls) and len(sch.get_consumers(block)) > 1:
+            if not wanted(block):
                 continue
             try:
                 sch.compute_inline(block)
@@ -85,6 +73,25 @@ def inline_cheap_stages(sch: Schedule) -> None:
                 continue
             changed = True
             break
+
+
+def inline_cheap_stages(sch: Schedule) -> None:
+    """Inline every data-parallel stage into its consumers, repeating until nothing changes,
+    except: outputs; stages with ``if_then_else`` (padding: inlined, the condition would be
+    evaluated in the consumer's innermost loop, which is also what blocks its vectorization);
+    and stages that call a transcendental function and feed several consumers (``exp`` in
+    softmax: computing it once and storing it is cheaper than computing it twice)."""
+    params = param_buffers(sch)
+
+    def cheap(block: BlockRV) -> bool:
+        blk = sch.get(block)
+        if any(id(w.buffer) in params for w in blk.writes) or blk.init is not None or \
+                any(iv.iter_type != 0 for iv in blk.iter_vars):
+            return False
+        calls = calls_in(blk)
+        return "if_then_else" not in calls and \
+            not (_expensive(calls) and len(sch.get_consumers(block)) > 1)
+    inline_while(sch, cheap)
 
 
 def parallelize(sch: Schedule, loops: Sequence[LoopRV], work: int | None,
