@@ -302,3 +302,87 @@ def test_features_of_schedules_replayed_here_can_be_computed_in_the_pool(setup, 
     idle = ReplayPool(2)
     assert replay_pool.extract_features_ahead(idle, config, mods) == 0
     assert idle.worker_pids == []
+
+
+def test_a_replayed_schedule_comes_back_with_its_structural_hash(setup, monkeypatch):
+    """Workers hash what they replay and the memo travels in the module's pickle: the search
+    deduplicates and looks up features of every candidate without hashing it here."""
+    from workbench.ir.module import IRModule
+    from workbench.ir.structural import structural_hash
+
+    ctx, traces, pool = setup
+    _force_pool(monkeypatch)
+    got = TraceApplier(ctx.mod, ctx.space_generator.postprocs, pool).apply_many(
+        _jobs(traces, 12))
+    shipped = [s for s in got[strategy_base._TIMING_SAMPLE:] if s is not None]
+    assert shipped and pool.worker_pids
+    for sch in shipped:
+        memo = sch.mod._shash.get(False)
+        assert memo is not None
+        assert memo == structural_hash(IRModule(dict(sch.mod.items())))  # hashed afresh
+
+
+class _StartingPool:
+    """A stand-in for a ReplayPool whose workers come up once ``up_after`` replays were
+    timed in the tuning process (after a prestart)."""
+
+    def __init__(self, timing, up_after: int) -> None:
+        self.timing, self.up_after = timing, up_after
+        self.prestarts, self.shipped = 0, []
+
+    @property
+    def ready(self) -> bool:
+        return self.prestarts > 0 and self.timing.count >= self.up_after
+
+    @property
+    def starting(self) -> bool:
+        return self.prestarts > 0 and not self.ready
+
+    def prestart(self) -> None:
+        self.prestarts += 1
+
+    def replay(self, applier, jobs):
+        self.shipped.append(len(jobs))
+        return [applier.apply(t, s, keep_decisions=k) for t, s, k in jobs]
+
+
+@pytest.mark.parametrize("heavy", [True, False])
+def test_a_batch_replays_here_until_the_workers_are_up_then_ships_the_rest(
+        setup, monkeypatch, heavy):
+    """A batch worth starting workers for starts them and keeps replaying here, one by one,
+    until they are up; what is left then goes to them. A light one never starts them."""
+    ctx, traces, _ = setup
+    monkeypatch.setattr(strategy_base, "_PRESTART_SECONDS", 0.0 if heavy else 1e9)
+    monkeypatch.setattr(strategy_base, "_POOL_WORTH_SECONDS", 1e9)  # never waits for them
+    monkeypatch.setattr(strategy_base, "_POOL_WORTH_READY", 0.0)
+    applier = TraceApplier(ctx.mod, ctx.space_generator.postprocs)
+    stub = _StartingPool(applier.timing, up_after=strategy_base._TIMING_SAMPLE + 3)
+    applier.pool = stub
+    jobs = _jobs(traces, 24)
+    got = applier.apply_many(jobs)
+    expected = TraceApplier(ctx.mod, ctx.space_generator.postprocs).apply_many(jobs)
+    assert all(_same(a, b) for a, b in zip(expected, got))
+    if heavy:
+        assert stub.prestarts >= 1 and stub.shipped == [24 - stub.up_after]
+        assert applier.timing.count == stub.up_after
+    else:
+        assert stub.prestarts == 0 and stub.shipped == []
+        assert applier.timing.count == strategy_base._TIMING_SAMPLE
+
+
+def test_prepare_starts_the_workers_for_a_heavy_next_round_only(setup, monkeypatch):
+    ctx, traces, _ = setup
+    applier = TraceApplier(ctx.mod, ctx.space_generator.postprocs)
+    stub = _StartingPool(applier.timing, up_after=10 ** 6)
+    applier.pool = stub
+    applier.prepare(10 ** 6)
+    assert stub.prestarts == 0            # nothing timed yet: no estimate
+    monkeypatch.setattr(strategy_base, "_PRESTART_SECONDS", 1e9)
+    applier.apply_many(_jobs(traces, 4))
+    assert applier.timing.count == 4 and stub.prestarts == 0
+    per = applier.timing.seconds / applier.timing.count
+    monkeypatch.setattr(strategy_base, "_PRESTART_SECONDS", per * 50)
+    applier.prepare(10)
+    assert stub.prestarts == 0            # ten replays here take less than that
+    applier.prepare(100)
+    assert stub.prestarts == 1

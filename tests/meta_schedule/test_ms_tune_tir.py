@@ -137,3 +137,38 @@ def test_memory_database_and_round_robin(tmp_path):
     assert type(db).__name__ == "MemoryDatabase"
     assert len(db.get_all_tuning_records()) == 4
     assert not os.path.exists(os.path.join(str(tmp_path), "database_tuning_record.json"))
+
+
+def test_the_reference_output_is_made_while_the_first_batch_builds(tmp_path, monkeypatch):
+    """The task's reference (the unscheduled function's outputs, which every candidate is
+    checked against) is computed in a thread during the first build; an error the scheduler
+    must not swallow (the cluster cannot measure) still stops tuning, in the caller."""
+    import threading
+
+    from workbench.meta_schedule.task_scheduler.task_scheduler import TaskScheduler
+    from workbench.rpc.base import RPCError
+
+    made = []
+    original = TaskScheduler._make_reference
+
+    def spy(self, ctx, ref_dir):
+        made.append(threading.current_thread().name)
+        return original(self, ctx, ref_dir)
+
+    monkeypatch.setattr(TaskScheduler, "_make_reference", spy)
+    func = matmul(32)
+    db = ms.tune_tir(func, TARGET, str(tmp_path / "ok"), max_trials_global=4,
+                     num_trials_per_iter=4, strategy="replay-trace", runner=fast_runner(),
+                     cost_model=xgb_1thread(), seed=1)
+    assert made == ["wb-make-reference"]
+    assert all(r.run_secs for r in db.get_all_tuning_records())   # checked, and passed
+    _check_best(db, func, lambda a, b: a @ b)
+
+    def down(self, ctx, ref_dir):
+        raise RPCError("the tracker lost every machine")
+
+    monkeypatch.setattr(TaskScheduler, "_make_reference", down)
+    with pytest.raises(RPCError, match="lost every machine"):
+        ms.tune_tir(func, TARGET, str(tmp_path / "down"), max_trials_global=4,
+                    num_trials_per_iter=4, strategy="replay-trace", runner=fast_runner(),
+                    cost_model=xgb_1thread(), seed=1)

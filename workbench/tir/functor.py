@@ -21,21 +21,57 @@ from workbench.tir.buffer import Buffer
 from workbench.tir.expr import PrimExpr, Var
 
 
+# How a walk descends: a visitor overriding one of these decides itself what it reaches.
+_WALK = ("visit", "generic_visit", "visit_field", "visit_Buffer", "rewrite_buffer")
+
+
+def _statement_names() -> set[str]:
+    """Names of the statement classes defined so far (and PrimFunc's): a handler named after
+    one of them never needs to see inside an expression."""
+    from workbench.tir.stmt import Stmt
+    names, todo = {"PrimFunc"}, [Stmt]
+    while todo:
+        c = todo.pop()
+        names.add(c.__name__)
+        todo.extend(c.__subclasses__())
+    return names
+
+
 class _Dispatching:
     """Gives each subclass its ``visit_<Class>`` lookup, resolved along each node's MRO and
-    cached per node type (:class:`workbench.ir.dispatch.MethodTable`)."""
+    cached per node type (:class:`workbench.ir.dispatch.MethodTable`).
+
+    ``_skip_exprs``: the class handles statements only (every ``visit_<Class>`` it has names
+    a statement class, and it walks as its base does), so a generic walk leaves expressions
+    alone instead of visiting every index and operand to find nothing to do. Most lowering
+    passes are such walks, and expressions are most of a kernel's nodes: feature extraction
+    and trace replay, the tuner's own work, spent half their time in those descents."""
 
     _methods: MethodTable
+    _skip_exprs = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         # Built lazily, type by type: visitors defined inside functions (a new class per
         # call) cost little.
         cls._methods = MethodTable(cls, "visit_")
+        cls._skip_exprs = _handles_statements_only(cls)
+
+
+def _handles_statements_only(cls: type) -> bool:
+    base = next((b for b in cls.__mro__[1:] if b.__dict__.get("_walk_root")), None)
+    if base is None or any(getattr(cls, n, None) is not getattr(base, n, None)
+                           for n in _WALK):
+        return False
+    statements = _statement_names()
+    return all(name[6:] in statements for name in dir(cls)
+               if name.startswith("visit_") and name not in ("visit_field", "visit_Buffer"))
 
 
 class IRVisitor(_Dispatching):
     """Walks every node once per reference (no memo): override ``visit_<Class>`` as needed."""
+
+    _walk_root = True
 
     def visit(self, node: Any) -> None:
         h = self._methods.lookup(type(node))
@@ -50,7 +86,8 @@ class IRVisitor(_Dispatching):
 
     def visit_field(self, value: Any) -> None:
         if isinstance(value, Node):
-            self.visit(value)
+            if not (self._skip_exprs and isinstance(value, PrimExpr)):
+                self.visit(value)
         elif isinstance(value, tuple):
             for v in value:
                 self.visit_field(v)
@@ -66,6 +103,8 @@ class IRVisitor(_Dispatching):
 
 class IRMutator(_Dispatching):
     """Rewrites bottom-up; returns the same object when nothing changed."""
+
+    _walk_root = True
 
     def __init__(self) -> None:
         self._buffer_memo: dict[Buffer, Buffer] = {}
@@ -91,6 +130,8 @@ class IRMutator(_Dispatching):
 
     def visit_field(self, value: Any) -> Any:
         if isinstance(value, Node):
+            if self._skip_exprs and isinstance(value, PrimExpr):
+                return value
             return self.visit(value)
         if isinstance(value, tuple):
             new = tuple(self.visit_field(v) for v in value)

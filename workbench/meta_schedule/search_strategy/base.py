@@ -30,14 +30,17 @@ def _drop_decision(inst: Any, inputs: Any, attrs: Any, decision: Any) -> Any:
 
 # A batch goes to the replay pool only when replaying it here would take longer than this
 # (seconds, estimated from the replays timed so far): below it, starting the workers (~1 s
-# each, imports) and shipping cost more than they save. Once the workers are up, a batch is
-# worth shipping from _POOL_WORTH_READY on (a schedule comes back in ~2 ms). A batch that
-# would take _PRESTART_SECONDS here starts the workers in the background and is replayed
-# here meanwhile, so that a 512^3 matmul's rounds (~100 replays of 15-30 ms, below 2 s) get
-# them from the next batch on, while a small kernel's light batches never start them.
+# each, imports) and shipping cost more than they save. Once the workers are up, what is left
+# of a batch is worth shipping from _POOL_WORTH_READY on (a schedule comes back in ~2 ms). A
+# batch that would take _PRESTART_SECONDS here starts the workers in the background once
+# _PRESTART_AFTER replays are timed, and is replayed here meanwhile, one by one, until they
+# are up: the rest then goes to them. So a 512^3 matmul's first round (32 replays of ~45 ms,
+# below 2 s) hands most of its replays, and their features, to the workers (its first batch
+# went out ~1 s sooner), while a small kernel's light batches never start them.
 _POOL_WORTH_SECONDS = 2.0
 _POOL_WORTH_READY = 0.25
 _PRESTART_SECONDS = 0.5
+_PRESTART_AFTER = 2
 _TIMING_SAMPLE = 8
 
 
@@ -63,9 +66,9 @@ class SampleFailures:
 @dataclass
 class ReplayTiming:
     """Replays timed in the tuning process, over a search's whole run: shared by its
-    appliers, so only the run's first ``_TIMING_SAMPLE`` replays are done here to decide
-    whether batches go to the replay pool (each new applier used to time its own eight, ~60 ms
-    each in this process, three appliers a round)."""
+    appliers, so once the workers are up only the run's first ``_TIMING_SAMPLE`` replays are
+    done here to decide whether batches go to the replay pool (each new applier used to time
+    its own eight, ~60 ms each in this process, three appliers a round)."""
 
     count: int = 0
     seconds: float = 0.0
@@ -146,20 +149,35 @@ class TraceApplier:
         """``apply(trace, seed, keep_decisions)`` for every job, results in job order."""
         jobs = list(jobs)
         out: list[Schedule | None] = []
-        if self.pool is not None:
-            # time a few replays here first: light workloads never start the pool
-            while self.timing.count < _TIMING_SAMPLE and len(out) < len(jobs):
-                out.append(self._timed_apply(*jobs[len(out)]))
-            rest = jobs[len(out):]
-            per = self.timing.seconds / max(1, self.timing.count)
-            ready = self.pool.ready
-            if not ready and per * len(jobs) >= _PRESTART_SECONDS:
-                self.pool.prestart()
-            worth = _POOL_WORTH_READY if ready else _POOL_WORTH_SECONDS
-            if rest and per * len(rest) > worth:
-                return out + self.pool.replay(self, rest)
+        pool = self.pool
+        while pool is not None and len(out) < len(jobs):
+            # replay here (timing the run's first replays) until the rest is worth shipping
+            timing = self.timing
+            if timing.count >= _PRESTART_AFTER:
+                left = self._seconds_here(len(jobs) - len(out))
+                ready = pool.ready
+                if not ready and left >= _PRESTART_SECONDS:
+                    pool.prestart()
+                if timing.count >= _TIMING_SAMPLE:
+                    if left > (_POOL_WORTH_READY if ready else _POOL_WORTH_SECONDS):
+                        return out + pool.replay(self, jobs[len(out):])  # may wait for them
+                    if ready or not pool.starting:
+                        break   # a light batch: not worth shipping, or starting workers for
+            out.append(self._timed_apply(*jobs[len(out)]))
         out.extend(self.apply(t, s, keep_decisions=k) for t, s, k in jobs[len(out):])
         return out
+
+    def prepare(self, upcoming: int) -> None:
+        """Start the replay workers in the background now if ``upcoming`` replays (a
+        strategy's next round) would take ``_PRESTART_SECONDS`` here by the replays timed so
+        far: they start while candidates are measured, and are up when that round comes."""
+        if self.pool is not None and self.timing.count >= _PRESTART_AFTER and \
+                self._seconds_here(upcoming) >= _PRESTART_SECONDS:
+            self.pool.prestart()
+
+    def _seconds_here(self, n: int) -> float:
+        """Seconds ``n`` replays would take in this process, by the replays timed so far."""
+        return self.timing.seconds / max(1, self.timing.count) * n
 
     # -- what the replay pool needs ----------------------------------------------------------
     def shipping_form(self) -> tuple[str, bytes]:

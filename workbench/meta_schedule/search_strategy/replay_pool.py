@@ -52,6 +52,7 @@ def _worker_replay(key: str, setup: bytes, jobs: list[ReplayJob],
     shipped feature rows or None)``, ``("replay", message)`` or ``("postproc", index,
     message)``. With a per-store ``features`` config, the rows of each replayed schedule
     are computed here too (the search scores every candidate it replays)."""
+    from workbench.ir.structural import structural_hash
     from workbench.meta_schedule.search_strategy.base import TraceApplier
 
     applier = _WORKER_APPLIERS.get(key)
@@ -67,8 +68,13 @@ def _worker_replay(key: str, setup: bytes, jobs: list[ReplayJob],
         applier.failures.first = None  # each failure's own message goes back
         sch = applier.apply(trace, seed, keep_decisions=keep)
         if sch is not None:
+            # the structural hash first: its memo travels in the module's pickle, and the
+            # search asks for it of every candidate (deduplication, the feature cache), ~4 ms
+            # of hashing each that the tuning process no longer does itself
+            structural_hash(sch.mod)
+            rows = _features_of(sch, features)
             out.append(("ok", pickle.dumps(sch.snapshot(), protocol=pickle.HIGHEST_PROTOCOL),
-                        _features_of(sch, features)))
+                        rows))
         elif applier.replay_failures != n_replay:
             out.append(("replay", applier.failures.first))
         else:
@@ -125,6 +131,11 @@ class ReplayPool:
         up by its next batch."""
         if self.disabled is None:
             self._workers.prestart()
+
+    @property
+    def starting(self) -> bool:
+        """Are workers launched but none up yet (a prestart under way)?"""
+        return self.disabled is None and bool(self._workers.pids) and not self.ready
 
     @property
     def ready(self) -> bool:
