@@ -141,33 +141,44 @@ def test_memory_database_and_round_robin(tmp_path):
 
 def test_the_reference_output_is_made_while_the_first_batch_builds(tmp_path, monkeypatch):
     """The task's reference (the unscheduled function's outputs, which every candidate is
-    checked against) is computed in a thread during the first build; an error the scheduler
-    must not swallow (the cluster cannot measure) still stops tuning, in the caller."""
+    checked against) is compiled in a thread during the first build, and run on the
+    runner's worker after it, from the tuning thread (a thread that outlives an interrupt
+    starts no worker); an error the scheduler must not swallow (the cluster cannot
+    measure) still stops tuning, in the caller."""
     import threading
 
     from workbench.meta_schedule.task_scheduler.task_scheduler import TaskScheduler
     from workbench.rpc.base import RPCError
 
+    where = []
+    compile_, make = TaskScheduler._compile_reference, TaskScheduler._make_reference
+
+    def spy_compile(self, ctx, ref_dir):
+        where.append(("compile", threading.current_thread().name))
+        return compile_(self, ctx, ref_dir)
+
+    def spy_make(self, ctx, ref_dir, compiled=None):
+        where.append(("run", threading.current_thread().name))
+        made.append(make(self, ctx, ref_dir, compiled))
+        return made[-1]
+
     made = []
-    original = TaskScheduler._make_reference
 
-    def spy(self, ctx, ref_dir):
-        made.append(threading.current_thread().name)
-        return original(self, ctx, ref_dir)
-
-    monkeypatch.setattr(TaskScheduler, "_make_reference", spy)
+    monkeypatch.setattr(TaskScheduler, "_compile_reference", spy_compile)
+    monkeypatch.setattr(TaskScheduler, "_make_reference", spy_make)
     func = matmul(32)
     db = ms.tune_tir(func, TARGET, str(tmp_path / "ok"), max_trials_global=4,
                      num_trials_per_iter=4, strategy="replay-trace", runner=fast_runner(),
                      cost_model=xgb_1thread(), seed=1)
-    assert made == ["wb-make-reference"]
+    assert where == [("compile", "wb-make-reference"), ("run", "MainThread")]
+    assert made[0].endswith(".npz") and os.path.exists(made[0])    # made, once
     assert all(r.run_secs for r in db.get_all_tuning_records())   # checked, and passed
     _check_best(db, func, lambda a, b: a @ b)
 
-    def down(self, ctx, ref_dir):
+    def down(*args, **kwargs):
         raise RPCError("the tracker lost every machine")
 
-    monkeypatch.setattr(TaskScheduler, "_make_reference", down)
+    monkeypatch.setattr("workbench.meta_schedule.runner.reference.run_reference", down)
     with pytest.raises(RPCError, match="lost every machine"):
         ms.tune_tir(func, TARGET, str(tmp_path / "down"), max_trials_global=4,
                     num_trials_per_iter=4, strategy="replay-trace", runner=fast_runner(),

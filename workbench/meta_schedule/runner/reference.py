@@ -28,7 +28,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -40,7 +42,8 @@ from workbench.meta_schedule.runner.utils import random_arguments
 from workbench.target import Target
 from workbench.tir.function import PrimFunc
 
-__all__ = ["make_reference", "check_arguments", "written_arguments", "layout_packers",
+__all__ = ["make_reference", "compile_reference", "run_reference", "CompiledReference",
+           "check_arguments", "written_arguments", "layout_packers",
            "WrongResult", "TOLERANCES"]
 
 #: (rtol, atol) per float dtype; atol is scaled by max(1, max |expected|).
@@ -93,18 +96,25 @@ def _compute_reference(artifact: str, args_json: list, outputs: list[int], out_p
     return out_path
 
 
-def make_reference(mod: IRModule | PrimFunc, target: Target | str,
-                   args_info: Sequence[ArgInfo] | None, workdir: str,
-                   runner: Any = None, timeout_sec: float = 60.0) -> str:
-    """Compute the expected outputs of the unscheduled ``mod`` once; return the ``.npz`` path
-    to put in ``RunnerInput.reference``. Cached by (structural hash, target, args): calling it
-    again for the same task returns the existing file. ``runner`` (a LocalRunner) lends its
-    worker pool; a runner with a ``compute_reference(obj_path, args_json, outputs,
-    out_path, timeout_sec)`` method (the "rpc" runner) computes it itself, on the machines it
-    measures on; otherwise a temporary worker is started. Raises ``RuntimeError`` if the
-    unscheduled function itself fails, crashes or times out."""
+@dataclass(frozen=True)
+class CompiledReference:
+    """A reference compiled and not run yet (:func:`compile_reference`): the object file of
+    the unscheduled function, its arguments, which of them it writes, and where
+    :func:`run_reference` puts their expected values."""
+
+    obj_path: str
+    args_json: list
+    outputs: list[int]
+    out_path: str
+
+
+def compile_reference(mod: IRModule | PrimFunc, target: Target | str,
+                      args_info: Sequence[ArgInfo] | None, workdir: str
+                      ) -> "CompiledReference | str":
+    """The first half of :func:`make_reference`: compile the unscheduled ``mod`` into
+    ``workdir``; the existing ``.npz`` path instead when this workload's reference was made
+    before. Touches no worker process (the tuner compiles in a thread while a batch builds)."""
     from workbench.codegen import compile_to_object
-    from workbench.workers import WorkerPool
 
     if isinstance(mod, PrimFunc):
         mod = IRModule({"main": mod})
@@ -119,19 +129,32 @@ def make_reference(mod: IRModule | PrimFunc, target: Target | str,
     if os.path.exists(out_path):
         return out_path
     obj_path = os.path.join(workdir, f"reference_{key}.o")
-    with open(obj_path, "wb") as f:
+    tmp = f"{obj_path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    with open(tmp, "wb") as f:
         f.write(compile_to_object(mod, target).obj)
-    outputs = written_arguments(func)
+    os.replace(tmp, obj_path)   # whole, even if the process stops while writing
+    return CompiledReference(obj_path, args_json, written_arguments(func), out_path)
+
+
+def run_reference(compiled: "CompiledReference | str", runner: Any = None,
+                  timeout_sec: float = 60.0) -> str:
+    """The second half of :func:`make_reference`: run a :func:`compile_reference` result
+    (a path is returned as it is) and return the ``.npz`` path of its outputs."""
+    from workbench.workers import WorkerPool
+
+    if isinstance(compiled, str):
+        return compiled
+    c = compiled
     compute = getattr(runner, "compute_reference", None)
     if callable(compute):  # the runner runs it where it measures (the "rpc" runner)
-        return compute(obj_path, args_json, outputs, out_path, timeout_sec)
+        return compute(c.obj_path, c.args_json, c.outputs, c.out_path, timeout_sec)
     worker = getattr(runner, "_pool", None)
     own = worker is None
     if own:
         worker = WorkerPool(1, name="wb-reference", label="make_reference",
                             fallback="running the unscheduled function in this process")
     try:
-        out = worker.call(_compute_reference, (obj_path, args_json, outputs, out_path),
+        out = worker.call(_compute_reference, (c.obj_path, c.args_json, c.outputs, c.out_path),
                           timeout_sec)
     finally:
         if own:
@@ -140,7 +163,22 @@ def make_reference(mod: IRModule | PrimFunc, target: Target | str,
         detail = {"timeout": f"timed out after {timeout_sec} seconds",
                   "crashed": out.value, "error": out.value}[out.kind]
         raise RuntimeError(f"make_reference: the unscheduled function failed: {detail}")
-    return out_path
+    return c.out_path
+
+
+def make_reference(mod: IRModule | PrimFunc, target: Target | str,
+                   args_info: Sequence[ArgInfo] | None, workdir: str,
+                   runner: Any = None, timeout_sec: float = 60.0) -> str:
+    """Compute the expected outputs of the unscheduled ``mod`` once; return the ``.npz`` path
+    to put in ``RunnerInput.reference``. Cached by (structural hash, target, args): calling it
+    again for the same task returns the existing file. ``runner`` (a LocalRunner) lends its
+    worker pool; a runner with a ``compute_reference(obj_path, args_json, outputs,
+    out_path, timeout_sec)`` method (the "rpc" runner) computes it itself, on the machines it
+    measures on; otherwise a temporary worker is started. Raises ``RuntimeError`` if the
+    unscheduled function itself fails, crashes or times out. It is :func:`compile_reference`
+    then :func:`run_reference`."""
+    return run_reference(compile_reference(mod, target, args_info, workdir), runner=runner,
+                         timeout_sec=timeout_sec)
 
 
 # ---- checking (runner worker) -----------------------------------------------------------------

@@ -314,16 +314,36 @@ class TaskScheduler(abc.ABC):
         # the runner's worker, which is still starting now (prestarted in tune()).
         record.reference_pending = bool(self.check_outputs)
 
-    def _make_reference(self, ctx: "TuneContext", ref_dir: str) -> str | None:
+    def _compile_reference(self, ctx: "TuneContext", ref_dir: str) -> Any:
+        """The task's reference compiled (``compile_reference``), in a thread while its first
+        batch builds: it touches no worker, so an interrupt leaves nothing running. Returns
+        the exception instead of raising it: :meth:`_make_reference` reports it."""
         try:
-            from workbench.meta_schedule.runner import make_reference
+            from workbench.meta_schedule.runner.reference import compile_reference
         except ImportError:  # pragma: no cover - a runner package without output checking
             return None
-        from workbench.rpc.base import RPCError
         try:
-            return make_reference(ctx.mod, ctx.target, ArgInfo.from_entry_func(ctx.mod),
-                                  os.path.join(ref_dir, "references"),
-                                  runner=self._runner)
+            return compile_reference(ctx.mod, ctx.target, ArgInfo.from_entry_func(ctx.mod),
+                                     os.path.join(ref_dir, "references"))
+        except Exception as e:  # noqa: BLE001 - reported by _make_reference
+            return e
+
+    def _make_reference(self, ctx: "TuneContext", ref_dir: str,
+                        compiled: Any = None) -> str | None:
+        """The path of the task's reference outputs (``compiled``: what
+        :meth:`_compile_reference` returned, else it is compiled here), or None when it
+        cannot be made: the task is then tuned without the output check."""
+        from workbench.rpc.base import RPCError
+        if compiled is None:
+            compiled = self._compile_reference(ctx, ref_dir)
+        try:
+            from workbench.meta_schedule.runner.reference import run_reference
+        except ImportError:  # pragma: no cover - a runner package without output checking
+            return None
+        try:
+            if isinstance(compiled, BaseException):
+                raise compiled
+            return None if compiled is None else run_reference(compiled, runner=self._runner)
         except RPCError:
             raise  # the cluster cannot measure either: stop rather than tune unchecked
         except Exception as e:  # noqa: BLE001 - tune anyway, just without the output check
@@ -337,24 +357,25 @@ class TaskScheduler(abc.ABC):
         from workbench.meta_schedule.runner import MeasurementInterrupted, RunnerInput
         task = self.tasks_[task_id]
         target = task.ctx.target
-        reference = None
+        compiling = None
         if task.reference_pending:
-            # made while the first batch builds: this thread only waits for the builder's
-            # workers then, and the runner's worker is idle (the wait left, if any, is
-            # MakeReference in the profile)
+            # compiled while the first batch builds (this thread only waits for the builder's
+            # workers then), run after it on the runner's idle worker: MakeReference in the
+            # profile is what is left to wait for
             task.reference_pending = False
-            reference = _Background(self._make_reference, task.ctx, self._ref_dir)
+            compiling = _Background(self._compile_reference, task.ctx, self._ref_dir)
         try:
             with Profiler.timeit("SendToBuilder"):
                 built = self._builder.build([BuilderInput(c.sch.mod, target) for c in cands])
         except BaseException:
-            # not waited for (an interrupt stops now); the next batch asks again, and finds
-            # the file the thread writes (make_reference caches by workload)
-            task.reference_pending = reference is not None or task.reference_pending
+            # the thread is not waited for (an interrupt stops now) and starts no worker;
+            # the task's next batch makes the reference again
+            task.reference_pending = True if compiling is not None else task.reference_pending
             raise
-        if reference is not None:
+        if compiling is not None:
             with Profiler.timeit("MakeReference"):
-                task.reference = reference.result()
+                task.reference = self._make_reference(task.ctx, self._ref_dir,
+                                                      compiling.result())
         inputs, positions = [], []
         for k, (cand, res) in enumerate(zip(cands, built)):
             if res.error_msg is None:
