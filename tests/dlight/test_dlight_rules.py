@@ -284,12 +284,12 @@ def test_register_tile_fits_the_vector_registers(mattr, budget):
     assert max(used) <= budget and max(used) > budget // 2, used
 
 
-@pytest.mark.parametrize("mattr, block, tile", [("+avx2,+fma", 8, 12), ("+avx512f", 16, 24)])
+@pytest.mark.parametrize("mattr, block, tile", [("+avx2,+fma", 8, 8), ("+avx512f", 16, 24)])
 def test_blocked_conv_tiles_output_channel_blocks_by_pixels(mattr, block, tile):
     """A convolution on NCHW{B}c (conv2d_NCHWc) gets MLAS's register tile: W output-channel
     blocks x U pixels of one row (each broadcast input value feeds W vectors, each weight
-    vector U pixels), W * U <= 24 accumulators with AVX-512 and <= 12 with AVX2; results
-    against numpy on both targets (the AVX2 one runs on any x86 host)."""
+    vector U pixels), W * U <= 24 accumulators with AVX-512 and <= 8 with AVX2 (12 spilled);
+    results against numpy on both targets (the AVX2 one runs on any x86 host)."""
     from workbench.dlight.cpu.anchor import match_anchor
     from workbench.dlight.cpu.common import inline_cheap_stages
     from workbench.dlight.cpu.matmul import plan_outer_product

@@ -17,7 +17,9 @@ from workbench.dlight.analysis import (
 from workbench.dlight.base import CPUInfo
 from workbench.dlight.cpu.anchor import AnchorRule
 from workbench.dlight.cpu.common import divisor_at_most
-from workbench.dlight.cpu.tiling import TilePlan, pick_vector_tile
+from workbench.dlight.cpu.tiling import (
+    TilePlan, blocked_accumulator_budget, pick_vector_tile,
+)
 from workbench.tir.schedule import Schedule
 
 __all__ = ["Matmul", "plan_outer_product"]
@@ -136,10 +138,11 @@ def _w_var(f: BlockFacts, v: int, u: int, v_loads: list[Access], others: list[Ac
 
 def _w_tile(w_extent: int, u_extent: int | None, cpu: CPUInfo) -> tuple[int, int]:
     """``(W, U)``: W blocks of the w variable (at most 4, dividing its extent) by U of u,
-    within the register budget (24 accumulators of 32 registers on AVX-512 -- MLAS's 4 x 6
-    --, 12 of 16 on AVX2: 4 x 3), the most FMAs per loaded value ``W*U / (W + U)``, counting
-    the predicated tail of a U that does not divide u's extent as lost work."""
-    budget = 24 if cpu.vector_bits >= 512 else 12
+    within the register budget (:func:`~.tiling.blocked_accumulator_budget`: 24 accumulators
+    of 32 registers on AVX-512 -- MLAS's 4 x 6 --, 8 of 16 on AVX2), the most FMAs per loaded
+    value ``W*U / (W + U)``, counting the predicated tail of a U that does not divide u's
+    extent as lost work."""
+    budget = blocked_accumulator_budget(cpu)
     best = (0.0, 1, 1)
     for W in range(1, 5):
         if w_extent % W:

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from workbench.dlight.analysis import BlockFacts
 from workbench.dlight.base import CPUInfo
-from workbench.dlight.cpu.tiling import TilePlan
+from workbench.dlight.cpu.tiling import TilePlan, blocked_accumulator_budget
 
 __all__ = ["tile_variants", "MAX_TILE_U"]
 
@@ -26,10 +26,11 @@ MAX_TILE_U = 12
 
 
 def _budget(plan: TilePlan, cpu: CPUInfo) -> int:
-    """Accumulator registers a variant may use: the rule's own budget (24 of 32 with a
-    blocked third dimension on AVX-512, MLAS's 4 x 6; else ``cpu.accumulators``)."""
+    """Accumulator registers a variant may use: the rule's own budget (with a blocked third
+    dimension :func:`~.tiling.blocked_accumulator_budget`, 24 of 32 on AVX-512 and 8 of 16
+    on AVX2; else ``cpu.accumulators``)."""
     if plan.w is not None:
-        return 24 if cpu.vector_bits >= 512 else 12
+        return blocked_accumulator_budget(cpu)
     return cpu.accumulators
 
 
