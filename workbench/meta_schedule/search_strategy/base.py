@@ -34,9 +34,9 @@ def _drop_decision(inst: Any, inputs: Any, attrs: Any, decision: Any) -> Any:
 # of a batch is worth shipping from _POOL_WORTH_READY on (a schedule comes back in ~2 ms). A
 # batch that would take _PRESTART_SECONDS here starts the workers in the background once
 # _PRESTART_AFTER replays are timed, and is replayed here meanwhile, one by one, until they
-# are up: the rest then goes to them. So a 512^3 matmul's first round (32 replays of ~45 ms,
-# below 2 s) hands most of its replays, and their features, to the workers (its first batch
-# went out ~1 s sooner), while a small kernel's light batches never start them.
+# are up: the rest then goes to them. A strategy whose next round will be heavy starts them
+# ahead (``prepare``: EvolutionarySearch's 512^3 matmul gets them while its first batch is
+# measured), while a small kernel's light batches never start them.
 _POOL_WORTH_SECONDS = 2.0
 _POOL_WORTH_READY = 0.25
 _PRESTART_SECONDS = 0.5
