@@ -211,3 +211,40 @@ def test_replayable_needs_only_kernels_and_memory_builtins(mlp_lib):
 
     vm = _program(mlp_lib, python_call)
     assert vm.static_replay() == {"main": "interpreted"}
+
+
+def test_a_dropped_vm_is_freed_at_once_and_its_functions_keep_it_alive(mlp_lib):
+    """What a VM owns refers to it weakly, so dropping the last reference frees it (and its
+    replay plans' intermediates) without the cyclic collector; a function or saved closure
+    taken from it keeps it alive and working, as ``f = VirtualMachine(exe, dev)["main"]``
+    does in TVM."""
+    import gc
+    import weakref
+
+    x, w1, w2, bias = mlp_inputs(0)
+    want = mlp_reference(x, w1, w2, bias)
+    gc.collect()
+    gc.disable()
+    try:
+        vm = _vm(mlp_lib, bias, profile=True)
+        vm["main"](*_args(x, w1, w2))                     # captured: plans hold buffers
+        vm.save_function("main", "saved", *_args(x, w1, w2))
+        vm["profile"]("main", *_args(x, w1, w2))          # built-in methods too
+        dead = weakref.ref(vm)
+        del vm
+        assert dead() is None                             # no cycle kept it
+
+        f = _vm(mlp_lib, bias)["main"]                    # only the function is held
+        for _ in range(3):                                # interpreted, captured, replayed
+            np.testing.assert_allclose(f(*_args(x, w1, w2)).numpy(), want, rtol=1e-5,
+                                       atol=1e-5)
+        vm = _vm(mlp_lib, bias)
+        vm.save_function("main", "saved", *_args(x, w1, w2))
+        saved, alive = vm["saved"], weakref.ref(vm)
+        del vm
+        assert alive() is not None
+        np.testing.assert_allclose(saved().numpy(), want, rtol=1e-5, atol=1e-5)
+        del saved
+        assert alive() is None
+    finally:
+        gc.enable()

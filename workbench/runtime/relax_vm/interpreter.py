@@ -79,13 +79,24 @@ class Hooks:
     ``position`` is the :class:`CallSite` of the Call the instrument is being called for
     (set by the slow loop just before each instrument event; stale outside them)."""
 
-    __slots__ = ("active", "instrument", "profiler", "position")
+    __slots__ = ("active", "instrument", "profiler", "position", "context")
 
     def __init__(self) -> None:
         self.active = [False]        # a list so runners read it with one subscript
         self.instrument: Callable[..., Any] | None = None
         self.profiler: Any = None
         self.position: CallSite | None = None
+        # (the builtins' context as the registers hold it: a weak proxy of the VM, a weak
+        # reference to the VM): an instrument is shown the VM itself, as in TVM
+        self.context: tuple[Any, Callable[[], Any]] | None = None
+
+    def shown(self, args: tuple) -> tuple:
+        """``args`` as an instrument sees them: the context proxy replaced by the VM."""
+        ctx = self.context
+        if ctx is None:
+            return args
+        proxy, vm = ctx
+        return tuple(vm() if a is proxy else a for a in args)
 
     def update(self) -> None:
         self.active[0] = self.instrument is not None or (
@@ -441,12 +452,13 @@ def _hooked_call(fn: Callable[..., Any], callee: Any, name: str, args: tuple,
         if instrument is None:
             return fn(*args)
         hooks.position = site
-        action = instrument(callee, name, True, None, *args)
+        shown = hooks.shown(args)
+        action = instrument(callee, name, True, None, *shown)
         if isinstance(action, int) and not isinstance(action, bool) and action == SKIP_RUN:
             return None
         result = fn(*args)
         hooks.position = site  # a nested VM function's calls moved it
-        instrument(callee, name, False, result, *args)
+        instrument(callee, name, False, result, *shown)
         return result
     finally:
         if opened:

@@ -14,6 +14,11 @@ Reference: runtime_vm_profiling.md section 3. Summary of the behaviour:
 - ``profile`` (with ``profile=True``): a :class:`Report` of every call that had tensor
   arguments, after one un-profiled warm-up run.
 
+Lifetime: what the VM owns refers to it weakly (the builtins' context register holds a weak
+proxy, an instrument is shown the VM itself; built-in methods are bound on lookup), so dropping
+the last reference frees the VM, and its replay plans' memory, at once rather than at the next
+cyclic collection; a function taken from it (``vm["main"]``, a saved closure) keeps it alive.
+
 Packed functions in the executable are resolved when the VM is created: first in the
 executable's kernel libraries (in import order), then in the global function registry; a
 missing one is an error here rather than at the first call.
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import enum
 import warnings
+import weakref
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -52,6 +58,20 @@ class VMInstrumentReturnKind(enum.IntEnum):
 
 
 _ALLOCATORS = {"naive": 1, "pooled": 2}
+
+# ``vm[name]`` for TVM's built-in method names: the VirtualMachine method that answers it.
+_METHODS = {
+    "vm_initialization": "_vm_initialization",
+    "save_function": "_save_function_native",
+    "invoke_closure": "invoke_closure",
+    "invoke_stateful": "invoke_stateful",
+    "set_instrument": "set_instrument",
+    "get_output_arity": "_get_output_arity",
+    "get_output": "_get_output",
+    "set_input": "_set_input_native",
+    "get_function_arity": "_get_function_arity",
+    "get_function_param_name": "_get_function_param_name",
+}
 
 
 class VirtualMachine:
@@ -90,21 +110,16 @@ class VirtualMachine:
         self._saved: dict[str, Callable[..., Any]] = {}
         self._inputs: dict[str, tuple] = {}
         self._outputs: dict[str, Any] = {}
-        self._interp = Interpreter(rt_mod, self, self._resolve_packed)
-        self._methods: dict[str, Callable[..., Any]] = {
-            "vm_initialization": lambda *args: None,
-            "save_function": self._save_function_native,
-            "invoke_closure": self.invoke_closure,
-            "invoke_stateful": self.invoke_stateful,
-            "set_instrument": self.set_instrument,
-            "get_output_arity": self._get_output_arity,
-            "get_output": self._get_output,
-            "set_input": self._set_input_native,
-            "get_function_arity": rt_mod.get_function_arity,
-            "get_function_param_name": rt_mod.get_function_param_name,
-        }
+        # What the VM owns refers back to it weakly (the builtins' context register is a
+        # proxy, methods are bound on lookup), so a dropped VM, and its plans' intermediates,
+        # is freed at once rather than by the cyclic collector; a function taken from it
+        # (``vm["main"]``) keeps it alive.
+        context = weakref.proxy(self)
+        self._interp = Interpreter(rt_mod, context, self._resolve_packed)
+        self._interp.hooks.context = (context, weakref.ref(self))
+        self._methods: dict[str, str] = dict(_METHODS)
         if self._profile_enabled:
-            self._methods["profile"] = lambda name, *args: self._profile(name, args).json()
+            self._methods["profile"] = "_profile_json"
 
     # -- construction helpers --------------------------------------------------------------------
     def _resolve_packed(self, name: str) -> Any:
@@ -151,13 +166,13 @@ class VirtualMachine:
             raise TypeError(f"VirtualMachine[...] takes a function name, got {name!r}")
         method = self._methods.get(name)
         if method is not None:
-            return method
+            return getattr(self, method)
         saved = self._saved.get(name)
         if saved is not None:
-            return PackedFunc(saved, name)
+            return self._owned(PackedFunc(saved, name))
         closure = self._interp.closures.get(name)
         if closure is not None:
-            return PackedFunc(closure.impl, name)
+            return self._owned(PackedFunc(closure.impl, name))
         idx = self._exe.func_map.get(name)
         if idx is not None:
             kind = self._exe.func_table[idx].kind
@@ -169,6 +184,23 @@ class VirtualMachine:
 
     def get_function(self, name: str) -> Callable[..., Any]:
         return self[name]
+
+    def _owned(self, func: PackedFunc) -> PackedFunc:
+        """``func`` keeping this VM alive (its code refers to the VM weakly)."""
+        func._keepalive = (self, func._keepalive)
+        return func
+
+    def _vm_initialization(self, *args: Any) -> None:
+        return None
+
+    def _profile_json(self, func_name: str, *args: Any) -> str:
+        return self._profile(func_name, args).json()
+
+    def _get_function_arity(self, func_name: str) -> int:
+        return self._exe.get_function_arity(func_name)
+
+    def _get_function_param_name(self, func_name: str, index: int) -> str:
+        return self._exe.get_function_param_name(func_name, index)
 
     # -- closures --------------------------------------------------------------------------------
     def invoke_closure(self, closure: Any, *args: Any) -> Any:
