@@ -157,9 +157,9 @@ def test_the_reference_output_is_made_while_the_first_batch_builds(tmp_path, mon
         where.append(("compile", threading.current_thread().name))
         return compile_(self, ctx, ref_dir)
 
-    def spy_make(self, ctx, ref_dir, compiled=None):
+    def spy_make(self, ctx, compiled):
         where.append(("run", threading.current_thread().name))
-        made.append(make(self, ctx, ref_dir, compiled))
+        made.append(make(self, ctx, compiled))
         return made[-1]
 
     made = []

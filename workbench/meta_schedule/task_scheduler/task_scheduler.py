@@ -328,14 +328,11 @@ class TaskScheduler(abc.ABC):
         except Exception as e:  # noqa: BLE001 - reported by _make_reference
             return e
 
-    def _make_reference(self, ctx: "TuneContext", ref_dir: str,
-                        compiled: Any = None) -> str | None:
-        """The path of the task's reference outputs (``compiled``: what
-        :meth:`_compile_reference` returned, else it is compiled here), or None when it
-        cannot be made: the task is then tuned without the output check."""
+    def _make_reference(self, ctx: "TuneContext", compiled: Any) -> str | None:
+        """The path of the task's reference outputs, run from ``compiled`` (what
+        :meth:`_compile_reference` returned), or None when it cannot be made: the task is
+        then tuned without the output check."""
         from workbench.rpc.base import RPCError
-        if compiled is None:
-            compiled = self._compile_reference(ctx, ref_dir)
         try:
             from workbench.meta_schedule.runner.reference import run_reference
         except ImportError:  # pragma: no cover - a runner package without output checking
@@ -374,8 +371,7 @@ class TaskScheduler(abc.ABC):
             raise
         if compiling is not None:
             with Profiler.timeit("MakeReference"):
-                task.reference = self._make_reference(task.ctx, self._ref_dir,
-                                                      compiling.result())
+                task.reference = self._make_reference(task.ctx, compiling.result())
         inputs, positions = [], []
         for k, (cand, res) in enumerate(zip(cands, built)):
             if res.error_msg is None:
