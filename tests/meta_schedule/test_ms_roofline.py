@@ -81,6 +81,50 @@ def test_matmul_kernel_flops_and_bytes_are_the_hand_counted_ones(model):
     assert frame.attrs["peak_gflops"] == 100.0 and frame.attrs["limits"]["key"] == "test"
 
 
+class Depthwise(nn.Module):
+    def __init__(self) -> None:
+        self.conv = nn.Conv2D(DW_C, DW_C, 3, stride=2, padding=1, groups=DW_C)
+
+    def forward(self, x: nn.Tensor):
+        return nn.relu(self.conv(x))
+
+
+DW_C, DW_H = 32, 24
+
+
+def test_a_depthwise_convolution_counts_its_multiply_adds_not_its_bounds_checks():
+    """The padding of a blocked depthwise convolution is inlined into its kernel as a guarded
+    load (``if_then_else(oh * 2 + kh >= 1 and ..., x[...], 0)``); the guard's index math is
+    not arithmetic on data. Counted, it made MobileNetV2's depthwise kernels 4-6x their FLOPs
+    and put them at 140-220% of the peak, so the ranking never proposed them."""
+    mod, _ = Depthwise().export_tvm({"forward": {
+        "x": nn.spec.Tensor((1, DW_C, DW_H, DW_H), "float32")}})
+    exe = relax.build(mod, "llvm -num-cores=2")
+    vm = relax.VirtualMachine(exe, wb.cpu(), profile=True)
+    rng = np.random.default_rng(1)
+    args = [wb.nd.array(rng.standard_normal(s).astype("float32"))
+            for s in [(1, DW_C, DW_H, DW_H), (DW_C, 1, 3, 3), (DW_C,)]]
+    frame = roofline(vm.profile("forward", *args), exe, LIMITS)
+    outputs = DW_C * (DW_H // 2) ** 2
+    # 9 multiply-adds per output, then the bias add and the ReLU's max: whatever the layout
+    # pass and the fusion made of it, the kernels hold exactly that arithmetic.
+    assert frame["FLOP"].sum() == outputs * (2 * 9 + 2)
+    conv = [n for n in frame.index if "conv2d" in n]
+    assert conv and frame.loc[conv, "FLOP"].sum() >= outputs * 2 * 9
+
+
+def test_conditions_choose_and_cost_nothing():
+    from workbench import te, tir
+    from workbench.meta_schedule.utils import estimate_tir_flops
+    a = te.placeholder((16,), name="a")
+    # index math in a guard (as inlined padding has), in a select's condition, and on data
+    guarded = te.compute((16,), lambda i: tir.if_then_else(i * 2 + 1 < 16, a[i] * 2.0, 0.0))
+    chosen = te.compute((16,), lambda i: tir.Select(a[i] * 3.0 > 1.0, a[i] + 1.0, a[i] - 1.0,
+                                                    "float32"))
+    assert estimate_tir_flops(te.create_prim_func([a, guarded])) == 16      # the product only
+    assert estimate_tir_flops(te.create_prim_func([a, chosen])) == 2 * 16   # both branches
+
+
 def test_a_kernel_whose_data_fits_the_cache_meets_the_cache_roof(model):
     """With the last-level cache measured, a call moving no more than it holds is held
     against the cache's bandwidth (a tuning candidate reruns on warm data); one moving more

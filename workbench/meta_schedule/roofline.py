@@ -6,7 +6,8 @@
 all its calls in the report:
 
 - ``FLOP``: :func:`estimate_tir_flops` of its PrimFunc (TVM's rule: every arithmetic op in a
-  stored value times the loop trip counts; a fused ReLU's ``max`` counts) x calls;
+  stored value times the loop trip counts; a fused ReLU's ``max`` counts, an inlined padding's
+  bounds check does not) x calls;
 - ``Bytes``: the sizes of its arguments (inputs and outputs, from the report's ``Argument
   Shapes``) x calls. That is a *lower bound* of the traffic: each byte read or written once,
   as if every reuse hit a cache;
