@@ -18,7 +18,7 @@ from workbench.dlight.base import CPUInfo
 from workbench.dlight.cpu.anchor import AnchorRule
 from workbench.dlight.cpu.common import divisor_at_most
 from workbench.dlight.cpu.tiling import (
-    TilePlan, blocked_accumulator_budget, pick_vector_tile,
+    TilePlan, block_tile, blocked_accumulator_budget, pick_vector_tile,
 )
 from workbench.tir.schedule import Schedule
 
@@ -137,22 +137,10 @@ def _w_var(f: BlockFacts, v: int, u: int, v_loads: list[Access], others: list[Ac
 
 
 def _w_tile(w_extent: int, u_extent: int | None, cpu: CPUInfo) -> tuple[int, int]:
-    """``(W, U)``: W blocks of the w variable (at most 4, dividing its extent) by U of u,
-    within the register budget (:func:`~.tiling.blocked_accumulator_budget`: 24 accumulators
-    of 32 registers on AVX-512 -- MLAS's 4 x 6 --, 8 of 16 on AVX2), the most FMAs per loaded
-    value ``W*U / (W + U)``, counting the predicated tail of a U that does not divide u's
-    extent as lost work."""
-    budget = blocked_accumulator_budget(cpu)
-    best = (0.0, 1, 1)
-    for W in range(1, 5):
-        if w_extent % W:
-            continue
-        for U in range(1, min(MAX_U, budget // W) + 1):
-            eff = 1.0 if u_extent is None else u_extent / (-(-u_extent // U) * U)
-            score = W * U / (W + U) * eff
-            if score > best[0] + 1e-9:
-                best = (score, W, U)
-    return best[1], best[2]
+    """``(W, U)`` (:func:`~.tiling.block_tile`) within the register budget
+    (:func:`~.tiling.blocked_accumulator_budget`: 24 accumulators of 32 registers on AVX-512
+    -- MLAS's 4 x 6 --, 8 of 16 on AVX2)."""
+    return block_tile(w_extent, u_extent, blocked_accumulator_budget(cpu), MAX_U)
 
 
 def _score(V: int, lanes: int, U: int, pack: list[Access], params: frozenset[int],

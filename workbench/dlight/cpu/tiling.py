@@ -40,7 +40,7 @@ from workbench.tir.tensor_intrin.x86 import LOCAL_SUFFIX
 from workbench.tir.transform.remove_weight_layout_rewrite_block import PREPROC_ANNOTATION
 
 __all__ = ["TilePlan", "apply_tile_plan", "pick_vector_tile", "vector_width_ok",
-           "blocked_accumulator_budget"]
+           "blocked_accumulator_budget", "block_tile"]
 
 
 @dataclass
@@ -79,6 +79,27 @@ def blocked_accumulator_budget(cpu: CPUInfo) -> int:
     convolutions at 86-95 GFLOPS against 147-184 with 4 x 2 (Zen 4, whose 256-bit FMAs
     peak as high as its 512-bit ones), and 1x1 ones at 170-180 against 192-208."""
     return 24 if cpu.vector_bits >= 512 else 8
+
+
+def block_tile(w_extent: int | None, u_extent: int | None, budget: int, max_u: int,
+               whole: bool = False) -> tuple[int, int]:
+    """``(W, U)`` of a register tile over W blocks of a w variable (at most 4, dividing its
+    extent) by U of a u variable (at most ``max_u``), W x U within ``budget`` accumulators,
+    with the most FMAs per loaded value ``W*U / (W + U)``. A U that does not divide u's
+    extent counts its predicated tail as lost work; with ``whole`` it is not allowed (an
+    intrinsic covering whole tiles only). An unknown extent allows only 1."""
+    best = (0.0, 1, 1)
+    for W in range(1, 5):
+        if w_extent is None or w_extent % W:
+            continue
+        for U in range(1, min(max_u, budget // W) + 1):
+            if whole and (u_extent is None or u_extent % U):
+                continue
+            eff = 1.0 if u_extent is None else u_extent / (-(-u_extent // U) * U)
+            score = W * U / (W + U) * eff
+            if score > best[0] + 1e-9:
+                best = (score, W, U)
+    return best[1], best[2]
 
 
 def pick_vector_tile(extent: int | None, lanes: int, max_regs: int) -> int:
