@@ -1,15 +1,20 @@
 """Regenerate the pretrained cost models (issue 27) and measure what they save.
 
     python benchmarks/pretrain_cost_model.py collect --out DIR [--target T] [--trials 24]
-        [--sets matmul,resnet18,gpt2,mobilenet_v2]
-    python benchmarks/pretrain_cost_model.py train --data DIR [--target T] [--out FILE]
+        [--sets matmul,resnet18,gpt2,mobilenet_v2] [--guided]
+    python benchmarks/pretrain_cost_model.py train --data DIR[,DIR...] [--target T]
+        [--out FILE]
     python benchmarks/pretrain_cost_model.py evaluate [--target T] [--cold-trials 256]
         [--trials 64] [--repeats 2]
 
-``collect`` tunes the kernels of each training set with random sampling (plus each task's
-default schedule and its neighbouring tiles, which ``tune_relax`` measures first), one work
-directory per set under DIR: the JSON databases are the dataset. ``train`` replays every
-record, extracts its per-store features and fits the pack-sum XGB model, written where the
+``collect`` tunes the kernels of each training set, one work directory per set under DIR:
+the JSON databases are the dataset. By default with random sampling (plus each task's default
+schedule and its neighbouring tiles, which ``tune_relax`` measures first); with ``--guided``
+with the evolutionary search led by the model shipped now, so the data also covers the
+candidates that model ranks highest, which random samples seldom reach (a model trained on
+random samples alone once stalled at ~92% of the best on a held-out matmul).
+``train`` replays every record of one or more collections (a workload's samples from several
+merge), extracts its per-store features and fits the pack-sum XGB model, written where the
 package loads it (``workbench/meta_schedule/cost_model/pretrained/xgb_<isa>.ubj``).
 ``evaluate`` tunes workloads held out of every training set (other shapes, another network):
 a long cold search finds a reference best (its leaders measured again when the arms run: the
@@ -84,29 +89,45 @@ def collect(args: argparse.Namespace) -> None:
         work = os.path.join(args.out, name)
         n_tasks = len([t for t in extract_tasks(mod, args.target)])
         t0 = time.perf_counter()
-        # random samples (the random model is never informed: no evolution against noise),
         # no confirmation: every trial is a new labelled sample
-        with options.override(ms_confirm_rounds=0):
-            tune_relax(mod, None, args.target, work, max_trials_global=args.trials * n_tasks,
-                       max_trials_per_task=args.trials, num_trials_per_iter=args.trials // 2,
-                       cost_model="random", seed=args.seed)
+        if args.guided:
+            # the evolutionary search led by the shipped model: labels for the candidates
+            # it ranks highest, where its ranking matters and random samples seldom go
+            with options.override(ms_confirm_rounds=0, ms_pretrained_cost_model=True):
+                tune_relax(mod, None, args.target, work,
+                           max_trials_global=args.trials * n_tasks,
+                           max_trials_per_task=args.trials, num_trials_per_iter=8,
+                           seed=args.seed)
+        else:
+            # random samples (the random model is never informed: no evolution against noise)
+            with options.override(ms_confirm_rounds=0):
+                tune_relax(mod, None, args.target, work,
+                           max_trials_global=args.trials * n_tasks,
+                           max_trials_per_task=args.trials,
+                           num_trials_per_iter=args.trials // 2, cost_model="random",
+                           seed=args.seed)
         print(f"{name}: {n_tasks} task(s), {time.perf_counter() - t0:.0f} s", flush=True)
 
 
 def train(args: argparse.Namespace) -> None:
     from workbench.meta_schedule.cost_model import pretrained as pre
+    from workbench.meta_schedule.cost_model.dataset import FeatureGroup
     from workbench.meta_schedule.database import JSONDatabase
     from workbench.target import Target
     target = Target(args.target)
     groups: dict = {}
-    for sub in sorted(os.listdir(args.data)):
-        work = os.path.join(args.data, sub)
-        if not os.path.exists(os.path.join(work, "database_workload.json")):
-            continue
-        got = pre.groups_from_database(JSONDatabase(work_dir=work), target)
-        print(f"{sub}: {len(got)} workload(s), {sum(len(g.costs) for g in got.values())} "
-              "sample(s)", flush=True)
-        groups.update(got)
+    sets = []
+    for data in args.data.split(","):
+        for sub in sorted(os.listdir(data)):
+            work = os.path.join(data, sub)
+            if not os.path.exists(os.path.join(work, "database_workload.json")):
+                continue
+            sets.append(sub)
+            got = pre.groups_from_database(JSONDatabase(work_dir=work), target)
+            print(f"{work}: {len(got)} workload(s), "
+                  f"{sum(len(g.costs) for g in got.values())} sample(s)", flush=True)
+            for key, group in got.items():    # one workload's samples from several runs
+                groups.setdefault(key, FeatureGroup()).append(group.features, group.costs)
     t0 = time.perf_counter()
     booster = pre.train_booster(groups, max_rounds=args.rounds)
     out = args.out or pre.pretrained_path(pre.isa_of(target))
@@ -116,7 +137,7 @@ def train(args: argparse.Namespace) -> None:
         "num_features": str(pre.feature_count(groups)),
         "workloads": str(len(groups)), "samples": str(sum(len(g.costs) for g in
                                                            groups.values())),
-        "sets": ",".join(sorted(os.listdir(args.data))), "target": str(target),
+        "sets": ",".join(sorted(set(sets))), "target": str(target),
         "host": cpu, "made": time.strftime("%Y-%m-%d")})
     print(f"trained on {len(groups)} workloads in {time.perf_counter() - t0:.0f} s: "
           f"{booster.num_boosted_rounds()} rounds, {os.path.getsize(out) / 1e6:.2f} MB -> {out}")
@@ -278,8 +299,11 @@ def main() -> None:
     c.add_argument("--sets", default="matmul,resnet18,gpt2,mobilenet_v2")
     c.add_argument("--trials", type=int, default=24)
     c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--guided", action="store_true",
+                   help="evolutionary search led by the shipped model instead of random "
+                        "samples")
     t = sub.add_parser("train")
-    t.add_argument("--data", required=True)
+    t.add_argument("--data", required=True, help="collect's --out (comma-separated: several)")
     t.add_argument("--out", default=None)
     t.add_argument("--rounds", type=int, default=300)
     e = sub.add_parser("evaluate")
