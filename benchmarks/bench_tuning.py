@@ -12,7 +12,9 @@ ratios to the references, the tuning wall time and the tuner's Profiler table. W
 ``tvm_anchor.py``) TVM's MetaSchedule tunes the same workload with the same trials in the same
 run, and its wall time and kernel are printed next to ours (target: at most half its time;
 ours is what a default ``tune_tir`` call takes, the search and its confirmation, without the
-opt-in post-optimization). Also printed: when the first batch went to the builder (target
+opt-in post-optimization). The two run in turns, ``--turns`` times each (default 2: ours, TVM,
+ours, TVM), each of ours with a fresh compile cache (as TVM's starts) and its own seed; the
+ratio is the median of the turns'. Also printed: when the first batch went to the builder (target
 <= 5 s) and the tuner's own share of the wall time, everything but building and running
 candidates (target < 20%). "rebuilt" is the best schedule built again with its weights packed
 once up front (RewriteLayout; what the tuner measured); the kernel that packs on every call is
@@ -26,11 +28,12 @@ and seconds, and the two kernels rebuilt and timed in turns (before / after > 1:
 The tuning wall time is the search's alone.
 
 Usage: ``python benchmarks/bench_tuning.py [--trials 64] [--only matmul|conv2d] [--no-post-opt]
-[--tvm-python tvmenv/bin/python]``
+[--tvm-python tvmenv/bin/python [--turns 2]]``
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import math
 import os
@@ -228,7 +231,7 @@ class _PostOptResults(logging.Handler):
             self.first_batch_at = time.perf_counter()
 
 
-def tune(name: str, func, trials: int, flop: int, post_opt: bool = True):
+def tune(name: str, func, trials: int, flop: int, post_opt: bool = True, seed: int = 0):
     work_dir = tempfile.mkdtemp(prefix=f"bench_tuning_{name}_")
     collect = _PostOptResults()
     post_logger = logging.getLogger("workbench.meta_schedule.post_optimization")
@@ -240,7 +243,8 @@ def tune(name: str, func, trials: int, flop: int, post_opt: bool = True):
     try:
         with ms.Profiler() as prof:
             db = ms.tune_tir(func, TARGET, work_dir, max_trials_global=trials,
-                             num_trials_per_iter=PER_ITER, seed=0, post_optimization=post_opt)
+                             num_trials_per_iter=PER_ITER, seed=seed,
+                             post_optimization=post_opt)
     finally:
         post_logger.removeHandler(collect)
         ms_logger.removeHandler(collect)
@@ -302,7 +306,13 @@ def main() -> None:
     ap.add_argument("--tvm-python", default=os.environ.get("WORKBENCH_TVM_PYTHON"),
                     help="a Python with Apache TVM 0.27: TVM tunes the same workloads in the "
                          "same run (tvm_anchor.py)")
+    ap.add_argument("--turns", type=int, default=2,
+                    help="with --tvm-python: ours and TVM's tuning run this many times each, "
+                         "alternating; the ratio printed is the median of the turns' (each "
+                         "of our later turns has its own seed and a fresh compile cache)")
     args = ap.parse_args()
+    if args.turns < 1:
+        ap.error(f"--turns must be >= 1, got {args.turns}")
     TARGET = f"llvm -num-cores={args.cores}"
     if args.mcpu:
         TARGET += f" -mcpu={args.mcpu}"
@@ -314,14 +324,29 @@ def main() -> None:
     for name, make, flop in work:
         if args.only and args.only != name:
             continue
-        r = results[name] = tune(name, make(), args.trials, flop, not args.no_post_opt)
+        with _fresh_compile_cache() if args.tvm_python else contextlib.nullcontext():
+            r = results[name] = tune(name, make(), args.trials, flop, not args.no_post_opt)
         r["tvm"] = (tvm_anchor(args.tvm_python, name, args.trials, PER_ITER)
                     if args.tvm_python else None)
+        r["turns"] = [(r["default_call"], r["tvm"]["tune_s"])] if r["tvm"] else []
+        for turn in range(1, args.turns if r["tvm"] else 1):
+            # in turns with TVM (the host has slow and fast phases); another seed and a
+            # fresh compile cache, so that this turn builds its candidates as TVM's does
+            with _fresh_compile_cache():
+                ours = tune(name, make(), args.trials, flop, False, seed=turn)
+            tvm = tvm_anchor(args.tvm_python, name, args.trials, PER_ITER)
+            if tvm is not None:
+                r["turns"].append((ours["default_call"], tvm["tune_s"]))
         np_mm = MATMUL_FLOP / r["ref_s"]["numpy_matmul"] / 1e9
         print(f"\n=== {name}: {args.trials} trials, tuning wall time {r['wall']:.1f} s "
               f"(the search; {r['end_to_end']:.1f} s end to end with the confirmation"
               f"{' and post-optimization' if r['post'] is not None else ''}; "
               f"{_vs_tvm(r)}) ===")
+        for i, (ours, tvm) in enumerate(r["turns"]):
+            print(f"{name}: turn {i + 1}: ours {ours:.1f} s, TVM 0.27 {tvm:.1f} s end to end: "
+                  f"{ours / tvm:.2f}x")
+        if len(r["turns"]) > 1:
+            print(f"{name}: median of the turns' ratios {_median_ratio(r):.2f}x (target <= 0.5)")
         print(f"{name}: the first batch went to the builder {r['first_batch_s']:.1f} s after "
               "the call (target <= 5 s)")
         print(r["prof"].table())
@@ -354,14 +379,37 @@ def main() -> None:
             print(f"{name}: ratio to {ref} ({rg:.2f} GFLOPS): {g / rg:.3f}")
     print("\nsummary (tuning = the search; post-opt = the Droplet search after it):")
     for name, r in results.items():
-        vs_tvm = f" ({r['default_call'] / r['tvm']['tune_s']:.2f}x TVM's end to end)" \
-            if r["tvm"] else ""
+        vs_tvm = f" ({_median_ratio(r):.2f}x TVM's end to end, median of " \
+            f"{len(r['turns'])} turn(s))" if r["turns"] else ""
         post = r["post"]
         extra = "" if post is None else (
             f"  post-opt {r['before_post_opt_s'] / r['rebuilt_s']:.3f}x (re-timed) in "
             f"{post.trials} trials / {post.seconds:.1f} s")
         print(f"  {name:7s} {r['gflops']:8.2f} GFLOPS  {r['gflops'] / r['np_mm']:6.3f} x "
               f"numpy-matmul  tuning {r['wall']:6.1f} s{vs_tvm}{extra}")
+
+
+def _median_ratio(r: dict) -> float:
+    """Ours / TVM's end-to-end time, the median over the turns."""
+    return float(np.median([ours / tvm for ours, tvm in r["turns"]]))
+
+
+class _fresh_compile_cache:
+    """The option ``cache_dir`` (the compile cache's root; the tuner's builder workers inherit
+    it through the environment) pointed at a new empty directory for the block."""
+
+    def __enter__(self) -> None:
+        self.saved = os.environ.get("WORKBENCH_CACHE_DIR")
+        self.dir = tempfile.mkdtemp(prefix="bench_tuning_cache_")
+        os.environ["WORKBENCH_CACHE_DIR"] = self.dir
+
+    def __exit__(self, *exc) -> None:
+        import shutil
+        if self.saved is None:
+            os.environ.pop("WORKBENCH_CACHE_DIR", None)
+        else:
+            os.environ["WORKBENCH_CACHE_DIR"] = self.saved
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _vs_tvm(r: dict) -> str:
