@@ -394,22 +394,20 @@ def _median_ratio(r: dict) -> float:
     return float(np.median([ours / tvm for ours, tvm in r["turns"]]))
 
 
-class _fresh_compile_cache:
-    """The option ``cache_dir`` (the compile cache's root; the tuner's builder workers inherit
-    it through the environment) pointed at a new empty directory for the block."""
-
-    def __enter__(self) -> None:
-        self.saved = os.environ.get("WORKBENCH_CACHE_DIR")
-        self.dir = tempfile.mkdtemp(prefix="bench_tuning_cache_")
-        os.environ["WORKBENCH_CACHE_DIR"] = self.dir
-
-    def __exit__(self, *exc) -> None:
-        import shutil
-        if self.saved is None:
-            os.environ.pop("WORKBENCH_CACHE_DIR", None)
-        else:
-            os.environ["WORKBENCH_CACHE_DIR"] = self.saved
-        shutil.rmtree(self.dir, ignore_errors=True)
+@contextlib.contextmanager
+def _fresh_compile_cache():
+    """The option ``cache_dir`` (the compile cache's root) pointed at a new empty directory
+    for the block, through the environment, which the tuner's builder workers inherit."""
+    saved = os.environ.get("WORKBENCH_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="bench_tuning_cache_") as fresh:
+        os.environ["WORKBENCH_CACHE_DIR"] = fresh
+        try:
+            yield
+        finally:
+            if saved is None:
+                os.environ.pop("WORKBENCH_CACHE_DIR", None)
+            else:
+                os.environ["WORKBENCH_CACHE_DIR"] = saved
 
 
 def _vs_tvm(r: dict) -> str:

@@ -93,19 +93,15 @@ def collect(args: argparse.Namespace) -> None:
         if args.guided:
             # the evolutionary search led by the shipped model: labels for the candidates
             # it ranks highest, where its ranking matters and random samples seldom go
-            with options.override(ms_confirm_rounds=0, ms_pretrained_cost_model=True):
-                tune_relax(mod, None, args.target, work,
-                           max_trials_global=args.trials * n_tasks,
-                           max_trials_per_task=args.trials, num_trials_per_iter=8,
-                           seed=args.seed)
+            how = dict(num_trials_per_iter=8)
+            overrides = dict(ms_confirm_rounds=0, ms_pretrained_cost_model=True)
         else:
             # random samples (the random model is never informed: no evolution against noise)
-            with options.override(ms_confirm_rounds=0):
-                tune_relax(mod, None, args.target, work,
-                           max_trials_global=args.trials * n_tasks,
-                           max_trials_per_task=args.trials,
-                           num_trials_per_iter=args.trials // 2, cost_model="random",
-                           seed=args.seed)
+            how = dict(num_trials_per_iter=args.trials // 2, cost_model="random")
+            overrides = dict(ms_confirm_rounds=0)
+        with options.override(**overrides):
+            tune_relax(mod, None, args.target, work, max_trials_global=args.trials * n_tasks,
+                       max_trials_per_task=args.trials, seed=args.seed, **how)
         print(f"{name}: {n_tasks} task(s), {time.perf_counter() - t0:.0f} s", flush=True)
 
 

@@ -179,6 +179,8 @@ def normalize_mod(mod: Any) -> IRModule:
 # ---- FLOP estimate (TVM's EstimateTIRFlops, for the statistics table) ------------------------
 
 _FLOP_NODES = (Add, Sub, Mul, Div, Mod, FloorDiv, FloorMod, Min, Max)
+#: Calls whose first argument is a condition choosing among the others.
+_CHOICE_CALLS = frozenset({"if_then_else", "tir.if_then_else"})
 
 
 class _FlopCounter(IRVisitor):
@@ -224,10 +226,6 @@ def _count_ops(expr: Any) -> int:
         elif isinstance(node, PrimExpr) and not isinstance(node, BufferLoad):
             stack.extend(expr_children(node))
     return count
-
-
-#: Calls whose first argument is a condition choosing among the others.
-_CHOICE_CALLS = frozenset({"if_then_else", "tir.if_then_else"})
 
 
 def estimate_tir_flops(mod: IRModule | PrimFunc) -> float:
