@@ -13,6 +13,8 @@ from typing import Any, Callable
 
 import llvmlite.ir as ir
 
+from workbench.codegen.index_cse import KEYED as CSE_KEYED
+from workbench.codegen.index_cse import IndexCSE
 from workbench.codegen.intrinsics import INTRINSIC_RULES, emit_llvm_intrin_call
 from workbench.codegen.llvm_types import I8, I32, I64, I8P, element_bytes, memory_type, \
     value_type
@@ -48,6 +50,7 @@ class FunctionContext:
         body = fn.append_basic_block("body")
         self.b = ir.IRBuilder(body)
         self.vars: dict[E.Var, ir.Value] = {}
+        self.cse = IndexCSE(self.vars)
         self.heap_allocs: list[ir.Value] = []
         self.fail_block: ir.Block | None = None
 
@@ -90,7 +93,8 @@ class FunctionContext:
         base = self.vars.get(buf.data)
         if base is None:
             raise RenderError(f"in {self.name!r}: buffer {buf.name!r} has no storage here")
-        return self.b.bitcast(base, memory_type(dt.element_of(dtype or buf.dtype)).as_pointer())
+        ty = memory_type(dt.element_of(dtype or buf.dtype)).as_pointer()
+        return self.cse.pointer(self.b, base, ty)
 
     def fail(self) -> ir.Block:
         """The block that returns a non-zero code (a runtime check or allocation failed).
@@ -113,6 +117,8 @@ class FunctionContext:
         if rule is None:
             raise RenderError(f"in {self.name!r}: cannot emit expression {type(e).__name__}: "
                               f"{e!r}")
+        if type(e) in CSE_KEYED:
+            return self.cse.render(e, self.b, lambda: rule(self, e))
         return rule(self, e)
 
     def stmt(self, s: S.Stmt) -> None:
