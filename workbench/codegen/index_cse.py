@@ -1,10 +1,11 @@
 """Common integer subexpressions rendered once per basic block.
 
-Lowered TIR repeats its index arithmetic in full at every buffer access: an unrolled 8 x 2
-register tile of a matmul computes ``fused // 8 * 32768 + fused % 2 * 16384 + i * 4096 + ...``
-in each of its 64 loads and stores, and every ``//`` / ``%`` is eight LLVM instructions
-(floor semantics). LLVM's CSE removes the repeats again, but building, printing and parsing
-them first was half of the renderer's time and a fifth of a tuning candidate's build.
+Lowered TIR repeats its index arithmetic in full at every buffer access: a matmul's 8 x 2
+register tile unrolled 4 times along k computes ``fused // 8 * 32768 + fused % 2 * 16384 +
+i * 4096 + ...`` in each of the 128 loads of its 64 updates, and every ``//`` / ``%`` is
+several LLVM instructions (floor semantics). LLVM's CSE removes the repeats again, but
+building, printing and parsing them first was over half of the renderer's time and a fifth
+of a tuning candidate's build.
 
 :class:`IndexCSE` gives an integer arithmetic tree a structural key and remembers the value it
 was rendered to, per basic block: a value defined earlier in the block the builder is
