@@ -27,15 +27,9 @@ from workbench.tir import expr as E
 _BINARY = (E.Add, E.Sub, E.Mul, E.FloorDiv, E.FloorMod, E.Div, E.Mod, E.Min, E.Max)
 KEYED = frozenset(_BINARY + (E.Cast,))
 
-_INT_DTYPES: dict[str, bool] = {}
-
 
 def _is_int(dtype: str) -> bool:
-    got = _INT_DTYPES.get(dtype)
-    if got is None:
-        t = dt.parse(dtype)
-        got = _INT_DTYPES[dtype] = t.is_int or t.is_uint
-    return got
+    return dt.parse(dtype).is_integer  # (parse is cached)
 
 
 class IndexCSE:
