@@ -32,7 +32,7 @@ def test_a_repeated_index_is_computed_once():
     ll = rt.get_source("ll")
     # Four accesses with the same index: one division, where there were four.
     assert _count(ll, "sdiv") == 1, ll
-    a = np.random.rand(40).astype("float32")
+    a = np.random.default_rng(0).random(40, dtype="float32")
     na, nb = wb.nd.array(a), wb.nd.array(np.zeros(40, "float32"))
     rt["main"](na, nb)
     idx = np.arange(n) // 3 * 4 + np.arange(n) % 3
@@ -81,7 +81,7 @@ def test_branches_do_not_share_values():
     )))
     rt = wb.build(tir.prim_func([A, B, C], body))
     assert _count(rt.get_source("ll"), "sdiv") == 3
-    a = np.random.rand(40).astype("float32")
+    a = np.random.default_rng(0).random(40, dtype="float32")
     arrays = [wb.nd.array(v) for v in (a, np.zeros(40, "float32"), np.zeros(40, "float32"))]
     rt["main"](*arrays)
     idx = np.arange(n) // 3 * 4 + np.arange(n) % 3
