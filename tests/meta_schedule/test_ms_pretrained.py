@@ -104,6 +104,17 @@ def test_a_pretrained_model_ranks_from_the_first_round_and_fine_tunes(records, t
     assert cold.booster is not None and not cold.informed(ctx)
 
 
+def test_training_continues_from_a_base_model(records, tmp_path):
+    """``train --base``: new groups add trees to the shipped model's, which stay as they were."""
+    groups, booster, _ = _trained(records, tmp_path)
+    more = pre.train_booster(groups, max_rounds=50, base=booster)
+    assert more.num_boosted_rounds() > booster.num_boosted_rounds()
+    n = booster.num_boosted_rounds()
+    assert more.get_dump()[:n] == booster.get_dump()      # the base's trees, unchanged
+    # and it did not modify the booster it was given
+    assert len(booster.get_dump()) == n
+
+
 def test_the_search_evolves_from_its_first_round_with_a_pretrained_model(records, tmp_path):
     _, _, _, _ = records
     _, _, path = _trained(records, tmp_path)

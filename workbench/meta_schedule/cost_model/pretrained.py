@@ -130,13 +130,16 @@ def groups_from_database(database: "Database", target: "Target", extractor: Any 
 
 
 def train_booster(groups: dict[str, FeatureGroup], *, max_rounds: int = 400,
-                  seed: int = 43) -> Any:
+                  seed: int = 43, base: Any = None) -> Any:
     """An XGB booster fitted on ``groups`` with the online model's objective and settings
-    (labels ``min_cost / cost`` within each group; rounds capped to keep the file small)."""
+    (labels ``min_cost / cost`` within each group; rounds capped to keep the file small).
+    With ``base`` (a booster of the same feature width) training continues from its trees,
+    as the tuner fine-tunes: new data added without the data ``base`` was trained on."""
     from workbench.meta_schedule.cost_model.xgb_model import XGBModel
     if not groups:
         raise ValueError("train_booster: no training groups")
     model = XGBModel(pretrained=None, max_num_boost_round=max_rounds, seed=seed)
+    model._base = base
     model.data = dict(groups)
     model.data_size = sum(len(g.costs) for g in groups.values())
     model._train()
