@@ -137,6 +137,10 @@ def train(args: argparse.Namespace) -> None:
                 groups.setdefault(key, FeatureGroup()).append(group.features, group.costs)
     t0 = time.perf_counter()
     base = pre.load_pretrained(pre.isa_of(target)) if args.base else None
+    if base is not None:    # (the file in the package now: a model trained a moment ago too)
+        print(f"continuing from {pre.pretrained_path(pre.isa_of(target))}: "
+              f"{base.attr('workloads')} workload(s), {base.attr('samples')} sample(s), "
+              f"sets {base.attr('sets')}, made {base.attr('made')}")
     booster = pre.train_booster(groups, max_rounds=args.rounds, base=base)
     out = args.out or pre.pretrained_path(pre.isa_of(target))
     os.makedirs(os.path.dirname(out), exist_ok=True)
