@@ -14,6 +14,7 @@ from workbench.meta_schedule.runner import RunnerResult
 from workbench.meta_schedule.search_strategy import (
     EvolutionarySearch, MeasureCandidate, ReplayFunc, ReplayTrace, SearchStrategy,
 )
+from workbench.meta_schedule.search_strategy.evolutionary_search import FIRST_EVOLVED_BOOST
 from workbench.meta_schedule.space_generator import ScheduleFn
 from workbench.meta_schedule.tune_context import TuneContext
 
@@ -250,6 +251,19 @@ def test_an_informed_round_sizes_its_population_by_the_replay_time():
     assert strategy._plan(64) == (384, 4)        # 1920 replays: 384 x 5
     strategy._replay_wall = 1.0                  # a Winograd conv: 9.6 replays; at least
     assert strategy._plan(64) == (64, 1) and strategy._plan(8) == (8, 1)   # one generation
+    # the round after a quick first batch: FIRST_EVOLVED_BOOST times the budget
+    strategy._replay_wall = 0.025
+    assert strategy._round_seconds(64, FIRST_EVOLVED_BOOST) == \
+        pytest.approx(FIRST_EVOLVED_BOOST * strategy._round_seconds(64))
+    assert strategy._plan(8, FIRST_EVOLVED_BOOST) == (38, 4)   # 192 replays, not 48: (16, 2)
+    assert strategy._plan(8) == (16, 2)
+    # boosted as far as 128 replays need (1.2 s: 48 replays), at most FIRST_EVOLVED_BOOST;
+    # a round of 64 candidates has them already (384 replays)
+    assert strategy._first_evolved_boost(8) == pytest.approx(128 / 48)
+    strategy._replay_wall = 1.0
+    assert strategy._first_evolved_boost(8) == FIRST_EVOLVED_BOOST
+    strategy._replay_wall = 0.025
+    assert strategy._first_evolved_boost(64) == 1.0
     with pytest.raises(ValueError, match="seconds_per_candidate"):
         EvolutionarySearch(seconds_per_candidate=-1)
 
@@ -342,6 +356,8 @@ def test_a_first_informed_round_sends_the_models_best_share_at_once():
         first = ctx.generate_measure_candidates()
         assert "EvoSearch/Evolve/Mutation" not in prof.stats_sec
     assert len(first) == 1 and strategy._replay_wall is not None
+    # the next round's budget factor (1 here: 10 s a candidate covers 128 replays)
+    assert strategy._boost == strategy._first_evolved_boost(4 + 1) == 1.0
     carried = list(strategy._carry)
     assert strategy._quick_sent == 1  # its share of the replay budget goes to the next round
     # a window of 4 samples 4 (twice its share of 1, at most the window), sends the best one
@@ -352,6 +368,7 @@ def test_a_first_informed_round_sends_the_models_best_share_at_once():
     # the window is still 4 wide, filled from an evolved population of the carried samples
     # (scored again in the new round) and new ones; the first pick is never re-sent
     assert len(second) == 4 and strategy._carry == [] and strategy._quick_sent == 0
+    assert strategy._boost == 1.0
     sent = {structural_hash(c.sch.mod) for c in second}
     assert structural_hash(first[0].sch.mod) not in sent
     ctx.notify_runner_results(second, _ok(second))
