@@ -236,6 +236,7 @@ def evaluate(args: argparse.Namespace) -> None:
     root = args.work or tempfile.mkdtemp(prefix="wb_pretrain_eval_")
     print(f"host {_cpu_name()}, target {args.target}; records in {root}")
     rows = []
+    budget = {True: args.trials, False: args.cold_trials}     # trials of a pretrained / cold arm
     for name, mod in _held_out():
         if args.only and args.only not in name:
             continue
@@ -246,7 +247,7 @@ def evaluate(args: argparse.Namespace) -> None:
         curves: dict[bool, list[list[float]]] = {True: [], False: []}
         for rep in range(args.repeats):
             for pre in (True, False):
-                trials = args.trials if pre else args.cold_trials
+                trials = budget[pre]
                 work = os.path.join(root, name, f"{'pre' if pre else 'cold'}{rep}")
                 t0 = time.perf_counter()
                 curves[pre].append(_tune_one(mod, args.target, work, trials, pre, rep,
@@ -257,7 +258,6 @@ def evaluate(args: argparse.Namespace) -> None:
         # (the hosts have fast and slow phases); a run that finds better counts as reaching it
         best = min(_remeasured_best(mod, args.target, os.path.join(root, name, f"cold{rep}"))
                    for rep in range(args.repeats))
-        budget = {True: args.trials, False: args.cold_trials}
         counts = {pre: [_trials_to(c, best, 0.95) for c in cs] for pre, cs in curves.items()}
         rows.append((name, best, counts))
         print(f"{name}: best of the cold searches {best * 1e6:.1f} us (measured again now); "
