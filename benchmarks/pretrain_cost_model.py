@@ -5,7 +5,8 @@
     python benchmarks/pretrain_cost_model.py train --data DIR[,DIR...] [--target T]
         [--out FILE] [--base]
     python benchmarks/pretrain_cost_model.py evaluate [--target T] [--cold-trials 512]
-        [--trials 128] [--repeats 2]
+        [--trials 128] [--repeats 2] [--work DIR]
+    python benchmarks/pretrain_cost_model.py rank --work DIR [--model FILE[,FILE]]
 
 ``collect`` tunes the kernels of each training set, one work directory per set under DIR:
 the JSON databases are the dataset. By default with random sampling (plus each task's default
@@ -24,11 +25,15 @@ in turns: searches with the pretrained model (``--trials``) and cold ones
 yardstick is the best the cold searches found, their leaders measured again at the end (the
 hosts have fast and slow phases); it prints how many trials each run needed to reach 95% of
 it, and the ratio of the arms' medians.
+``rank`` scores the candidates of ``evaluate``'s cold runs (``--work``) with one or more
+models, offline: how well each ranks a held-out workload (rank correlation, and the share of
+the best in its top few), so two models compare on the same labels without new searches.
 
 Training sets are the operator families of the models users bring: ResNet-18 (blocked direct
 and Winograd convolutions, pooling, the classifier), MobileNetV2 (depthwise, 1x1), a GPT-2
 block (dense + bias + GELU, attention, layer norm) and plain matmuls over many shapes. The
-held-out workloads are ResNet-50 bottleneck convolutions and matmuls of shapes no set has.
+held-out workloads are matmuls of shapes no set has, ResNet-50 bottleneck convolutions (two 1x1,
+a 3x3 with stride 2) and a MobileNetV3-Large 5x5 depthwise convolution.
 """
 from __future__ import annotations
 
@@ -117,7 +122,7 @@ def train(args: argparse.Namespace) -> None:
     target = Target(args.target)
     # ``evaluate``'s workloads stay out of the training data whatever a set holds (ResNeXt-50's
     # first downsampling convolution is ResNet-50's, structurally)
-    held_out = {shash2hex(mod): name for name, mod in _held_out()}
+    held_out = {shash2hex(mod): name for name, mod in _held_out(args.target)}
     groups: dict = {}
     sets = []
     for data in args.data.split(","):
@@ -168,20 +173,43 @@ def _cpu_name() -> str:
         return platform.processor()
 
 
-def _held_out() -> list[tuple[str, Any]]:
-    """Task modules (one kernel each, as the tuner sees them) of shapes no training set has."""
+def _held_out(target: str) -> list[tuple[str, Any]]:
+    """Task modules (one kernel each, as the tuner sees them for ``target``: the channel
+    block follows its vector width) of shapes no training set has."""
     from workbench.meta_schedule.relax_integration import extract_tasks
     out = []
     for m, k, n in HELD_OUT_MATMULS:
-        (task,) = [t for t in extract_tasks(matmul_module(m, k, n), "llvm")
+        (task,) = [t for t in extract_tasks(matmul_module(m, k, n), target)
                    if "matmul" in t.task_name]
         out.append((f"matmul_{m}x{k}x{n}", task.dispatched[0]))
-    tasks = [t for t in extract_tasks(model_module("resnet50"), "llvm")
+    tasks = [t for t in extract_tasks(model_module("resnet50"), target)
              if "conv2d" in t.task_name and "winograd" not in t.task_name]
     # two bottleneck convolutions no training set has (ResNet-18 has no 1x1 over 256 channels)
     for t in tasks[1:3]:
         out.append((f"resnet50.{t.task_name}", t.dispatched[0]))
+    # a 3x3 stride-2 convolution (ResNet-18's go from 64 channels to 128, ResNeXt-50's are
+    # grouped) and a 5x5 stride-2 depthwise one over 80 channels (EfficientNet-B0's has 144,
+    # with SiLU; MobileNetV2's are 3x3)
+    t = next(t for t in tasks if _conv_kind(t.dispatched[0]) == (3, True))
+    out.append((f"resnet50.{t.task_name}", t.dispatched[0]))
+    t = next(t for t in extract_tasks(model_module("mobilenet_v3_large"), target)
+             if "depthwise" in t.task_name and _conv_kind(t.dispatched[0]) == (5, True))
+    out.append((f"mobilenet_v3_large.{t.task_name}", t.dispatched[0]))
     return out
+
+
+def _conv_kind(mod: Any) -> tuple[int, bool]:
+    """(kernel height, strided) of a convolution task's module, from its buffers: the data
+    (N, C, H, W[, c]), the weight (O, I, kh, kw, ...) and the output last."""
+    bufs = list(mod["main"].buffer_map.values())
+    data, weight, out = (tuple(int(x.value) for x in b.shape) for b in (bufs[0], bufs[1],
+                                                                        bufs[-1]))
+    return weight[2], out[2] < data[2]
+
+
+def _selected(args: argparse.Namespace, name: str) -> bool:
+    """``--only``: comma-separated parts of workload names (any one selects)."""
+    return not args.only or any(part in name for part in args.only.split(","))
 
 
 def _tune_one(mod: Any, target: str, work: str, trials: int, pretrained: bool,
@@ -237,8 +265,8 @@ def evaluate(args: argparse.Namespace) -> None:
     print(f"host {_cpu_name()}, target {args.target}; records in {root}")
     rows = []
     budget = {True: args.trials, False: args.cold_trials}     # trials of a pretrained / cold arm
-    for name, mod in _held_out():
-        if args.only and args.only not in name:
+    for name, mod in _held_out(args.target):
+        if not _selected(args, name):
             continue
         # Each cold arm is the issue's long cold search itself (``--cold-trials``, 512), so a
         # cold run's count is measured, not capped at the short budget of the pretrained arm
@@ -269,17 +297,73 @@ def evaluate(args: argparse.Namespace) -> None:
                               for n in SHARE_AT if n <= budget[pre]), flush=True)
     print("\nworkload | best (us) | pretrained: trials to 95% (median) | cold (median) | "
           "cold / pretrained")
-    ratios = []
+    ratios, hard = [], []
     for name, best, counts in rows:
         med = {pre: _median_trials(c, budget[pre]) for pre, c in counts.items()}
         ratio = med[False] / med[True]
         ratios.append(ratio)
+        if med[False] > HARD_TRIALS:
+            hard.append(ratio)
         print(f"{name} | {best * 1e6:.1f} | {counts[True]} ({med[True]:g}) | "
               f"{counts[False]} ({med[False]:g}) | {ratio:.1f}x")
     if ratios:
         print(f"geometric mean: the pretrained model needs {np.exp(np.mean(np.log(ratios))):.1f}x "
               f"fewer trials (a pretrained run that never got there counts as "
               f"{args.trials + 1}, a cold one as {args.cold_trials + 1})")
+    if hard:
+        # where cold searches get there within a few trials, one trial is the floor and
+        # the ratio cannot exceed their count: the workloads with room for it, apart
+        print(f"over the {len(hard)} workload(s) whose cold searches need more than "
+              f"{HARD_TRIALS} trials: {np.exp(np.mean(np.log(hard))):.1f}x")
+
+
+def rank(args: argparse.Namespace) -> None:
+    """How well models rank the candidates ``evaluate``'s cold searches measured (a wide
+    spread: random samples, then evolved ones), workload by workload: Spearman's rank
+    correlation of score and throughput, and the share of the best that the model's top
+    1 / 4 / 8 hold. Offline: no measurement, only trace replays and feature extraction, so
+    it compares models (``--model A,B``; default the shipped one) on the same labels."""
+    import glob
+
+    import pandas as pd
+    import xgboost as xgb
+
+    from workbench.meta_schedule.cost_model import pretrained as pre
+    from workbench.meta_schedule.cost_model.dataset import FeatureGroup, pack, pack_sum
+    from workbench.meta_schedule.database import JSONDatabase
+    from workbench.meta_schedule.utils import shash2hex
+    from workbench.target import Target
+    target = Target(args.target)
+    paths = args.model.split(",") if args.model else [pre.pretrained_path(pre.isa_of(target))]
+    boosters = {}
+    for path in paths:
+        boosters[path] = xgb.Booster()
+        boosters[path].load_model(path)
+        print(f"model {path}: {boosters[path].attr('workloads')} workload(s), "
+              f"{boosters[path].attr('samples')} sample(s), made {boosters[path].attr('made')}")
+    print("\nworkload | candidates | model | Spearman | best share in top 1 / 4 / 8")
+    for name, mod in _held_out(args.target):
+        dirs = sorted(glob.glob(os.path.join(args.work, name, "cold*")))
+        if not _selected(args, name) or not dirs:
+            continue
+        group = FeatureGroup()
+        for work in dirs:
+            got = pre.groups_from_database(JSONDatabase(work_dir=work), target)
+            if shash2hex(mod) in got:
+                one = got[shash2hex(mod)]
+                group.append(one.features, one.costs)
+        costs = np.asarray(group.costs)
+        if len(costs) < 2:
+            continue
+        rows, ids = pack(group.features)
+        for path, booster in boosters.items():
+            scores = pack_sum(booster.predict(xgb.DMatrix(rows), output_margin=True), ids,
+                              len(costs))
+            rho = pd.Series(scores).corr(pd.Series(1.0 / costs), method="spearman")
+            order = np.argsort(-scores)
+            tops = " / ".join(f"{costs.min() / costs[order[:k]].min():.2f}" for k in (1, 4, 8))
+            print(f"{name} | {len(costs)} | {os.path.basename(path)} | {rho:.2f} | {tops}",
+                  flush=True)
 
 
 def _strategy(args: argparse.Namespace) -> Any:
@@ -293,6 +377,10 @@ def _strategy(args: argparse.Namespace) -> Any:
                               seconds_per_candidate=None if share is None else 0.15)
 
 
+#: Cold searches needing more trials than this (median) leave room for a large ratio;
+#: ``evaluate`` summarises those workloads apart (a matmul's cold search gets within 95% of
+#: its best in 2-3 trials: a ratio of at most 2-3 whatever the model).
+HARD_TRIALS = 16
 #: Trial counts at which ``evaluate`` prints the arms' median share of the best.
 SHARE_AT = (1, 4, 8, 16, 32, 64, 128, 256, 512)
 
@@ -328,17 +416,22 @@ def main() -> None:
                    help="the cold arm: the long cold search whose best is the yardstick")
     e.add_argument("--trials", type=int, default=128, help="the pretrained arm's budget")
     e.add_argument("--repeats", type=int, default=2)
-    e.add_argument("--only", default=None)
+    e.add_argument("--only", default=None, help="parts of workload names, comma-separated")
     e.add_argument("--work", default=None, help="keep (and reuse) the runs' records here")
     e.add_argument("--batch", type=int, default=8, help="candidates per round")
     e.add_argument("--search-share", default=None,
                    help="the arms' EvolutionarySearch(search_share=...): a number, or none")
     e.add_argument("--population", type=int, default=512,
                    help="with --search-share: the population (TVM's 512)")
-    for q in (c, t, e):
+    r = sub.add_parser("rank")
+    r.add_argument("--work", required=True, help="evaluate's --work (its cold runs)")
+    r.add_argument("--model", default=None,
+                   help="booster file(s), comma-separated (default: the shipped one)")
+    r.add_argument("--only", default=None, help="parts of workload names, comma-separated")
+    for q in (c, t, e, r):
         q.add_argument("--target", default="llvm -num-cores=2")
     args = p.parse_args()
-    {"collect": collect, "train": train, "evaluate": evaluate}[args.cmd](args)
+    {"collect": collect, "train": train, "evaluate": evaluate, "rank": rank}[args.cmd](args)
 
 
 main()

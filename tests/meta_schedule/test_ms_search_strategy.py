@@ -264,6 +264,10 @@ def test_an_informed_round_sizes_its_population_by_the_replay_time():
     assert strategy._first_evolved_boost(8) == FIRST_EVOLVED_BOOST
     strategy._replay_wall = 0.025
     assert strategy._first_evolved_boost(64) == 1.0
+    # once a candidate's measurement is timed, the search_share bound is part of the budget
+    # the boost scales: 0.12 / 0.88 x 0.3 s a candidate = 0.33 s for 8, so the full boost
+    strategy._measure_wall = 0.3
+    assert strategy._first_evolved_boost(8) == FIRST_EVOLVED_BOOST
     with pytest.raises(ValueError, match="seconds_per_candidate"):
         EvolutionarySearch(seconds_per_candidate=-1)
 
@@ -356,8 +360,8 @@ def test_a_first_informed_round_sends_the_models_best_share_at_once():
         first = ctx.generate_measure_candidates()
         assert "EvoSearch/Evolve/Mutation" not in prof.stats_sec
     assert len(first) == 1 and strategy._replay_wall is not None
-    # the next round's budget factor (1 here: 10 s a candidate covers 128 replays)
-    assert strategy._boost == strategy._first_evolved_boost(4 + 1) == 1.0
+    # the next round is boosted (by 1 here: 10 s a candidate covers 128 replays)
+    assert strategy._boost_next and strategy._first_evolved_boost(4 + 1) == 1.0
     carried = list(strategy._carry)
     assert strategy._quick_sent == 1  # its share of the replay budget goes to the next round
     # a window of 4 samples 4 (twice its share of 1, at most the window), sends the best one
@@ -368,7 +372,7 @@ def test_a_first_informed_round_sends_the_models_best_share_at_once():
     # the window is still 4 wide, filled from an evolved population of the carried samples
     # (scored again in the new round) and new ones; the first pick is never re-sent
     assert len(second) == 4 and strategy._carry == [] and strategy._quick_sent == 0
-    assert strategy._boost == 1.0
+    assert not strategy._boost_next      # once
     sent = {structural_hash(c.sch.mod) for c in second}
     assert structural_hash(first[0].sch.mod) not in sent
     ctx.notify_runner_results(second, _ok(second))

@@ -145,7 +145,7 @@ class EvolutionarySearch(BuiltinStrategy):
         self._replay_wall: float | None = None   # wall seconds per replay, this run's
         self._carry: list[Schedule] = []  # samples of the quick first batch not sent
         self._quick_sent = 0                 # candidates the quick first batch sent
-        self._boost = 1.0                    # the next round's budget factor (FIRST_EVOLVED_BOOST)
+        self._boost_next = False             # the next round follows a quick first batch
         self._measure_wall: float | None = None  # wall seconds measuring one candidate
         self._handed_out: float | None = None    # when the last batch was handed out
 
@@ -292,14 +292,18 @@ class EvolutionarySearch(BuiltinStrategy):
                 min(self.population_size, num, max(2 * k, FIRST_PROBE_LEAST)))
             quick = self._quick_first_batch(probe, num)
             if quick is not None:
-                self._boost = self._first_evolved_boost(num + self._quick_sent)
+                self._boost_next = True
                 # the replay workers start while it is measured, if the next round is heavy
-                pop, gens = self._plan(num, self._boost)
+                # (sized by the budget known now; the round itself uses the measured one)
+                pop, gens = self._plan(num, self._first_evolved_boost(num + self._quick_sent))
                 self._applier().prepare(pop * (gens + 1))
                 return quick
         # the quick first batch's share of the replay budget goes to the round after it
         planned, self._quick_sent = num + self._quick_sent, 0
-        boost, self._boost = self._boost, 1.0
+        # the boost is computed against the budget it scales: by now the quick batch's
+        # measurement has timed a candidate, so the search_share bound is part of it
+        boost = self._first_evolved_boost(planned) if self._boost_next else 1.0
+        self._boost_next = False
         pop, gens = self._plan(planned, boost)
         if (pop, gens) != (self.population_size, self.genetic_num_iters):
             log.info("Population %d, %d generation(s): %.0f ms per trace replay, about %.1f s "
