@@ -43,6 +43,17 @@ for _name in ("meta_schedule.as_dashboard", "meta_schedule.attach_dashboard"):
     _load_widgets_on_first_use(_name)
 del _name
 
+# Modules that register options and are not imported above: imported when an option of
+# theirs is looked up, or all options are listed (tests/runtime/test_options.py keeps this
+# list complete).
+options.declared_in(
+    "workbench.codegen.isolation", "workbench.rpc.cluster", "workbench.rpc.config",
+    "workbench.meta_schedule.confirm", "workbench.meta_schedule.cost_model.pretrained",
+    "workbench.meta_schedule.database.json_database",
+    "workbench.meta_schedule.post_optimization.post_opt",
+    "workbench.meta_schedule.runner.utils", "workbench.meta_schedule.task_budget")
+
+
 def __getattr__(name: str) -> object:
     """``workbench.testing`` and ``workbench.contrib`` on first use: ``testing`` imports
     pytest, so it is not loaded with the package (TVM's ``import tvm.testing`` works too)."""

@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator
 
 __all__ = [
     "Option", "register", "get", "set", "reset", "override", "describe", "all_options",
-    "explicit_values", "generation", "positive", "not_negative",
+    "explicit_values", "generation", "positive", "not_negative", "declared_in",
 ]
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -140,8 +140,39 @@ def register(name: str, type: type, default: Any, env: str | None = None, doc: s
     return opt
 
 
+# Modules of higher floors that register options when imported and are not imported with the
+# package (the tuner's ``ms_*`` options): ``workbench/__init__`` names them through
+# :func:`declared_in`, and a lookup that misses, or the list of all options, imports them
+# first -- so ``options.override(ms_confirm_rounds=0)`` works in a fresh session before the
+# tuner was imported, and :func:`describe` lists every knob.
+_DECLARING: list[str] = []
+
+
+def declared_in(*modules: str) -> None:
+    """Name modules that register options when imported (imported on demand, see above)."""
+    with _LOCK:
+        _DECLARING.extend(m for m in modules if m not in _DECLARING)
+
+
+_IMPORTING = threading.Lock()   # another thread's lookup waits until the imports are done
+
+
+def _import_declaring() -> None:
+    import importlib
+    with _IMPORTING:
+        while _DECLARING:
+            try:
+                importlib.import_module(_DECLARING[0])
+            finally:        # a module that fails to import says so once
+                with _LOCK:
+                    _DECLARING.pop(0)
+
+
 def _lookup(name: str) -> Option:
     opt = _REGISTRY.get(name)
+    if opt is None and _DECLARING:
+        _import_declaring()
+        opt = _REGISTRY.get(name)
     if opt is None:
         raise KeyError(f"unknown option {name!r}; known options: {', '.join(sorted(_REGISTRY))}")
     return opt
@@ -174,11 +205,12 @@ def set(name: str, value: Any) -> None:  # noqa: A001 - the module is used as ``
 
 def reset(name: str | None = None) -> None:
     """Forget a value given with :func:`set` (all of them when ``name`` is None)."""
+    if name is not None:
+        _lookup(name)       # (outside the lock: a lookup may import declaring modules)
     with _LOCK:
         if name is None:
             _SET.clear()
         else:
-            _lookup(name)
             _SET.pop(name, None)
         _bump()
 
@@ -213,7 +245,8 @@ def explicit_values() -> dict[str, Any]:
 
 
 def all_options() -> list[Option]:
-    """Every registered option, sorted by name."""
+    """Every registered option, sorted by name (the declaring modules imported first)."""
+    _import_declaring()
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
 
 

@@ -1,4 +1,8 @@
+import json
 import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -84,3 +88,44 @@ def test_register_and_describe(monkeypatch):
     assert "num_threads" in text and "WORKBENCH_CACHE_DIR" in text and "a test flag" in text
     assert [o.name for o in options.all_options()] == sorted(o.name
                                                              for o in options.all_options())
+
+
+def _declaring_modules() -> set[str]:
+    """The package's modules that call ``options.register(...)``, read from the source."""
+    import ast
+    import pathlib
+    root = pathlib.Path(options.__file__).resolve().parent.parent
+    out = set()
+    for path in (root / "workbench").rglob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr == "register" and isinstance(n.func.value, ast.Name)
+               and n.func.value.id == "options" for n in ast.walk(tree)):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            out.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return out
+
+
+def test_options_of_modules_not_imported_yet_are_found():
+    """In a fresh interpreter the tuner is not imported with the package, yet its options
+    can be overridden, read and listed: the modules that declare them are imported on
+    demand. Every module that registers options is imported with the package or named
+    for that in ``workbench/__init__``."""
+    code = textwrap.dedent("""
+        import json, sys
+        import workbench
+        from workbench import options
+        before = sorted(sys.modules)
+        declared = list(options._DECLARING)
+        assert "workbench.meta_schedule" not in sys.modules
+        with options.override(ms_pretrained_cost_model=False):
+            off = options.get("ms_pretrained_cost_model")
+        listed = "ms_confirm_rounds" in options.describe()
+        print(json.dumps([before, declared, off, listed]))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, check=True)
+    before, declared, off, listed = json.loads(out.stdout.strip().splitlines()[-1])
+    assert off is False and listed
+    missing = _declaring_modules() - set(before) - set(declared)
+    assert not missing, f"register options but are neither imported nor declared: {missing}"
