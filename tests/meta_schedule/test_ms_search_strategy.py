@@ -253,9 +253,8 @@ def test_an_informed_round_sizes_its_population_by_the_replay_time():
     assert strategy._plan(64) == (64, 1) and strategy._plan(8) == (8, 1)   # one generation
     # the round after a quick first batch: FIRST_EVOLVED_BOOST times the budget
     strategy._replay_wall = 0.025
-    assert strategy._round_seconds(64, FIRST_EVOLVED_BOOST) == \
-        pytest.approx(FIRST_EVOLVED_BOOST * strategy._round_seconds(64))
-    assert strategy._plan(8, FIRST_EVOLVED_BOOST) == (38, 4)   # 192 replays, not 48: (16, 2)
+    assert strategy._round_seconds(64, 4.0) == pytest.approx(4.0 * strategy._round_seconds(64))
+    assert strategy._plan(8, 4.0) == (38, 4)    # 192 replays, not 48: (16, 2)
     assert strategy._plan(8) == (16, 2)
     # boosted as far as 128 replays need (1.2 s: 48 replays), at most FIRST_EVOLVED_BOOST;
     # a round of 64 candidates has them already (384 replays)
@@ -264,10 +263,20 @@ def test_an_informed_round_sizes_its_population_by_the_replay_time():
     assert strategy._first_evolved_boost(8) == FIRST_EVOLVED_BOOST
     strategy._replay_wall = 0.025
     assert strategy._first_evolved_boost(64) == 1.0
+    # that round spends its replays on breadth: half of them (at most 128) as the population,
+    # one generation -- where the plan of later rounds breeds generations from fewer samples
+    strategy._replay_wall = 0.094                # a ResNet-50 3x3 convolution, in process
+    assert strategy._plan(9, 4.0) == (18, 2)                           # 57 replays
+    assert strategy._wide_plan(9, 4.0) == (28, 1)
+    assert strategy._wide_plan(9, FIRST_EVOLVED_BOOST) == (64, 1)      # 229: at most 128
+    strategy._replay_wall = 1.0                  # a Winograd conv: the batch's least, twice
+    assert strategy._wide_plan(9, 4.0) == (18, 1)
+    strategy._replay_wall = 0.025
     # once a candidate's measurement is timed, the search_share bound is part of the budget
-    # the boost scales: 0.12 / 0.88 x 0.3 s a candidate = 0.33 s for 8, so the full boost
+    # the boost scales: 0.12 / 0.88 x 0.3 s a candidate = 0.041 s, 0.33 s for 8, so 128
+    # replays (3.2 s) need a factor of 9.8 rather than 2.7
     strategy._measure_wall = 0.3
-    assert strategy._first_evolved_boost(8) == FIRST_EVOLVED_BOOST
+    assert strategy._first_evolved_boost(8) == pytest.approx(128 * 0.025 / (8 * 0.12 / 0.88 * 0.3))
     with pytest.raises(ValueError, match="seconds_per_candidate"):
         EvolutionarySearch(seconds_per_candidate=-1)
 

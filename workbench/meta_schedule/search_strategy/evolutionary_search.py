@@ -29,7 +29,8 @@ measured, if that round is heavy: ``TraceApplier.prepare``) do with their featur
 share is an eighth: the probe is replayed and featurized here, one by one, where the workers
 are not up yet; with a quarter (32 samples), a 512^3 matmul's first batch left 3.2 s after
 the call instead of 1.2-1.5 s. The round after that quick batch gets up to
-``FIRST_EVOLVED_BOOST`` times a round's budget, once, enough for a population of 64: sized
+``FIRST_EVOLVED_BOOST`` times a round's budget, once, enough for a population of 64 over one
+generation: sized
 rounds of a few candidates give the model little more than the batch to choose from, and
 its first choices are where a pretrained model's ranking pays.
 
@@ -75,12 +76,15 @@ MIN_FEATURES_AHEAD = 8
 # Samples the quick first batch (module docstring) picks from, at least.
 FIRST_PROBE_LEAST = 16
 # The round after a quick first batch gets up to this many times a round's search budget,
-# as much as FIRST_EVOLVED_REPLAYS replays take (a population of 64 over one generation): a
-# pretrained model ranks well before any measurement, but a sized round of 8 candidates
-# gave it 8-11 samples to pick 8 from (a ResNet-50 1x1 convolution, 27 ms a replay), where
-# 1-5% of random samples come within 95% of the best -- while its top 4 of 512 held
-# 0.95-0.97 of the best. A round of 64 candidates already has such a population: no boost.
-FIRST_EVOLVED_BOOST = 4.0
+# as much as FIRST_EVOLVED_REPLAYS replays take (a population of 64 over one generation,
+# ``_wide_plan``): a pretrained model ranks well before any measurement, but a sized round
+# of 8 candidates gave it 8-11 samples to pick 8 from (a ResNet-50 1x1 convolution, 27 ms a
+# replay), where 1-5% of random samples come within 95% of the best -- while its top 4 of
+# 512 held 0.95-0.97 of the best. With the search_share bound a round of 9 gets ~0.5 s, so
+# 4x still meant a population of 12-18 on a 3x3 convolution (60-150 ms a replay): trials to
+# 95% of a 512-trial cold search's best [53, -] and [98, 124]; with up to 16x, a population
+# of 31-64: [34, 28]. Once per task; a round of 64 candidates has the population already.
+FIRST_EVOLVED_BOOST = 16.0
 FIRST_EVOLVED_REPLAYS = 128
 
 
@@ -236,6 +240,21 @@ class EvolutionarySearch(BuiltinStrategy):
                 gens = 1
         return pop, gens
 
+    def _wide_plan(self, num: int, boost: float) -> tuple[int, int]:
+        """(population, generations) of the round after a quick first batch: its replays
+        spent on breadth, half of them (at most FIRST_EVOLVED_REPLAYS) as the population and
+        one generation -- a pretrained model that ranks well has seen no measurement of the
+        task yet, so more samples to choose from beat generations bred from its first picks
+        (``_plan`` gave a ResNet-50 3x3 convolution a population of 12-18 over 1-2
+        generations: the model's picks held 0.21 of the best after 8 trials, where its top
+        pick of 1,024 measured candidates held 0.98)."""
+        seconds = self._round_seconds(num, boost)
+        if seconds is None or self._replay_wall is None or self.genetic_num_iters < 1:
+            return self._plan(num, boost)
+        replays = min(FIRST_EVOLVED_REPLAYS, seconds / self._replay_wall)
+        pop = max(min(self.population_size, 2 * num), int(replays / 2 + 1e-6))
+        return min(self.population_size, pop), 1
+
     def post_tuning(self) -> None:
         super().post_tuning()
         self._reset_state()
@@ -302,9 +321,9 @@ class EvolutionarySearch(BuiltinStrategy):
         planned, self._quick_sent = num + self._quick_sent, 0
         # the boost is computed against the budget it scales: by now the quick batch's
         # measurement has timed a candidate, so the search_share bound is part of it
-        boost = self._first_evolved_boost(planned) if self._boost_next else 1.0
-        self._boost_next = False
-        pop, gens = self._plan(planned, boost)
+        boosted, self._boost_next = self._boost_next, False
+        boost = self._first_evolved_boost(planned) if boosted else 1.0
+        pop, gens = self._wide_plan(planned, boost) if boosted else self._plan(planned, boost)
         if (pop, gens) != (self.population_size, self.genetic_num_iters):
             log.info("Population %d, %d generation(s): %.0f ms per trace replay, about %.1f s "
                      "for %d candidate(s)", pop, gens, self._replay_wall * 1e3,
