@@ -188,7 +188,7 @@ def _held_out(target: str) -> list[tuple[str, Any]]:
     for t in tasks[1:3]:
         out.append((f"resnet50.{t.task_name}", t.dispatched[0]))
     # a 3x3 stride-2 convolution (ResNet-18's go from 64 channels to 128, ResNeXt-50's are
-    # grouped) and a 5x5 stride-2 depthwise one over 80 channels (EfficientNet-B0's has 144,
+    # grouped) and a 5x5 stride-2 depthwise one over 72 channels (EfficientNet-B0's has 144,
     # with SiLU; MobileNetV2's are 3x3)
     t = next(t for t in tasks if _conv_kind(t.dispatched[0]) == (3, True))
     out.append((f"resnet50.{t.task_name}", t.dispatched[0]))
@@ -346,11 +346,10 @@ def rank(args: argparse.Namespace) -> None:
         dirs = sorted(glob.glob(os.path.join(args.work, name, "cold*")))
         if not _selected(args, name) or not dirs:
             continue
-        group = FeatureGroup()
+        group, key = FeatureGroup(), shash2hex(mod)
         for work in dirs:
-            got = pre.groups_from_database(JSONDatabase(work_dir=work), target)
-            if shash2hex(mod) in got:
-                one = got[shash2hex(mod)]
+            one = pre.groups_from_database(JSONDatabase(work_dir=work), target).get(key)
+            if one is not None:
                 group.append(one.features, one.costs)
         costs = np.asarray(group.costs)
         if len(costs) < 2:
