@@ -390,5 +390,24 @@ def test_a_first_informed_round_sends_the_models_best_share_at_once():
     ctx.notify_runner_results(third, _ok(third))
     assert ctx.generate_measure_candidates() is None
     ctx.post_tuning()
+
+
+def test_the_replay_workers_are_readied_for_the_wide_round_after_the_quick_batch(monkeypatch):
+    """While the quick first batch is measured, the replay workers are readied for the round
+    that follows it: the wide one (half its replays as the population, one generation), not
+    the generations of a later round (a population of 200 over 2 here: 600 replays)."""
+    from workbench.meta_schedule.search_strategy.base import TraceApplier
+    upcoming = []
+    monkeypatch.setattr(TraceApplier, "prepare", lambda self, n: upcoming.append(n))
+    strategy = EvolutionarySearch(population_size=200, init_min_unmeasured=8,
+                                  genetic_num_iters=2, seconds_per_candidate=10.0)
+    ctx = _ctx(strategy, n=64)
+    ctx.pre_tuning(max_trials=8, num_trials_per_iter=4, cost_model=_HashModel())
+    assert len(ctx.generate_measure_candidates()) == 1
+    boost = strategy._first_evolved_boost(4 + 1)
+    pop, gens = strategy._wide_plan(4 + 1, boost)
+    assert upcoming == [pop * (gens + 1)] and (pop, gens) == (64, 1)   # 128 replays at most
+    assert strategy._plan(4 + 1, boost) == (200, 2)
+    ctx.post_tuning()
     with pytest.raises(ValueError, match="first_batch_share"):
         EvolutionarySearch(first_batch_share=0)

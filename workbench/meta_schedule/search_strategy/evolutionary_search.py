@@ -312,9 +312,11 @@ class EvolutionarySearch(BuiltinStrategy):
             quick = self._quick_first_batch(probe, num)
             if quick is not None:
                 self._boost_next = True
-                # the replay workers start while it is measured, if the next round is heavy
-                # (sized by the budget known now; the round itself uses the measured one)
-                pop, gens = self._plan(num, self._first_evolved_boost(num + self._quick_sent))
+                # the replay workers start while it is measured, if the next round (the wide
+                # one) is heavy: sized by the budget known now, the round itself uses the
+                # measured one
+                planned = num + self._quick_sent
+                pop, gens = self._wide_plan(planned, self._first_evolved_boost(planned))
                 self._applier().prepare(pop * (gens + 1))
                 return quick
         # the quick first batch's share of the replay budget goes to the round after it
