@@ -31,9 +31,19 @@ the best in its top few), so two models compare on the same labels without new s
 
 Training sets are the operator families of the models users bring: ResNet-18 (blocked direct
 and Winograd convolutions, pooling, the classifier), MobileNetV2 (depthwise, 1x1), a GPT-2
-block (dense + bias + GELU, attention, layer norm) and plain matmuls over many shapes. The
-held-out workloads are matmuls of shapes no set has, ResNet-50 bottleneck convolutions (two 1x1,
-a 3x3 with stride 2) and a MobileNetV3-Large 5x5 depthwise convolution.
+block (dense + bias + GELU, attention, layer norm) and plain matmuls over many shapes;
+``--sets`` also takes any torchvision model by name. The shipped models were grown in steps,
+each a ``collect`` (random, then ``--guided``) and a ``train --base`` on it; a model's
+``sets`` attribute lists every set it has seen. The AVX-512 model's last step added
+EfficientNet-B0 and MobileNetV3-Small (3x3 and 5x5 depthwise convolutions, strided, with
+squeeze-and-excitation; 124 tasks, 16 random + 16 guided trials each):
+
+    collect --out R --sets efficientnet_b0,mobilenet_v3_small --trials 16
+    collect --out G --sets efficientnet_b0,mobilenet_v3_small --trials 16 --guided --seed 1
+    train --data R,G --base
+
+The held-out workloads are matmuls of shapes no set has, ResNet-50 bottleneck convolutions (two
+1x1, a 3x3 with stride 2) and a MobileNetV3-Large 5x5 depthwise convolution.
 """
 from __future__ import annotations
 
