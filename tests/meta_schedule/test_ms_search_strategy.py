@@ -390,6 +390,8 @@ def test_a_first_informed_round_sends_the_models_best_share_at_once():
     ctx.notify_runner_results(third, _ok(third))
     assert ctx.generate_measure_candidates() is None
     ctx.post_tuning()
+    with pytest.raises(ValueError, match="first_batch_share"):
+        EvolutionarySearch(first_batch_share=0)
 
 
 def test_the_replay_workers_are_readied_for_the_wide_round_after_the_quick_batch(monkeypatch):
@@ -409,5 +411,3 @@ def test_the_replay_workers_are_readied_for_the_wide_round_after_the_quick_batch
     assert upcoming == [pop * (gens + 1)] and (pop, gens) == (64, 1)   # 128 replays at most
     assert strategy._plan(4 + 1, boost) == (200, 2)
     ctx.post_tuning()
-    with pytest.raises(ValueError, match="first_batch_share"):
-        EvolutionarySearch(first_batch_share=0)
