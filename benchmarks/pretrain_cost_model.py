@@ -5,7 +5,7 @@
     python benchmarks/pretrain_cost_model.py train --data DIR[,DIR...] [--target T]
         [--out FILE] [--base]
     python benchmarks/pretrain_cost_model.py evaluate [--target T] [--cold-trials 512]
-        [--trials 128] [--repeats 2] [--work DIR]
+        [--trials 128] [--repeats 4] [--work DIR]
     python benchmarks/pretrain_cost_model.py rank --work DIR [--model FILE[,FILE]]
 
 ``collect`` tunes the kernels of each training set, one work directory per set under DIR:
@@ -424,7 +424,10 @@ def main() -> None:
     e.add_argument("--cold-trials", type=int, default=512,
                    help="the cold arm: the long cold search whose best is the yardstick")
     e.add_argument("--trials", type=int, default=128, help="the pretrained arm's budget")
-    e.add_argument("--repeats", type=int, default=2)
+    e.add_argument("--repeats", type=int, default=4,
+                   help="runs an arm: with 2, one run moved a median by 2-4x (the 95%% "
+                        "line is a cliff: a 2%% move of the yardstick moves a count from "
+                        "26 trials to none within 128)")
     e.add_argument("--only", default=None, help="parts of workload names, comma-separated")
     e.add_argument("--work", default=None, help="keep (and reuse) the runs' records here")
     e.add_argument("--batch", type=int, default=8, help="candidates per round")
