@@ -411,3 +411,46 @@ def test_the_replay_workers_are_readied_for_the_wide_round_after_the_quick_batch
     assert upcoming == [pop * (gens + 1)] and (pop, gens) == (64, 1)   # 128 replays at most
     assert strategy._plan(4 + 1, boost) == (200, 2)
     ctx.post_tuning()
+
+
+def test_an_informed_round_carries_its_unsent_candidates_into_the_next():
+    """The best scored candidates a round did not send (none measured, at most
+    CARRIED_CANDIDATES) are scored again next round: the model may send them, and they
+    breed without growing the generations past the population's size."""
+    from workbench.meta_schedule.search_strategy.evolutionary_search import CARRIED_CANDIDATES
+
+    strategy = EvolutionarySearch(population_size=12, init_min_unmeasured=3,
+                                  genetic_num_iters=2, genetic_mutate_prob=1.0,
+                                  seconds_per_candidate=None, search_share=None,
+                                  first_batch_share=1.0)
+    ctx = _ctx(strategy, n=64)
+    model = _HashModel()
+    ctx.pre_tuning(max_trials=8, num_trials_per_iter=4, cost_model=model)
+    first = ctx.generate_measure_candidates()
+    ctx.notify_runner_results(first, _ok(first))
+    pool = list(strategy._pool)
+    sent = {structural_hash(c.sch.mod) for c in first}
+    # a population of 12 over 2 generations met more than the 4 it sent
+    assert 0 < len(pool) <= CARRIED_CANDIDATES
+    assert not sent & {structural_hash(s.mod) for s in pool}
+
+    carried = {structural_hash(s.mod) for s in pool}
+    model.predict = lambda context, cands: np.array(
+        [1.0 if structural_hash(c.sch.mod) in carried else 0.0 for c in cands])
+    sizes = []
+    breed = strategy._next_generation
+
+    def counted(population, *args):
+        out = breed(population, *args)
+        sizes.append((len(population), len(out)))
+        return out
+
+    strategy._next_generation = counted
+    second = ctx.generate_measure_candidates()
+    got = {structural_hash(c.sch.mod) for c in second}
+    # eps_greedy sends int(4 * 0.05) = 0 random picks: all four are the carried best
+    assert len(second) == min(4, len(pool)) and got <= carried
+    # the first generation breeds from the population and the carried, 12 slots
+    assert sizes and sizes[0] == (12 + len(pool), 12) and all(o == 12 for _, o in sizes)
+    ctx.post_tuning()
+    assert strategy._pool == []
