@@ -32,10 +32,7 @@ the call instead of 1.2-1.5 s. The round after that quick batch gets up to
 ``FIRST_EVOLVED_BOOST`` times a round's budget, once, enough for a population of 64 over one
 generation: sized
 rounds of a few candidates give the model little more than the batch to choose from, and
-its first choices are where a pretrained model's ranking pays. Every informed round keeps
-the best ``CARRIED_CANDIDATES`` candidates it scored but did not send and scores them again
-in the next round, where they may be parents too (Workbench): a sized round's population is
-about its batch, and without them the model would choose 8 of about 8.
+its first choices are where a pretrained model's ranking pays.
 
 The search's own time is also held to ``search_share`` of the wall time (Workbench): a round
 may take at most ``search_share / (1 - search_share)`` x the wall time measuring one candidate
@@ -89,13 +86,6 @@ FIRST_PROBE_LEAST = 16
 # of 31-64: [34, 28]. Once per task; a round of 64 candidates has the population already.
 FIRST_EVOLVED_BOOST = 16.0
 FIRST_EVOLVED_REPLAYS = 128
-# Never-measured candidates a round scored but did not send, carried into the next round
-# (Workbench; TVM keeps none): they are replayed already, so they cost the next round only
-# the model's predictions, and they join its scoring and its parents. After the wide round a
-# sized round of 8 had a population of 7-10, so the model chose 8 of about 8 and a run that
-# began in a poor basin stayed there (two pretrained runs of ResNet-50 convolutions sat at
-# 0.86-0.94 of the best for 100 trials).
-CARRIED_CANDIDATES = 64
 
 
 class EvolutionarySearch(BuiltinStrategy):
@@ -158,7 +148,6 @@ class EvolutionarySearch(BuiltinStrategy):
         self._args_info: list | None = None
         self._replay_wall: float | None = None   # wall seconds per replay, this run's
         self._carry: list[Schedule] = []  # samples of the quick first batch not sent
-        self._pool: list[Schedule] = []   # scored, unsent candidates of the last round
         self._quick_sent = 0                 # candidates the quick first batch sent
         self._boost_next = False             # the next round follows a quick first batch
         self._measure_wall: float | None = None  # wall seconds measuring one candidate
@@ -351,12 +340,9 @@ class EvolutionarySearch(BuiltinStrategy):
         log.info("Sampled %d candidate(s)", len(unmeasured))
         seconds = self._round_seconds(planned, boost)
         deadline = None if seconds is None else round_start + seconds
-        pool, self._pool = self._pool, []
-        bests = self._evolve_with_cost_model(measured + unmeasured, num, gens, deadline,
-                                             carried=pool)
+        bests = self._evolve_with_cost_model(measured + unmeasured, num, gens, deadline)
         log.info("Got %d candidate(s) with evolutionary search", len(bests))
-        picks = self._pick_with_eps_greedy(unmeasured, bests[:num], num)
-        self._pool = [s for s in bests if s.mod not in self._measured][:CARRIED_CANDIDATES]
+        picks = self._pick_with_eps_greedy(unmeasured, bests, num)
         log.info("Sending %d candidates(s) for measurement", len(picks))
         if not picks:
             self._num_empty_iters += 1
@@ -501,23 +487,17 @@ class EvolutionarySearch(BuiltinStrategy):
         return np.maximum(0.0, np.array([cache[id(s)] for s in population], dtype="float64"))
 
     def _evolve_with_cost_model(self, population: list[Schedule], num: int, gens: int,
-                                deadline: float | None = None,
-                                carried: list[Schedule] = ()) -> list[Schedule]:
-        """The never-measured schedules met over ``gens`` generations bred from
-        ``population``, best first: the best ``num``, then up to ``CARRIED_CANDIDATES``
-        more for the next round. Fewer generations when the next would end past ``deadline``
-        (a ``perf_counter`` time; None: no limit). ``carried`` (the last round's unsent
-        candidates) is scored with the first generation and may be a parent of the second;
-        the generations keep ``population``'s size."""
+                                deadline: float | None = None) -> list[Schedule]:
+        """The best ``num`` never-measured schedules met over ``gens`` generations bred from
+        ``population``; fewer generations when the next would end past ``deadline`` (a
+        ``perf_counter`` time; None: no limit)."""
         exists = self._measured.copy()
-        keep = num + (CARRIED_CANDIDATES if num > 0 else 0)
-        heap: list[tuple[float, int, Schedule]] = []  # min-heap of the best `keep`
+        heap: list[tuple[float, int, Schedule]] = []  # min-heap of the best `num`
         counter = 0
         cache: dict[int, float] = {}
         applier = self._applier()
         mutators, masses = self._mutator_sampler()
         pop_size = len(population)
-        population = list(population) + list(carried)
         gen_start = time.perf_counter()
         for it in range(gens + 1):
             with Profiler.timeit("EvoSearch/Evolve/PredictNormalizedScore"):
@@ -527,7 +507,7 @@ class EvolutionarySearch(BuiltinStrategy):
                     if exists.add(sch.mod):
                         counter += 1
                         item = (float(score), -counter, sch)
-                        if len(heap) < keep:
+                        if len(heap) < num:
                             heapq.heappush(heap, item)
                         elif item[:2] > heap[0][:2]:
                             heapq.heapreplace(heap, item)
@@ -543,11 +523,11 @@ class EvolutionarySearch(BuiltinStrategy):
             gen_start = now
             with Profiler.timeit("EvoSearch/Evolve/Mutation"):
                 population = self._next_generation(population, scores, mutators, masses,
-                                                   applier, pop_size)
+                                                   applier)
             self.logger.info("Evolve iter #%d done. Summary:\n%s", it, applier.summary())
         bests = [sch for _, _, sch in sorted(heap, key=lambda x: (-x[0], -x[1]))]
         if heap:
-            top = sorted((s for s, _, _ in heap), reverse=True)[:num]
+            top = sorted((s for s, _, _ in heap), reverse=True)
             lines = []
             for i in range(0, len(top), 16):
                 chunk = ", ".join(f"{v:.4f}" for v in top[i:i + 16])
@@ -585,14 +565,13 @@ class EvolutionarySearch(BuiltinStrategy):
 
     def _next_generation(self, population: list[Schedule], scores: np.ndarray,
                          mutators: list[Any], masses: list[float],
-                         applier: TraceApplier, size: int | None = None) -> list[Schedule]:
-        """One generation of ``size`` slots (default: the population's): per slot, sample a
-        parent by score and a mutator (or none: keep the parent, once per parent); a slot
-        whose child fails to replay retries up to ``genetic_max_fail_count`` times, then
-        keeps its last parent. All slots' children of one attempt are replayed as one batch
-        (in parallel when the applier has a pool)."""
-        n = len(population) if size is None else size
-        used = [False] * len(population)
+                         applier: TraceApplier) -> list[Schedule]:
+        """One generation: per slot, sample a parent by score and a mutator (or none: keep
+        the parent, once per parent); a slot whose child fails to replay retries up to
+        ``genetic_max_fail_count`` times, then keeps its last parent. All slots' children of
+        one attempt are replayed as one batch (in parallel when the applier has a pool)."""
+        n = len(population)
+        used = [False] * n
         nxt: list[Schedule | None] = [None] * n
         last_parent = [0] * n
         pending = list(range(n))
