@@ -269,25 +269,27 @@ def _remeasured_best(mod: Any, target: str, work: str, top: int = 3, times: int 
     return min(out)
 
 
-def _yardstick_runs(args: argparse.Namespace, root: str, name: str) -> list[str]:
+def _yardstick_runs(args: argparse.Namespace, root: str, name: str,
+                    earlier: list[str]) -> list[str]:
     """The work directories of the cold runs whose best is ``name``'s yardstick: this
-    evaluation's, and the ``cold*`` runs of ``name`` under each ``--yardstick`` directory.
+    evaluation's, and the ``cold*`` runs of ``name`` under each ``earlier`` directory
+    (``--yardstick``), each once.
     A bar from one evaluation's cold runs alone moves with the host's phase: cold runs made
     in a slow phase found bests at 0.66-0.97 of earlier ones, and a search change that
     gained nothing read 3.7x fewer trials to 95% against 2.6x."""
     import glob
     runs = [os.path.join(root, name, f"cold{rep}") for rep in range(args.repeats)]
-    for extra in (args.yardstick.split(",") if args.yardstick else []):
+    for extra in earlier:
         runs += sorted(d for d in glob.glob(os.path.join(extra, name, "cold*"))
                        if os.path.isdir(d))
-    return runs
+    return list(dict.fromkeys(os.path.realpath(d) for d in runs))
 
 
 def evaluate(args: argparse.Namespace) -> None:
     import tempfile
     logging.getLogger("workbench.meta_schedule").setLevel(logging.WARNING)
-    missing = [d for d in (args.yardstick.split(",") if args.yardstick else [])
-               if not os.path.isdir(d)]
+    earlier = args.yardstick.split(",") if args.yardstick else []
+    missing = [d for d in earlier if not os.path.isdir(d)]
     if missing:
         raise SystemExit(f"evaluate --yardstick: no such directory: {', '.join(missing)}")
     root = args.work or tempfile.mkdtemp(prefix="wb_pretrain_eval_")
@@ -313,7 +315,7 @@ def evaluate(args: argparse.Namespace) -> None:
                       f"{time.perf_counter() - t0:.0f} s", flush=True)
         # the yardstick: the best the cold searches found, their leaders measured again now
         # (the hosts have fast and slow phases); a run that finds better counts as reaching it
-        colds = _yardstick_runs(args, root, name)
+        colds = _yardstick_runs(args, root, name, earlier)
         best = min(_remeasured_best(mod, args.target, work) for work in colds)
         if len(colds) > args.repeats:
             print(f"{name}: the yardstick also holds {len(colds) - args.repeats} earlier "
