@@ -7,6 +7,7 @@
     python benchmarks/pretrain_cost_model.py evaluate [--target T] [--cold-trials 512]
         [--trials 128] [--repeats 4] [--work DIR] [--yardstick DIR[,DIR...]]
     python benchmarks/pretrain_cost_model.py rank --work DIR [--model FILE[,FILE]]
+    python benchmarks/pretrain_cost_model.py finetune --work DIR [--model FILE] [--at 16,32,64]
 
 ``collect`` tunes the kernels of each training set, one work directory per set under DIR:
 the JSON databases are the dataset. By default with random sampling (plus each task's default
@@ -29,6 +30,9 @@ prints how many trials each run needed to reach 95% of it, and the ratio of the 
 ``rank`` scores the candidates of ``evaluate``'s cold runs (``--work``) with one or more
 models, offline: how well each ranks a held-out workload (rank correlation, and the share of
 the best in its top few), so two models compare on the same labels without new searches.
+``finetune`` does the same after fine-tuning the model on the first trials of each of
+``evaluate``'s pretrained runs, as the tuner does, and with those runs' labels taken against
+the cold best instead of the run's own best so far (see :func:`finetune`).
 
 Training sets are the operator families of the models users bring: ResNet-18 (blocked direct
 and Winograd convolutions, pooling, the classifier), MobileNetV2 (depthwise, 1x1), a GPT-2
@@ -49,6 +53,7 @@ The held-out workloads are matmuls of shapes no set has, ResNet-50 bottleneck co
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import sys
@@ -399,6 +404,98 @@ def rank(args: argparse.Namespace) -> None:
                   flush=True)
 
 
+class _InCommitOrder:
+    """A JSON database whose records are listed oldest first (``groups_from_database`` reads
+    ``get_all_tuning_records``, which lists them fastest first)."""
+
+    def __init__(self, database: Any) -> None:
+        self.database = database
+
+    def get_all_tuning_records(self) -> list:
+        return self.database.records_in_commit_order()
+
+
+def finetune(args: argparse.Namespace) -> None:
+    """How a model ranks a held-out workload once fine-tuned on the first ``--at`` trials of
+    each of ``evaluate``'s pretrained runs, as the tuner fine-tunes (the shipped trees, then
+    trees of the residual): the share of the best that its top 1 / 8 of the cold runs'
+    candidates hold, against the pretrained trees alone and against the same fine-tuning
+    with the run's labels taken relative to the cold runs' best instead of the run's own best
+    so far (an oracle: how much of the loss comes from labelling early measurements against
+    a best that is not yet the best). Offline, like ``rank``: trace replays and training only.
+    A proxy, not a search: a model that ranks this pool better need not find more in a run."""
+    import glob
+
+    import xgboost as xgb
+
+    from workbench.meta_schedule.cost_model import pretrained as pre
+    from workbench.meta_schedule.cost_model.dataset import FeatureGroup, pack
+    from workbench.meta_schedule.database import JSONDatabase
+    from workbench.target import Target
+    target = Target(args.target)
+    path = args.model or pre.pretrained_path(pre.isa_of(target))
+    base = xgb.Booster()
+    base.load_model(path)
+    at = [int(t) for t in args.at.split(",")]
+
+    class _Against(FeatureGroup):
+        """Labels relative to a given cost (``labels`` divides ``min_cost`` by each cost)."""
+
+        def __init__(self, best: float) -> None:
+            super().__init__()
+            self.best = best
+
+        @property
+        def min_cost(self) -> float:
+            return self.best
+
+    def measured(work: str) -> FeatureGroup:
+        groups = pre.groups_from_database(_InCommitOrder(JSONDatabase(work_dir=work)), target)
+        return next(iter(groups.values()), FeatureGroup())
+
+    def fit(group: FeatureGroup) -> Any:
+        return pre.train_booster({"task": group}, max_rounds=10000, base=base)
+
+    print(f"model {path}; fine-tuned on the first {args.at} trials of each pretrained run "
+          f"(failures left out); top 1 / 8 of the cold runs' candidates, median over runs")
+    print("workload | trials | pretrained | fine-tuned | fine-tuned, labels against the "
+          "cold best")
+    for name, _ in _held_out(args.target):
+        colds = sorted(glob.glob(os.path.join(args.work, name, "cold*")))
+        runs = sorted(glob.glob(os.path.join(args.work, name, "pre*")))
+        if not _selected(args, name) or not colds or not runs:
+            continue
+        pool = FeatureGroup()
+        for work in colds:
+            one = measured(work)
+            pool.append(one.features, one.costs)
+        costs = np.asarray(pool.costs)
+        rows, ids = pack(pool.features)
+        tops = functools.partial(_top_shares, matrix=xgb.DMatrix(rows), ids=ids, costs=costs)
+        first = [measured(work) for work in runs]
+        for t in at:
+            cells = [[tops(base)] * len(first), [], []]
+            for run in first:
+                own, against = FeatureGroup(), _Against(float(costs.min()))
+                for g in (own, against):
+                    g.append(run.features[:t], run.costs[:t])
+                cells[1].append(tops(fit(own)))
+                cells[2].append(tops(fit(against)))
+            print(f"{name} | {t} | " + " | ".join(
+                " / ".join(f"{np.median([c[k] for c in cell]):.2f}" for k in (0, 1))
+                for cell in cells), flush=True)
+
+
+def _top_shares(booster: Any, matrix: Any, ids: np.ndarray, costs: np.ndarray
+                ) -> tuple[float, float]:
+    """The share of the best (``costs.min()``) that ``booster``'s top 1 and top 8 of the
+    candidates (packed rows ``matrix``, candidate ``ids``) hold."""
+    from workbench.meta_schedule.cost_model.dataset import pack_sum
+    scores = pack_sum(booster.predict(matrix, output_margin=True), ids, len(costs))
+    order = np.argsort(-scores)
+    return tuple(costs.min() / costs[order[:k]].min() for k in (1, 8))
+
+
 def _strategy(args: argparse.Namespace) -> Any:
     """The arms' search: the default, or with ``--search-share`` another share of the wall
     time for the search (``none``: rounds sized by ``--population`` alone)."""
@@ -468,10 +565,17 @@ def main() -> None:
     r.add_argument("--model", default=None,
                    help="booster file(s), comma-separated (default: the shipped one)")
     r.add_argument("--only", default=None, help="parts of workload names, comma-separated")
-    for q in (c, t, e, r):
+    f = sub.add_parser("finetune")
+    f.add_argument("--work", required=True, help="evaluate's --work (its cold and pretrained "
+                                                 "runs)")
+    f.add_argument("--model", default=None, help="booster file (default: the shipped one)")
+    f.add_argument("--at", default="16,32,64", help="trial counts, comma-separated")
+    f.add_argument("--only", default=None, help="parts of workload names, comma-separated")
+    for q in (c, t, e, r, f):
         q.add_argument("--target", default="llvm -num-cores=2")
     args = p.parse_args()
-    {"collect": collect, "train": train, "evaluate": evaluate, "rank": rank}[args.cmd](args)
+    {"collect": collect, "train": train, "evaluate": evaluate, "rank": rank,
+     "finetune": finetune}[args.cmd](args)
 
 
 main()
