@@ -432,11 +432,19 @@ def finetune(args: argparse.Namespace) -> None:
     from workbench.meta_schedule.cost_model.dataset import FeatureGroup, pack
     from workbench.meta_schedule.database import JSONDatabase
     from workbench.target import Target
+    if not os.path.isdir(args.work):
+        raise SystemExit(f"finetune --work: no such directory: {args.work}")
+    try:
+        at = [int(t) for t in args.at.split(",")]
+    except ValueError:
+        at = []
+    if not at or min(at) < 2:
+        raise SystemExit(f"finetune --at: expected trial counts >= 2, comma-separated, got "
+                         f"{args.at!r}")
     target = Target(args.target)
     path = args.model or pre.pretrained_path(pre.isa_of(target))
     base = xgb.Booster()
     base.load_model(path)
-    at = [int(t) for t in args.at.split(",")]
 
     class _Against(FeatureGroup):
         """Labels relative to a given cost (``labels`` divides ``min_cost`` by each cost)."""
