@@ -53,7 +53,6 @@ The held-out workloads are matmuls of shapes no set has, ResNet-50 bottleneck co
 from __future__ import annotations
 
 import argparse
-import functools
 import logging
 import os
 import sys
@@ -362,15 +361,11 @@ def rank(args: argparse.Namespace) -> None:
     correlation of score and throughput, and the share of the best that the model's top
     1 / 4 / 8 hold. Offline: no measurement, only trace replays and feature extraction, so
     it compares models (``--model A,B``; default the shipped one) on the same labels."""
-    import glob
-
     import pandas as pd
     import xgboost as xgb
 
     from workbench.meta_schedule.cost_model import pretrained as pre
-    from workbench.meta_schedule.cost_model.dataset import FeatureGroup, pack, pack_sum
-    from workbench.meta_schedule.database import JSONDatabase
-    from workbench.meta_schedule.utils import shash2hex
+    from workbench.meta_schedule.cost_model.dataset import pack
     from workbench.target import Target
     target = Target(args.target)
     paths = args.model.split(",") if args.model else [pre.pretrained_path(pre.isa_of(target))]
@@ -382,26 +377,60 @@ def rank(args: argparse.Namespace) -> None:
               f"{boosters[path].attr('samples')} sample(s), made {boosters[path].attr('made')}")
     print("\nworkload | candidates | model | Spearman | best share in top 1 / 4 / 8")
     for name, mod in _held_out(args.target):
-        dirs = sorted(glob.glob(os.path.join(args.work, name, "cold*")))
-        if not _selected(args, name) or not dirs:
+        if not _selected(args, name):
             continue
-        group, key = FeatureGroup(), shash2hex(mod)
-        for work in dirs:
-            one = pre.groups_from_database(JSONDatabase(work_dir=work), target).get(key)
-            if one is not None:
-                group.append(one.features, one.costs)
+        group = _cold_pool(args.work, name, mod, target)
         costs = np.asarray(group.costs)
         if len(costs) < 2:
             continue
         rows, ids = pack(group.features)
+        matrix = xgb.DMatrix(rows)
         for path, booster in boosters.items():
-            scores = pack_sum(booster.predict(xgb.DMatrix(rows), output_margin=True), ids,
-                              len(costs))
+            scores = _scores(booster, matrix, ids, len(costs))
             rho = pd.Series(scores).corr(pd.Series(1.0 / costs), method="spearman")
-            order = np.argsort(-scores)
-            tops = " / ".join(f"{costs.min() / costs[order[:k]].min():.2f}" for k in (1, 4, 8))
+            tops = " / ".join(f"{v:.2f}" for v in _top_shares(scores, costs, (1, 4, 8)))
             print(f"{name} | {len(costs)} | {os.path.basename(path)} | {rho:.2f} | {tops}",
                   flush=True)
+
+
+def _measured(work: str, mod: Any, target: Any, in_order: bool = False) -> Any:
+    """The successful measurements of ``mod`` in the run ``work`` as a FeatureGroup (traces
+    replayed, features extracted as the tuner does); ``in_order``: oldest first, else
+    fastest first (``JSONDatabase.get_all_tuning_records``)."""
+    from workbench.meta_schedule.cost_model import pretrained as pre
+    from workbench.meta_schedule.cost_model.dataset import FeatureGroup
+    from workbench.meta_schedule.database import JSONDatabase
+    from workbench.meta_schedule.utils import shash2hex
+    database = JSONDatabase(work_dir=work)
+    groups = pre.groups_from_database(_InCommitOrder(database) if in_order else database,
+                                      target)
+    return groups.get(shash2hex(mod)) or FeatureGroup()
+
+
+def _cold_pool(root: str, name: str, mod: Any, target: Any) -> Any:
+    """Every candidate the cold runs of ``name`` under ``root`` (``evaluate``'s --work)
+    measured, one FeatureGroup."""
+    import glob
+
+    from workbench.meta_schedule.cost_model.dataset import FeatureGroup
+    pool = FeatureGroup()
+    for work in sorted(glob.glob(os.path.join(root, name, "cold*"))):
+        one = _measured(work, mod, target)
+        pool.append(one.features, one.costs)
+    return pool
+
+
+def _scores(booster: Any, matrix: Any, ids: np.ndarray, n: int) -> np.ndarray:
+    """``booster``'s score of each of ``n`` candidates (packed rows ``matrix``, ids ``ids``)."""
+    from workbench.meta_schedule.cost_model.dataset import pack_sum
+    return pack_sum(booster.predict(matrix, output_margin=True), ids, n)
+
+
+def _top_shares(scores: np.ndarray, costs: np.ndarray, ks: tuple[int, ...]
+                ) -> tuple[float, ...]:
+    """The share of the best (``costs.min()``) that the top k by ``scores`` hold, per k."""
+    order = np.argsort(-scores)
+    return tuple(costs.min() / costs[order[:k]].min() for k in ks)
 
 
 class _InCommitOrder:
@@ -413,6 +442,18 @@ class _InCommitOrder:
 
     def get_all_tuning_records(self) -> list:
         return self.database.records_in_commit_order()
+
+
+def _against(best: float) -> Any:
+    """An empty FeatureGroup whose labels are relative to ``best`` instead of its own
+    fastest cost (``labels`` divides ``min_cost`` by each cost)."""
+    from workbench.meta_schedule.cost_model.dataset import FeatureGroup
+
+    class Against(FeatureGroup):
+        @property
+        def min_cost(self) -> float:
+            return best
+    return Against()
 
 
 def finetune(args: argparse.Namespace) -> None:
@@ -430,7 +471,6 @@ def finetune(args: argparse.Namespace) -> None:
 
     from workbench.meta_schedule.cost_model import pretrained as pre
     from workbench.meta_schedule.cost_model.dataset import FeatureGroup, pack
-    from workbench.meta_schedule.database import JSONDatabase
     from workbench.target import Target
     if not os.path.isdir(args.work):
         raise SystemExit(f"finetune --work: no such directory: {args.work}")
@@ -446,21 +486,6 @@ def finetune(args: argparse.Namespace) -> None:
     base = xgb.Booster()
     base.load_model(path)
 
-    class _Against(FeatureGroup):
-        """Labels relative to a given cost (``labels`` divides ``min_cost`` by each cost)."""
-
-        def __init__(self, best: float) -> None:
-            super().__init__()
-            self.best = best
-
-        @property
-        def min_cost(self) -> float:
-            return self.best
-
-    def measured(work: str) -> FeatureGroup:
-        groups = pre.groups_from_database(_InCommitOrder(JSONDatabase(work_dir=work)), target)
-        return next(iter(groups.values()), FeatureGroup())
-
     def fit(group: FeatureGroup) -> Any:
         return pre.train_booster({"task": group}, max_rounds=10000, base=base)
 
@@ -468,23 +493,25 @@ def finetune(args: argparse.Namespace) -> None:
           f"(failures left out); top 1 / 8 of the cold runs' candidates, median over runs")
     print("workload | trials | pretrained | fine-tuned | fine-tuned, labels against the "
           "cold best")
-    for name, _ in _held_out(args.target):
-        colds = sorted(glob.glob(os.path.join(args.work, name, "cold*")))
+    for name, mod in _held_out(args.target):
         runs = sorted(glob.glob(os.path.join(args.work, name, "pre*")))
-        if not _selected(args, name) or not colds or not runs:
+        if not _selected(args, name) or not runs:
             continue
-        pool = FeatureGroup()
-        for work in colds:
-            one = measured(work)
-            pool.append(one.features, one.costs)
+        pool = _cold_pool(args.work, name, mod, target)
         costs = np.asarray(pool.costs)
+        if len(costs) < 2:
+            continue
         rows, ids = pack(pool.features)
-        tops = functools.partial(_top_shares, matrix=xgb.DMatrix(rows), ids=ids, costs=costs)
-        first = [measured(work) for work in runs]
+        matrix = xgb.DMatrix(rows)
+
+        def tops(booster: Any, matrix: Any = matrix, ids: np.ndarray = ids,
+                 costs: np.ndarray = costs) -> tuple[float, ...]:
+            return _top_shares(_scores(booster, matrix, ids, len(costs)), costs, (1, 8))
+        first = [_measured(work, mod, target, in_order=True) for work in runs]
         for t in at:
             cells = [[tops(base)] * len(first), [], []]
             for run in first:
-                own, against = FeatureGroup(), _Against(float(costs.min()))
+                own, against = FeatureGroup(), _against(float(costs.min()))
                 for g in (own, against):
                     g.append(run.features[:t], run.costs[:t])
                 cells[1].append(tops(fit(own)))
@@ -492,16 +519,6 @@ def finetune(args: argparse.Namespace) -> None:
             print(f"{name} | {t} | " + " | ".join(
                 " / ".join(f"{np.median([c[k] for c in cell]):.2f}" for k in (0, 1))
                 for cell in cells), flush=True)
-
-
-def _top_shares(booster: Any, matrix: Any, ids: np.ndarray, costs: np.ndarray
-                ) -> tuple[float, float]:
-    """The share of the best (``costs.min()``) that ``booster``'s top 1 and top 8 of the
-    candidates (packed rows ``matrix``, candidate ``ids``) hold."""
-    from workbench.meta_schedule.cost_model.dataset import pack_sum
-    scores = pack_sum(booster.predict(matrix, output_margin=True), ids, len(costs))
-    order = np.argsort(-scores)
-    return tuple(costs.min() / costs[order[:k]].min() for k in (1, 8))
 
 
 def _strategy(args: argparse.Namespace) -> Any:
