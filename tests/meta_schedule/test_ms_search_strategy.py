@@ -411,3 +411,23 @@ def test_the_replay_workers_are_readied_for_the_wide_round_after_the_quick_batch
     assert upcoming == [pop * (gens + 1)] and (pop, gens) == (64, 1)   # 128 replays at most
     assert strategy._plan(4 + 1, boost) == (200, 2)
     ctx.post_tuning()
+
+
+def test_eps_greedy_fills_the_batch_when_a_random_pick_was_picked_already():
+    """The random share comes from the population the best were bred from, so a random
+    pick may be one of the best picked already: it is passed over, and the batch is still
+    ``num`` wide while never-measured schedules are left."""
+    strategy = EvolutionarySearch(population_size=16, init_min_unmeasured=4, eps_greedy=0.5)
+    ctx = _ctx(strategy, n=64)
+    ctx.pre_tuning(max_trials=64, num_trials_per_iter=8, cost_model=RandomModel(seed=0))
+    population = strategy._sample_init_population(12)
+    unique = {structural_hash(s.mod) for s in population}
+    assert len(unique) >= 8
+    for seed in range(5):
+        strategy._measured = type(strategy._measured)()
+        strategy.rand.seed(seed)
+        # the best are the population's first 6: every random pick may repeat one
+        picks = strategy._pick_with_eps_greedy(population, population[:6], 6)
+        assert len(picks) == 6
+        assert len({structural_hash(s.mod) for s in picks}) == 6
+    ctx.post_tuning()

@@ -619,10 +619,12 @@ class EvolutionarySearch(BuiltinStrategy):
             rands = [unmeasured[i] for i in order]
             out: list[Schedule] = []
             from_bests, from_rands = iter(bests), iter(rands)
-            for i in range(num):
+            while len(out) < num:
                 # The first num_bests picks prefer the best, the rest the random; either side
-                # makes up for the other running out.
-                first, other = (from_bests, from_rands) if i < num_bests else \
+                # makes up for the other running out. The random ones come from the population
+                # the best were bred from: one picked already is passed over, not counted (it
+                # used to take a place, and the batch came out short).
+                first, other = (from_bests, from_rands) if len(out) < num_bests else \
                     (from_rands, from_bests)
                 sch = next(first, None) or next(other, None)
                 if sch is None:
