@@ -431,3 +431,27 @@ def test_eps_greedy_fills_the_batch_when_a_random_pick_was_picked_already():
         assert len(picks) == 6
         assert len({structural_hash(s.mod) for s in picks}) == 6
     ctx.post_tuning()
+
+
+def test_the_wide_round_is_sized_by_replays_timed_in_it():
+    """The probe's replays are the process's first (and may run beside replay workers
+    starting up): a new process's first tuning call timed them at 2-4x the later ones and
+    got a wide round of 22-31 schedules instead of 64. The wide round times its own first
+    samples and is sized by those."""
+    strategy = EvolutionarySearch(population_size=24, init_min_unmeasured=8,
+                                  genetic_num_iters=1, genetic_mutate_prob=1.0,
+                                  seconds_per_candidate=0.05, search_share=None)
+    ctx = _ctx(strategy, n=64)
+    ctx.pre_tuning(max_trials=16, num_trials_per_iter=4, cost_model=_HashModel())
+    first = ctx.generate_measure_candidates()
+    assert len(first) == 1 and strategy._boost_next
+    ctx.notify_runner_results(first, _ok(first))
+    strategy._replay_wall = 10.0      # as if the probe had been slow: 10 s a replay
+    assert strategy._wide_plan(5, strategy._first_evolved_boost(5))[0] == 10
+    plans = []
+    wide_plan = strategy._wide_plan
+    strategy._wide_plan = lambda num, boost: plans.append(wide_plan(num, boost)) or plans[-1]
+    second = ctx.generate_measure_candidates()
+    assert len(second) == 4 and strategy._replay_wall < 1.0
+    assert plans == [(24, 1)]         # the whole population the budget allows, not 10
+    ctx.post_tuning()

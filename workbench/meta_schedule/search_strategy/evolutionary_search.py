@@ -32,7 +32,10 @@ the call instead of 1.2-1.5 s. The round after that quick batch gets up to
 ``FIRST_EVOLVED_BOOST`` times a round's budget, once, enough for a population of 64 over one
 generation: sized
 rounds of a few candidates give the model little more than the batch to choose from, and
-its first choices are where a pretrained model's ranking pays.
+its first choices are where a pretrained model's ranking pays. That round is sized by the
+replays of its own first samples, not by the probe's: those were a new process's first
+replays (2-4x the later ones, beside replay workers starting up), and a fresh process's
+first call got a population of 22-31 instead of 64 by them.
 
 The search's own time is also held to ``search_share`` of the wall time (Workbench): a round
 may take at most ``search_share / (1 - search_share)`` x the wall time measuring one candidate
@@ -255,6 +258,22 @@ class EvolutionarySearch(BuiltinStrategy):
         pop = max(min(self.population_size, 2 * num), int(replays / 2 + 1e-6))
         return min(self.population_size, pop), 1
 
+    def _time_replays_again(self, num: int) -> list[Schedule]:
+        """The first ``2 * num`` samples of the wide round's population (the round after a
+        quick first batch, measuring ``num``; at most the population size), with the wall
+        time per replay taken from them alone. The probe timed replays in this process: a
+        new process's first ones (2-4x the later ones) and, for a heavy probe, beside the
+        replay workers starting up; a fresh process's first tuning call got a wide round of
+        22-31 schedules instead of 64 by that time (55-200 ms a replay, ~25 ms later). These
+        are replayed where the rest of the round will be (the workers, up by now if it is
+        heavy), and join its population."""
+        before, self._replay_wall = self._replay_wall, None
+        with Profiler.timeit("EvoSearch/SampleInitPopulation"):
+            out = self._samples(self._applier(), min(2 * num, self.population_size))
+        if self._replay_wall is None:
+            self._replay_wall = before
+        return out
+
     def post_tuning(self) -> None:
         super().post_tuning()
         self._reset_state()
@@ -324,6 +343,8 @@ class EvolutionarySearch(BuiltinStrategy):
         # the boost is computed against the budget it scales: by now the quick batch's
         # measurement has timed a candidate, so the search_share bound is part of it
         boosted, self._boost_next = self._boost_next, False
+        if boosted:
+            probe = probe + self._time_replays_again(planned)
         boost = self._first_evolved_boost(planned) if boosted else 1.0
         pop, gens = self._wide_plan(planned, boost) if boosted else self._plan(planned, boost)
         if (pop, gens) != (self.population_size, self.genetic_num_iters):
