@@ -435,8 +435,8 @@ def test_eps_greedy_fills_the_batch_when_a_random_pick_was_picked_already():
 
 def test_the_wide_round_is_sized_by_replays_timed_in_it():
     """The probe's replays are the process's first (and may run beside replay workers
-    starting up): a new process's first tuning call timed them at 2-4x the later ones and
-    got a wide round of 22-31 schedules instead of 64. The wide round times its own first
+    starting up): new processes' first tuning calls timed them at 2-4x the later ones and
+    got wide rounds of 18-47 schedules instead of 64. The wide round times its own first
     samples and is sized by those."""
     strategy = EvolutionarySearch(population_size=24, init_min_unmeasured=8,
                                   genetic_num_iters=1, genetic_mutate_prob=1.0,

@@ -34,8 +34,8 @@ generation: sized
 rounds of a few candidates give the model little more than the batch to choose from, and
 its first choices are where a pretrained model's ranking pays. That round is sized by the
 replays of its own first samples, not by the probe's: those were a new process's first
-replays (2-4x the later ones, beside replay workers starting up), and a fresh process's
-first call got a population of 22-31 instead of 64 by them.
+replays (2-4x the later ones, beside replay workers starting up), and 8 of 12 fresh
+processes' first calls got a population of 18-47 instead of 64 by them.
 
 The search's own time is also held to ``search_share`` of the wall time (Workbench): a round
 may take at most ``search_share / (1 - search_share)`` x the wall time measuring one candidate
@@ -263,8 +263,8 @@ class EvolutionarySearch(BuiltinStrategy):
         quick first batch, measuring ``num``; at most the population size), with the wall
         time per replay taken from them alone. The probe timed replays in this process: a
         new process's first ones (2-4x the later ones) and, for a heavy probe, beside the
-        replay workers starting up; a fresh process's first tuning call got a wide round of
-        22-31 schedules instead of 64 by that time (55-200 ms a replay, ~25 ms later). These
+        replay workers starting up; 8 of 12 fresh processes' first tuning calls got a wide
+        round of 18-47 schedules instead of 64 by it (55-215 ms a replay, ~25 ms later). These
         are replayed where the rest of the round will be (the workers, up by now if it is
         heavy), and join its population."""
         before, self._replay_wall = self._replay_wall, None
