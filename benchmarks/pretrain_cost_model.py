@@ -365,7 +365,6 @@ def rank(args: argparse.Namespace) -> None:
     import xgboost as xgb
 
     from workbench.meta_schedule.cost_model import pretrained as pre
-    from workbench.meta_schedule.cost_model.dataset import pack
     from workbench.target import Target
     target = Target(args.target)
     paths = args.model.split(",") if args.model else [pre.pretrained_path(pre.isa_of(target))]
@@ -379,12 +378,10 @@ def rank(args: argparse.Namespace) -> None:
     for name, mod in _held_out(args.target):
         if not _selected(args, name):
             continue
-        group = _cold_pool(args.work, name, mod, target)
-        costs = np.asarray(group.costs)
-        if len(costs) < 2:
+        cold = _cold_matrix(args.work, name, mod, target)
+        if cold is None:
             continue
-        rows, ids = pack(group.features)
-        matrix = xgb.DMatrix(rows)
+        costs, matrix, ids = cold
         for path, booster in boosters.items():
             scores = _scores(booster, matrix, ids, len(costs))
             rho = pd.Series(scores).corr(pd.Series(1.0 / costs), method="spearman")
@@ -418,6 +415,21 @@ def _cold_pool(root: str, name: str, mod: Any, target: Any) -> Any:
         one = _measured(work, mod, target)
         pool.append(one.features, one.costs)
     return pool
+
+
+def _cold_matrix(root: str, name: str, mod: Any, target: Any) -> Any:
+    """``(costs, matrix, ids)`` of :func:`_cold_pool`'s candidates: their costs, their
+    packed feature rows as an ``xgb.DMatrix`` and the rows' candidate ids; None when there
+    are fewer than two to rank."""
+    import xgboost as xgb
+
+    from workbench.meta_schedule.cost_model.dataset import pack
+    pool = _cold_pool(root, name, mod, target)
+    costs = np.asarray(pool.costs)
+    if len(costs) < 2:
+        return None
+    rows, ids = pack(pool.features)
+    return costs, xgb.DMatrix(rows), ids
 
 
 def _scores(booster: Any, matrix: Any, ids: np.ndarray, n: int) -> np.ndarray:
@@ -470,7 +482,7 @@ def finetune(args: argparse.Namespace) -> None:
     import xgboost as xgb
 
     from workbench.meta_schedule.cost_model import pretrained as pre
-    from workbench.meta_schedule.cost_model.dataset import FeatureGroup, pack
+    from workbench.meta_schedule.cost_model.dataset import FeatureGroup
     from workbench.target import Target
     if not os.path.isdir(args.work):
         raise SystemExit(f"finetune --work: no such directory: {args.work}")
@@ -497,12 +509,10 @@ def finetune(args: argparse.Namespace) -> None:
         runs = sorted(glob.glob(os.path.join(args.work, name, "pre*")))
         if not _selected(args, name) or not runs:
             continue
-        pool = _cold_pool(args.work, name, mod, target)
-        costs = np.asarray(pool.costs)
-        if len(costs) < 2:
+        cold = _cold_matrix(args.work, name, mod, target)
+        if cold is None:
             continue
-        rows, ids = pack(pool.features)
-        matrix = xgb.DMatrix(rows)
+        costs, matrix, ids = cold
 
         def tops(booster: Any, matrix: Any = matrix, ids: np.ndarray = ids,
                  costs: np.ndarray = costs) -> tuple[float, ...]:
