@@ -5,7 +5,7 @@ and image size, then 3..10 random steps -- convolutions (kernel 1/3/5, stride 1/
 padding, grouped and depthwise, wide 3x3 ones that take the Winograd path, odd output channels such as 3, 5, 24, 40, 100, with or without
 bias, often followed by batch norm), activations (ReLU, ReLU6, hardswish, hardsigmoid, sigmoid,
 SiLU, GELU, tanh, leaky ReLU), max / average / adaptive pools, residual adds and products with
-an earlier tensor of the same shape, channel concats, squeeze-and-excite blocks, scalar
+an earlier tensor of the same shape, channel concats, squeeze-and-excite blocks (half with a 1x1 projection after), scalar
 arithmetic -- and a head (the feature map itself, a second output, or global pooling + linear).
 The module is exported with ``torch.export``, imported with ``from_exported_program`` and built
 by ``relax.build`` with the default pipeline (channel-blocked layout, fusion, default
@@ -139,9 +139,14 @@ def random_cnn(seed: int) -> tuple[Any, Any, list[str]]:
         elif kind == "se":
             mid = max(1, c // 4)
             fc1, fc2 = nn.Conv2d(c, mid, 1), nn.Conv2d(mid, c, 1)
-            steps.append(("se", add_module(nn.ModuleList([fc1, fc2])), None))
-            shapes.append((c, h, w))
-            desc.append(f"squeeze-excite {c}->{mid}->{c}")
+            # half of them end in a 1x1 projection, as in EfficientNet / MobileNetV3 (the
+            # scale then moves onto its weights: FoldChannelScaleToConv2D)
+            out = rng.choice(CHANNELS) if rng.random() < 0.5 else None
+            parts = [fc1, fc2] + ([nn.Conv2d(c, out, 1)] if out else [])
+            steps.append(("se", add_module(nn.ModuleList(parts)), None))
+            shapes.append((out or c, h, w))
+            desc.append(f"squeeze-excite {c}->{mid}->{c}" +
+                        (f", 1x1 projection to {out}" if out else ""))
         else:
             a, b = rng.uniform(0.5, 2.0), rng.uniform(-1, 1)
             steps.append(("scalar", None, (a, b)))
@@ -173,9 +178,11 @@ def random_cnn(seed: int) -> tuple[Any, Any, list[str]]:
                 elif kind == "concat":
                     y = torch.cat([y, vals[arg]], dim=1)
                 elif kind == "se":
-                    fc1, fc2 = self.mods[m]
+                    fc1, fc2, *proj = self.mods[m]
                     s = torch.relu(fc1(y.mean((2, 3), keepdim=True)))
                     y = y * torch.sigmoid(fc2(s))
+                    if proj:
+                        y = proj[0](y)
                 else:
                     y = (y * arg[0] + arg[1]) / 1.5
                 vals.append(y)

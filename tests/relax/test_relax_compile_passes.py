@@ -295,15 +295,16 @@ def test_relax_compile_pipeline_is_observable():
     names = [r.pass_name for r in log]
     assert names == get_default_pipeline().pass_names
     # batch norm folding, then the blocked layout (after the clean-up that forwards batch
-    # norm's tuple), the explicit attention chain as one nn.attention call, linear layers'
-    # views moved out of their epilogues, products padded to whole vector registers, then
-    # legalization
-    assert names[:9] == ["FoldBatchnormToConv2D", "CanonicalizeBindings", "DeadCodeElimination",
-                         "ConvertLayoutNCHWc", "FuseAttention", "SinkReshapes",
-                         "PadMatmulColumns", "LegalizeOps", "AnnotateTIROpPattern"]
-    assert get_default_pipeline(convert_layout=False).pass_names[:6] == \
-        ["FoldBatchnormToConv2D", "FuseAttention", "SinkReshapes", "PadMatmulColumns",
-         "LegalizeOps", "AnnotateTIROpPattern"]
+    # norm's tuple), channel scales onto the next convolution's weights, the explicit
+    # attention chain as one nn.attention call, linear layers' views moved out of their
+    # epilogues, products padded to whole vector registers, then legalization
+    assert names[:10] == ["FoldBatchnormToConv2D", "CanonicalizeBindings",
+                          "DeadCodeElimination", "ConvertLayoutNCHWc",
+                          "FoldChannelScaleToConv2D", "FuseAttention", "SinkReshapes",
+                          "PadMatmulColumns", "LegalizeOps", "AnnotateTIROpPattern"]
+    assert get_default_pipeline(convert_layout=False).pass_names[:7] == \
+        ["FoldBatchnormToConv2D", "FoldChannelScaleToConv2D", "FuseAttention", "SinkReshapes",
+         "PadMatmulColumns", "LegalizeOps", "AnnotateTIROpPattern"]
     assert names[-1] == "AttachGlobalSymbol"
     legal = names.index("LegalizeOps")
     assert "R.call_tir" not in log[legal - 1].script and "R.call_tir" in log[legal].script

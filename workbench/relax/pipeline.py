@@ -15,6 +15,8 @@ The default order, and why:
                               ``layout_transform`` per tensor at the region's boundaries
                               (after a CanonicalizeBindings + DeadCodeElimination that
                               forward batch norm's tuple)                    [convert_layout]
+   ``FoldChannelScaleToConv2D`` a per-channel scale of a convolution's input (squeeze-excite's
+                              ``x * s``) multiplies the weights instead of the feature map
    ``FuseAttention``          the explicit softmax(Q K^T * scale + mask) V chain (both
                               importers' hand-written / decomposed attention) -> one
                               ``nn.attention``, which legalizes to the fused streaming kernel
@@ -148,7 +150,8 @@ def get_default_pipeline(target: Any = None, fuse: bool = True,
             choose = T.WinogradFromRecords(database, target)
         passes += [CanonicalizeBindings(), DeadCodeElimination(),
                    T.ConvertLayoutNCHWc(target, winograd=winograd, choose=choose)]
-    passes += [T.FuseAttention(), T.SinkReshapes(), T.PadMatmulColumns(target),
+    passes += [T.FoldChannelScaleToConv2D(), T.FuseAttention(), T.SinkReshapes(),
+               T.PadMatmulColumns(target),
                T.LegalizeOps(), T.AnnotateTIROpPattern(),
                FoldConstant(target),
                CanonicalizeBindings(), DeadCodeElimination()]

@@ -37,6 +37,10 @@ __all__ += ["FoldBatchnormToConv2D"]
 from workbench.relax.transform.convert_layout_nchwc import ConvertLayoutNCHWc  # noqa: E402
 
 __all__ += ["ConvertLayoutNCHWc"]
+# A per-channel scale of a convolution's input (squeeze-excite) moved onto its weights.
+from workbench.relax.transform.fold_channel_scale import FoldChannelScaleToConv2D  # noqa: E402
+
+__all__ += ["FoldChannelScaleToConv2D"]
 # The explicit matmul-scale-mask-softmax-matmul chain as one relax.nn.attention call.
 from workbench.relax.transform.fuse_attention import FuseAttention  # noqa: E402
 
