@@ -3,10 +3,12 @@ same schedules as in-process replays, usable handles, failure counts, and recove
 workers that die."""
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import threading
 import time
+import types
 
 import pytest
 from ms_tuning_workloads import matmul_relu
@@ -114,8 +116,14 @@ def test_dead_workers_fall_back_and_the_pool_restarts(setup, monkeypatch):
     assert pool.disabled is None
 
 
-def test_light_batches_stay_in_process(setup):
+def test_light_batches_stay_in_process(setup, monkeypatch):
     ctx, traces, pool = setup
+    # The decision, not this machine's speed: every replay is timed at 1 ms (a small
+    # matmul's take a few ms; a full run on a loaded host once timed its first ones slow
+    # enough to start the workers, which is right for replays that slow).
+    ticks = itertools.count()
+    monkeypatch.setattr(strategy_base, "time",
+                        types.SimpleNamespace(perf_counter=lambda: next(ticks) * 0.001))
     fresh = ReplayPool(2)
     applier = TraceApplier(ctx.mod, ctx.space_generator.postprocs, fresh)
     applier.apply_many(_jobs(traces, n=12))  # a small matmul replays in milliseconds
