@@ -1,6 +1,6 @@
 """Small helpers shared by the compilation passes (which variables an expression uses, which
-module functions it references, fresh names, the Relax functions of a module, the tir Vars of
-struct info)."""
+module functions it references, fresh names, the Relax functions of a module and rewriting
+them, the bindings and uses a folding pass looks up, the tir Vars of struct info)."""
 from __future__ import annotations
 
 from typing import Any, Callable, Iterator
@@ -9,8 +9,9 @@ from workbench.ir.dispatch import TypeTable
 from workbench.ir.module import GlobalVar, IRModule
 from workbench.ir.node import rewrite_nodes
 from workbench.relax.expr import (
-    Binding, Call, Function, If, SeqExpr, Tuple, TupleGetItem, Var,
+    Binding, Call, Constant, Function, If, SeqExpr, Tuple, TupleGetItem, Var, VarBinding,
 )
+from workbench.relax.expr_functor import ExprVisitor
 from workbench.relax.struct_info import TensorStructInfo, TupleStructInfo
 
 
@@ -93,6 +94,55 @@ def relax_functions(mod: IRModule) -> Iterator[tuple[str, Function]]:
 
 def is_primitive(func: Any) -> bool:
     return isinstance(func, Function) and bool(func.attrs.get("Primitive", 0))
+
+
+def rewrite_relax_functions(mod: IRModule, rewrite: Callable[[IRModule, Function],
+                                                             Function | None]) -> IRModule:
+    """A copy of ``mod`` in which each non-primitive Relax function ``f`` is replaced by
+    ``rewrite(copy, f)`` (``copy``: the module being built, for the rewriter's builder), or
+    kept when that returns None. The input module is not modified."""
+    out = mod.copy()
+    for name, func in relax_functions(mod):
+        if not is_primitive(func):
+            new = rewrite(out, func)
+            if new is not None:
+                out[name] = new
+    return out
+
+
+def op_name(e: Any) -> str:
+    """The operator name of a Relax ``Call`` (``"relax.nn.conv2d"``), else ``""``."""
+    return getattr(getattr(e, "op", None), "name", "") if isinstance(e, Call) else ""
+
+
+class BindingIndex(ExprVisitor):
+    """Visited over a function: the value bound to each var (``values``, by ``id``) and how
+    many times each var is used anywhere (``uses``) -- what a folding pass asks before it
+    rewrites a binding whose value nothing else may read."""
+
+    def __init__(self) -> None:
+        self.values: dict[int, Any] = {}
+        self.uses: dict[int, int] = {}
+
+    def visit_binding(self, b: Any) -> None:
+        if isinstance(b, VarBinding):
+            self.values[id(b.var)] = b.value
+        super().visit_binding(b)
+
+    def visit_Var_(self, v: Var) -> None:
+        self.uses[id(v)] = self.uses.get(id(v), 0) + 1
+
+    def constant(self, e: Any) -> Constant | None:
+        """``e`` if it is a Constant, the Constant a var ``e`` is bound to, else None."""
+        if isinstance(e, Var):
+            e = self.values.get(id(e))
+        return e if isinstance(e, Constant) else None
+
+    def single_use_value(self, e: Any) -> Any:
+        """The value bound to var ``e`` when ``e`` is used exactly once, else None."""
+        if not isinstance(e, Var) or self.uses.get(id(e)) != 1:
+            return None
+        return self.values.get(id(e))
 
 
 def fresh_name(mod: IRModule, base: str) -> str:

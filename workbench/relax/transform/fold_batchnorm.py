@@ -34,19 +34,16 @@ import numpy as np
 
 from workbench.ir.module import IRModule
 from workbench.ir.transform import Pass, PassContext
-from workbench.relax.expr import Call, Constant, Expr, Tuple, Var, VarBinding
-from workbench.relax.expr_functor import ExprMutator, ExprVisitor
+from workbench.relax.expr import Call, Constant, Tuple, Var, VarBinding
+from workbench.relax.expr_functor import ExprMutator
 from workbench.relax.op import add
-from workbench.relax.transform._util import is_primitive, relax_functions
+from workbench.relax.transform._util import BindingIndex, rewrite_relax_functions
+from workbench.relax.transform._util import op_name as _op_name
 
 __all__ = ["FoldBatchnormToConv2D"]
 
 # conv2d data layout -> (channel axis of the data, output-channel axis of the weight)
 _AXES = {"NCHW": (1, 0), "NHWC": (3, 3)}
-
-
-def _op_name(e: Any) -> str:
-    return getattr(getattr(e, "op", None), "name", "") if isinstance(e, Call) else ""
 
 
 @dataclass
@@ -61,55 +58,43 @@ class _Fold:
     shift: np.ndarray
 
 
-class _Plan(ExprVisitor):
+class _Plan(BindingIndex):
     """Finds the (conv2d binding, batch_norm binding) pairs to fold; counts every use of each
     var (a use anywhere keeps the convolution's value)."""
 
     def __init__(self) -> None:
-        self.values: dict[int, Expr] = {}    # id(var) -> the value bound to it
-        self.uses: dict[int, int] = {}
+        super().__init__()
         self.bn_bindings: list[VarBinding] = []
 
     def visit_binding(self, b: Any) -> None:
-        if isinstance(b, VarBinding):
-            self.values[id(b.var)] = b.value
-            if _op_name(b.value) == "relax.nn.batch_norm":
-                self.bn_bindings.append(b)
+        if isinstance(b, VarBinding) and _op_name(b.value) == "relax.nn.batch_norm":
+            self.bn_bindings.append(b)
         super().visit_binding(b)
 
-    def visit_Var_(self, v: Var) -> None:
-        self.uses[id(v)] = self.uses.get(id(v), 0) + 1
-
-    def constant(self, e: Any) -> np.ndarray | None:
-        if isinstance(e, Var):
-            e = self.values.get(id(e))
-        return e.data.numpy() if isinstance(e, Constant) else None
+    def _array(self, e: Any) -> np.ndarray | None:
+        c = self.constant(e)
+        return None if c is None else c.data.numpy()
 
     def folds(self) -> list[_Fold]:
         return [f for f in map(self._fold, self.bn_bindings) if f is not None]
 
-    def _single_use_value(self, e: Any) -> Expr | None:
-        if not isinstance(e, Var) or self.uses.get(id(e)) != 1:
-            return None
-        return self.values.get(id(e))
-
     def _fold(self, bn: VarBinding) -> _Fold | None:
         data, gamma, beta, mean, var = bn.value.args
-        conv = self._single_use_value(data)
+        conv = self.single_use_value(data)
         bias_add, conv_var = None, data
         if _op_name(conv) == "relax.add":       # conv2d + bias, then batch norm
             bias_add, conv_var = data, conv.args[0]
-            conv = self._single_use_value(conv_var)
+            conv = self.single_use_value(conv_var)
         if _op_name(conv) != "relax.nn.conv2d":
             return None
         attrs = conv.attrs
         axes = _AXES.get(attrs.get("data_layout"))
-        weight = self.constant(conv.args[1])
+        weight = self._array(conv.args[1])
         if axes is None or weight is None or weight.dtype.kind != "f" or \
                 attrs.get("out_dtype") not in ("void", "", None, str(weight.dtype)) or \
                 int(bn.value.attrs.get("axis", 1)) % 4 != axes[0]:
             return None
-        stats = [self.constant(p) for p in (gamma, beta, mean, var)]
+        stats = [self._array(p) for p in (gamma, beta, mean, var)]
         channels = weight.shape[axes[1]]
         if any(s is None or s.dtype != weight.dtype or s.shape != (channels,) for s in stats):
             return None
@@ -126,7 +111,7 @@ class _Plan(ExprVisitor):
         shift_shape[axes[0]] = channels
         bias = np.zeros(channels)
         if bias_add is not None:
-            found = self.constant(self.values[id(bias_add)].args[1])
+            found = self._array(self.values[id(bias_add)].args[1])
             if found is None or found.dtype != weight.dtype or found.size != channels or \
                     np.broadcast_shapes(found.shape, shift_shape) != tuple(shift_shape):
                 return None
@@ -186,16 +171,15 @@ class FoldBatchnormToConv2D(Pass):
         if not isinstance(mod, IRModule):
             raise TypeError(f"{self.name} expects an IRModule, got {type(mod).__name__}")
         self.folded = []
-        out = mod.copy()
-        for name, func in relax_functions(mod):
-            if is_primitive(func):
-                continue
-            plan = _Plan()
-            plan.visit_expr(func)
-            folds = plan.folds()
-            if not folds:
-                continue
-            folder = _Folder(out, folds)
-            out[name] = folder.visit_expr(func)
-            self.folded += folder.folded
-        return out
+        return rewrite_relax_functions(mod, self._rewrite)
+
+    def _rewrite(self, out: IRModule, func: Any) -> Any:
+        plan = _Plan()
+        plan.visit_expr(func)
+        folds = plan.folds()
+        if not folds:
+            return None
+        folder = _Folder(out, folds)
+        new = folder.visit_expr(func)
+        self.folded += folder.folded
+        return new

@@ -40,17 +40,14 @@ from typing import Any
 
 from workbench.ir.module import IRModule
 from workbench.ir.transform import Pass, PassContext
-from workbench.relax.expr import Call, Constant, Expr, Var, VarBinding
-from workbench.relax.expr_functor import ExprMutator, ExprVisitor
+from workbench.relax.expr import Call, Expr, VarBinding
+from workbench.relax.expr_functor import ExprMutator
 from workbench.relax.op import multiply, reshape
 from workbench.relax.struct_info import TensorStructInfo, static_shape
-from workbench.relax.transform._util import is_primitive, relax_functions
+from workbench.relax.transform._util import BindingIndex, rewrite_relax_functions
+from workbench.relax.transform._util import op_name as _op_name
 
 __all__ = ["FoldChannelScaleToConv2D"]
-
-
-def _op_name(e: Any) -> str:
-    return getattr(getattr(e, "op", None), "name", "") if isinstance(e, Call) else ""
 
 
 def _static_shape(e: Any) -> tuple[int, ...] | None:
@@ -85,40 +82,27 @@ class _Fold:
     span: Any
 
 
-class _Plan(ExprVisitor):
+class _Plan(BindingIndex):
     """Finds the convolutions to fold; counts every use of each var."""
 
     def __init__(self) -> None:
-        self.values: dict[int, Expr] = {}
-        self.uses: dict[int, int] = {}
+        super().__init__()
         self.convs: list[VarBinding] = []
 
     def visit_binding(self, b: Any) -> None:
-        if isinstance(b, VarBinding):
-            self.values[id(b.var)] = b.value
-            if _op_name(b.value) == "relax.nn.conv2d":
-                self.convs.append(b)
+        if isinstance(b, VarBinding) and _op_name(b.value) == "relax.nn.conv2d":
+            self.convs.append(b)
         super().visit_binding(b)
-
-    def visit_Var_(self, v: Var) -> None:
-        self.uses[id(v)] = self.uses.get(id(v), 0) + 1
 
     def folds(self) -> list[_Fold]:
         return [f for f in map(self._fold, self.convs) if f is not None]
 
-    def _constant(self, e: Any) -> bool:
-        if isinstance(e, Var):
-            e = self.values.get(id(e))
-        return isinstance(e, Constant)
-
     def _fold(self, conv: VarBinding) -> _Fold | None:
         y, w = conv.value.args[:2]
         attrs = conv.value.attrs
-        if not isinstance(y, Var) or self.uses.get(id(y)) != 1:
-            return None
-        mul = self.values.get(id(y))
+        mul = self.single_use_value(y)
         if _op_name(mul) != "relax.multiply" or int(attrs.get("groups", 1)) != 1 or \
-                not self._constant(w):
+                self.constant(w) is None:
             return None
         dtype = getattr(y.struct_info, "dtype", "")
         if not dtype.startswith("float") or getattr(w.struct_info, "dtype", "") != dtype or \
@@ -179,16 +163,15 @@ class FoldChannelScaleToConv2D(Pass):
         if not isinstance(mod, IRModule):
             raise TypeError(f"{self.name} expects an IRModule, got {type(mod).__name__}")
         self.folded = []
-        out = mod.copy()
-        for name, func in relax_functions(mod):
-            if is_primitive(func):
-                continue
-            plan = _Plan()
-            plan.visit_expr(func)
-            folds = plan.folds()
-            if not folds:
-                continue
-            folder = _Folder(out, folds)
-            out[name] = folder.visit_expr(func)
-            self.folded += folder.folded
-        return out
+        return rewrite_relax_functions(mod, self._rewrite)
+
+    def _rewrite(self, out: IRModule, func: Any) -> Any:
+        plan = _Plan()
+        plan.visit_expr(func)
+        folds = plan.folds()
+        if not folds:
+            return None
+        folder = _Folder(out, folds)
+        new = folder.visit_expr(func)
+        self.folded += folder.folded
+        return new
