@@ -401,6 +401,16 @@ def test_the_replay_workers_are_readied_for_the_wide_round_after_the_quick_batch
     from workbench.meta_schedule.search_strategy.base import TraceApplier
     upcoming = []
     monkeypatch.setattr(TraceApplier, "prepare", lambda self, n: upcoming.append(n))
+    # The plans, not this machine's speed: every replay counts as 10 ms (a full run on a
+    # loaded host timed them slow enough that the later round's budget held a population
+    # of 130, not 200).
+    apply = EvolutionarySearch._apply
+
+    def timed_at_10_ms(self, applier, jobs):
+        out = apply(self, applier, jobs)
+        self._replay_wall = 0.01
+        return out
+    monkeypatch.setattr(EvolutionarySearch, "_apply", timed_at_10_ms)
     strategy = EvolutionarySearch(population_size=200, init_min_unmeasured=8,
                                   genetic_num_iters=2, seconds_per_candidate=10.0)
     ctx = _ctx(strategy, n=64)
