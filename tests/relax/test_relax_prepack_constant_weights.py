@@ -19,7 +19,7 @@ from workbench.meta_schedule.relax_integration import _fuse, compile_relax, extr
 from workbench.meta_schedule.search_strategy.base import TraceApplier
 from workbench.meta_schedule.tune_context import TuneContext
 from workbench.relax.frontend import nn
-from workbench.relax.op.base import call_tir
+from workbench.relax.op.base import call_tir, call_tir_parts, is_call_tir
 from workbench.relax.pipeline import get_default_pipeline
 from workbench.relax.struct_info import TensorStructInfo
 from workbench.relax.transform import FuseTIR, PrepackConstantWeights
@@ -390,6 +390,76 @@ def test_fuse_tir_drops_the_mark_when_the_group_reads_the_weight_elsewhere():
         return bb.call_te(topi.add, conv, w)  # broadcasts (8, 8, 1, 1) over (8, 8, 4, 4)
     fused = FuseTIR()(_primitive_module([x, w], body))["fused"]
     assert "layout_free_buffers" not in fused.attrs
+
+
+def test_fuse_tir_drops_the_mark_when_a_caller_computes_the_weight():
+    # main scales the weight at run time (as FoldChannelScaleToConv2D leaves a squeeze-excite
+    # projection): a re-laid-out copy would be made on every call, so the weight is not
+    # layout-free; the same kernel given the caller's own parameter keeps the mark.
+    x = relax.Var("x", TensorStructInfo((1, 4, 6, 6), "float32"))
+    w = relax.Var("w", TensorStructInfo((8, 4, 3, 3), "float32"))
+    s = relax.Var("s", TensorStructInfo((1, 4, 1, 1), "float32"))
+
+    def conv(bb, x, w):
+        return bb.call_te(topi.nn.conv2d_nchw, x, w, 1, 1, 1)
+    mod = _primitive_module([x, w], conv)
+    assert FuseTIR()(mod)["fused"].attrs["layout_free_buffers"] == (1,)
+
+    mod = mod.copy()
+    del mod["main"]
+    bb = relax.BlockBuilder(mod)
+    with bb.function("main", [x, w, s]):
+        with bb.dataflow():
+            ws = bb.emit(bb.call_te(topi.multiply, w, s))
+            y = bb.emit_output(relax.Call(bb.get().get_global_var("fused"), (x, ws)))
+        bb.emit_func_output(y)
+    fused = FuseTIR()(bb.get())["fused"]
+    assert "layout_free_buffers" not in fused.attrs
+
+
+def test_folded_squeeze_excite_projection_weight_is_not_layout_free():
+    # End to end: after FoldChannelScaleToConv2D the projection's weight is the product of a
+    # constant and the gate, computed per call; every kernel reading it is left without the mark.
+    import torch
+    from workbench.relax.frontend.torch import from_exported_program
+
+    class SE(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(32, 32, 3, padding=1)
+            self.fc1 = torch.nn.Conv2d(32, 8, 1)
+            self.fc2 = torch.nn.Conv2d(8, 32, 1)
+            self.proj = torch.nn.Conv2d(32, 16, 1)
+
+        def forward(self, x):
+            y = torch.relu(self.conv(x))
+            g = torch.sigmoid(self.fc2(torch.relu(self.fc1(y.mean((2, 3), keepdim=True)))))
+            return self.proj(y * g)
+
+    torch.manual_seed(0)
+    model = SE().eval()
+    xt = torch.randn(1, 32, 28, 28)
+    ep = torch.export.export(model, (xt,))
+    mod = from_exported_program(ep, keep_params_as_input=False)
+    fused = _fuse(mod, TARGET)
+    main = fused["main"]
+    produced = {id(b.var) for blk in main.body.blocks for b in blk.bindings}
+    checked = 0
+    for blk in main.body.blocks:
+        for b in blk.bindings:
+            if not is_call_tir(b.value):
+                continue
+            gv, args, _, _ = call_tir_parts(b.value)
+            free = fused[gv.name_hint].attrs.get("layout_free_buffers", ()) or ()
+            for i in free:
+                assert not (isinstance(args[i], relax.Var) and id(args[i]) in produced), \
+                    f"{gv.name_hint}: argument {i} is computed per call but layout-free"
+            checked += len(free)
+    assert checked >= 3   # the constant weights of conv, fc1 and fc2 keep the mark
+    ex = relax.build(mod, TARGET)
+    got = VirtualMachine(ex, wb.cpu())["main"](wb.nd.array(xt.numpy()))
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    np.testing.assert_allclose(got.numpy(), model(xt).detach().numpy(), rtol=1e-4, atol=1e-4)
 
 
 def test_cnn_fused_conv_kernel_is_layout_rewritten_and_prepacked():

@@ -23,7 +23,11 @@ other kernel:
   parameters) lists, in the fused function's parameter indices, every parameter that is read
   by exactly one kernel argument of the group and is layout-free there (topi's conv2d / dense
   weights). A parameter the group also reads elsewhere is not layout-free: the other reader
-  needs the original layout. Without such a parameter the attr is absent.
+  needs the original layout. Nor is a parameter that some call of the group passes a value
+  computed in the caller (another kernel's output, such as a weight scaled at run time by
+  ``FoldChannelScaleToConv2D``): a re-laid-out copy of it would be made on every call, a cost
+  the tuner does not measure. Weights that are constants or the caller's own parameters stay
+  layout-free, as in TVM. Without such a parameter the attr is absent.
 """
 from __future__ import annotations
 
@@ -135,8 +139,10 @@ def _make_buffer(name: str, sinfo: TensorStructInfo, names: _Names) -> Buffer:
 # ---- one fused function -> one PrimFunc ----------------------------------------------------------
 
 class _Fuser:
-    def __init__(self, mod: IRModule, name: str, func: Function):
+    def __init__(self, mod: IRModule, name: str, func: Function,
+                 computed: frozenset[int] = frozenset()):
         self.mod, self.name, self.func = mod, name, func
+        self.computed = computed   # parameter indices some caller passes a computed value
         self.names = _Names()
         self.block_names = _Names()
         self.value_buffers: dict[int, list[Buffer]] = {}
@@ -236,9 +242,13 @@ class _Fuser:
                     self.layout_free_reads[id(a)] = self.layout_free_reads.get(id(a), 0) + 1
 
     def _layout_free_params(self) -> tuple[int, ...]:
-        """Indices of the parameters whose only use is one layout-free kernel argument."""
+        """Indices of the parameters whose only use is one layout-free kernel argument and
+        whose value is never computed by the caller."""
+        computed = {id(buf) for j in self.computed
+                    for buf in self.value_buffers[id(self.func.params[j])]}
         return tuple(k for k, b in enumerate(self.params)
-                     if self.param_reads.get(id(b)) == 1 and self.layout_free_reads.get(id(b)))
+                     if self.param_reads.get(id(b)) == 1 and self.layout_free_reads.get(id(b))
+                     and id(b) not in computed)
 
     def _finish(self, results: list[Buffer]) -> PrimFunc:
         # An output reached through a TupleGetItem or an alias (``gv = lv[1]`` of a multi-output
@@ -363,10 +373,11 @@ class FuseTIR(Pass):
         out = mod.copy()
         fused: dict[str, tuple[GlobalVar, list[TirVar]]] = {}
         built: dict[int, list[tuple[PrimFunc, GlobalVar]]] = {}
+        computed = _computed_arguments(mod)
         for name, func in relax_functions(mod):
             if not is_primitive(func):
                 continue
-            fuser = _Fuser(mod, name, func)
+            fuser = _Fuser(mod, name, func, frozenset(computed.get(name, ())))
             prim = fuser.build()
             del out[name]
             # A group structurally equal to one already built (a model's repeated blocks)
@@ -388,6 +399,27 @@ class FuseTIR(Pass):
             out[name] = _rewrite_caller(func, fused, mod)
         _remove_unreferenced_prim_funcs(out, mod)
         return out
+
+
+def _computed_arguments(mod: IRModule) -> dict[str, set[int]]:
+    """Per Primitive function, the indices of the parameters that some call passes a Var
+    bound to a call in its caller (a value computed at run time, not a constant or a
+    parameter of the caller)."""
+    out: dict[str, set[int]] = {}
+    for _, func in relax_functions(mod):
+        if is_primitive(func):
+            continue
+        calls = {id(b.var) for blk in func.body.blocks for b in blk.bindings
+                 if isinstance(b, VarBinding) and isinstance(b.value, Call)}
+        for blk in func.body.blocks:
+            for b in blk.bindings:
+                value = b.value
+                if not (isinstance(value, Call) and isinstance(value.op, GlobalVar)):
+                    continue
+                for j, a in enumerate(value.args):
+                    if isinstance(a, Var) and id(a) in calls:
+                        out.setdefault(value.op.name_hint, set()).add(j)
+    return out
 
 
 def _remove_unreferenced_prim_funcs(out: IRModule, before: IRModule) -> None:
