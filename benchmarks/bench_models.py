@@ -14,7 +14,9 @@ a shared machine hits all of them alike; the median over rounds is printed):
   end, ``meta_schedule.confirm``), then ``compile_relax``; the budget and the
   tuning wall time are printed (``--trials 0`` skips it; ``--top K`` tunes only the K kernels
   that take the most time untuned; ``--work-dir`` keeps the database, and a later run with
-  the same directory resumes or reuses it instead of tuning again);
+  the same directory resumes or reuses it instead of tuning again; ``--cache-flush`` times
+  every candidate from flushed caches, TVM's ``enable_cpu_cache_flush`` with one call per
+  measurement);
 - **Workbench tuned (checked)**: the same, with each tuned kernel timed inside the model
   against its default schedule first (``meta_schedule.in_model.check_in_model``: the per-kernel
   table is printed: record, default and tuned times in the model); records that lose there are
@@ -42,7 +44,7 @@ process's other threads stop running (PyTorch's and onnxruntime's pools spin aft
 
 Usage: ``python benchmarks/bench_models.py [--trials 200] [--models resnet18,resnet50,...]
 [--per-iter 8] [--population 64] [--top K] [--rounds 7] [--threads N] [--work-dir DIR]
-[--mcpu haswell] [--interpreted]`` (``--mcpu``: the untuned model also compiled for those
+[--cache-flush] [--mcpu haswell] [--interpreted]`` (``--mcpu``: the untuned model also compiled for those
 CPUs and run here, e.g. the AVX2 code path on an AVX-512 host; onnxruntime still picks its
 kernels for this host; ``--interpreted``: the untuned build also run with the VM's static
 replay off, every call interpreted)
@@ -267,11 +269,18 @@ def tune(mod: Any, target: Any, work_dir: str, ns: argparse.Namespace,
     tasks = extract_tasks(mod, target, alternatives=True)   # what tune_relax tunes
     if op_names is not None:
         tasks = [t for t in tasks if any(op in t.task_name for op in op_names)]
+    runner: Any = "local"
+    if ns.cache_flush:
+        # TVM's advice for CPU tuning: each timed call starts from flushed caches (one call
+        # per measurement, so the flush is not amortised away).
+        from workbench.meta_schedule.runner import EvaluatorConfig, LocalRunner
+        runner = LocalRunner(evaluator_config=EvaluatorConfig(
+            number=1, repeat=10, min_repeat_ms=0, enable_cpu_cache_flush=True))
     t0 = time.perf_counter()
     db = tune_relax(mod, None, target, work_dir, max_trials_global=ns.trials,
                     num_trials_per_iter=ns.per_iter, op_names=op_names,
                     strategy=EvolutionarySearch(population_size=ns.population),
-                    seed=0, dashboard="text")
+                    runner=runner, seed=0, dashboard="text")
     secs = time.perf_counter() - t0
     total = sum(trials_done(db, [t.dispatched[0] for t in tasks]))
     return db, secs, total, len(tasks)
@@ -508,6 +517,9 @@ def main() -> None:
                          "untuned: an AVX2 build timed on an AVX-512 host")
     ap.add_argument("--interpreted", action="store_true",
                     help="also time the untuned build with the VM's static replay off")
+    ap.add_argument("--cache-flush", action="store_true",
+                    help="tune with the caches flushed before every timed call "
+                         "(EvaluatorConfig(number=1, repeat=10, enable_cpu_cache_flush=True))")
     ap.add_argument("--work-dir", default=None,
                     help="keep each model's tuning database in DIR/<model> (resumed, reused)")
     ns = ap.parse_args()
