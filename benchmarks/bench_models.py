@@ -44,10 +44,10 @@ process's other threads stop running (PyTorch's and onnxruntime's pools spin aft
 
 Usage: ``python benchmarks/bench_models.py [--trials 200] [--models resnet18,resnet50,...]
 [--per-iter 8] [--population 64] [--top K] [--rounds 7] [--threads N] [--work-dir DIR]
-[--cache-flush] [--mcpu haswell] [--interpreted]`` (``--mcpu``: the untuned model also compiled for those
-CPUs and run here, e.g. the AVX2 code path on an AVX-512 host; onnxruntime still picks its
-kernels for this host; ``--interpreted``: the untuned build also run with the VM's static
-replay off, every call interpreted)
+[--cache-flush] [--mcpu haswell] [--interpreted]`` (``--mcpu``: the untuned model also
+compiled for those CPUs and run here, e.g. the AVX2 code path on an AVX-512 host;
+onnxruntime still picks its kernels for this host; ``--interpreted``: the untuned build also
+run with the VM's static replay off, every call interpreted)
 """
 from __future__ import annotations
 
