@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterator
 from workbench.ir.dispatch import TypeTable
 from workbench.ir.module import GlobalVar, IRModule
 from workbench.ir.node import rewrite_nodes
+from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import (
     Binding, Call, Constant, Function, If, SeqExpr, Tuple, TupleGetItem, Var, VarBinding,
 )
@@ -108,6 +109,36 @@ def rewrite_relax_functions(mod: IRModule, rewrite: Callable[[IRModule, Function
             if new is not None:
                 out[name] = new
     return out
+
+
+class PlannedFoldPass(Pass):
+    """A pass that folds in two steps per non-primitive Relax function: ``plan_class()``
+    visits it and its ``folds()`` says what to fold (nothing: the function is kept), then
+    ``folder_class(mod, folds)`` rewrites it and lists what it folded in ``folded``. After a
+    call, ``folded`` holds those lists of every function, in order."""
+
+    plan_class: type
+    folder_class: type
+
+    def __init__(self) -> None:
+        self.folded: list[str] = []
+
+    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
+        if not isinstance(mod, IRModule):
+            raise TypeError(f"{self.name} expects an IRModule, got {type(mod).__name__}")
+        self.folded = []
+        return rewrite_relax_functions(mod, self._rewrite)
+
+    def _rewrite(self, out: IRModule, func: Any) -> Any:
+        plan = self.plan_class()
+        plan.visit_expr(func)
+        folds = plan.folds()
+        if not folds:
+            return None
+        folder = self.folder_class(out, folds)
+        new = folder.visit_expr(func)
+        self.folded += folder.folded
+        return new
 
 
 def op_name(e: Any) -> str:

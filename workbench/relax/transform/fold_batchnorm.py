@@ -33,11 +33,10 @@ from typing import Any
 import numpy as np
 
 from workbench.ir.module import IRModule
-from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import Call, Constant, Tuple, Var, VarBinding
 from workbench.relax.expr_functor import ExprMutator
 from workbench.relax.op import add
-from workbench.relax.transform._util import BindingIndex, rewrite_relax_functions
+from workbench.relax.transform._util import BindingIndex, PlannedFoldPass
 from workbench.relax.transform._util import op_name as _op_name
 
 __all__ = ["FoldBatchnormToConv2D"]
@@ -159,27 +158,10 @@ class _Folder(ExprMutator):
         return Call(c.op, c.args, c.attrs, c.sinfo_args, span=fold.bn.value.span)
 
 
-class FoldBatchnormToConv2D(Pass):
+class FoldBatchnormToConv2D(PlannedFoldPass):
     """The pass object: ``mod = FoldBatchnormToConv2D()(mod)`` (see the module docstring)."""
 
     name = "FoldBatchnormToConv2D"
 
-    def __init__(self) -> None:
-        self.folded: list[str] = []
-
-    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
-        if not isinstance(mod, IRModule):
-            raise TypeError(f"{self.name} expects an IRModule, got {type(mod).__name__}")
-        self.folded = []
-        return rewrite_relax_functions(mod, self._rewrite)
-
-    def _rewrite(self, out: IRModule, func: Any) -> Any:
-        plan = _Plan()
-        plan.visit_expr(func)
-        folds = plan.folds()
-        if not folds:
-            return None
-        folder = _Folder(out, folds)
-        new = folder.visit_expr(func)
-        self.folded += folder.folded
-        return new
+    plan_class = _Plan
+    folder_class = _Folder

@@ -39,12 +39,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from workbench.ir.module import IRModule
-from workbench.ir.transform import Pass, PassContext
 from workbench.relax.expr import Call, Expr, VarBinding
 from workbench.relax.expr_functor import ExprMutator
 from workbench.relax.op import multiply, reshape
 from workbench.relax.struct_info import TensorStructInfo, static_shape
-from workbench.relax.transform._util import BindingIndex, rewrite_relax_functions
+from workbench.relax.transform._util import BindingIndex, PlannedFoldPass
 from workbench.relax.transform._util import op_name as _op_name
 
 __all__ = ["FoldChannelScaleToConv2D"]
@@ -150,28 +149,11 @@ class _Folder(ExprMutator):
                                     span=conv.span))
 
 
-class FoldChannelScaleToConv2D(Pass):
+class FoldChannelScaleToConv2D(PlannedFoldPass):
     """The pass object: ``mod = FoldChannelScaleToConv2D()(mod)`` (see the module
     docstring)."""
 
     name = "FoldChannelScaleToConv2D"
 
-    def __init__(self) -> None:
-        self.folded: list[str] = []
-
-    def transform_module(self, mod: IRModule, ctx: PassContext | None = None) -> IRModule:
-        if not isinstance(mod, IRModule):
-            raise TypeError(f"{self.name} expects an IRModule, got {type(mod).__name__}")
-        self.folded = []
-        return rewrite_relax_functions(mod, self._rewrite)
-
-    def _rewrite(self, out: IRModule, func: Any) -> Any:
-        plan = _Plan()
-        plan.visit_expr(func)
-        folds = plan.folds()
-        if not folds:
-            return None
-        folder = _Folder(out, folds)
-        new = folder.visit_expr(func)
-        self.folded += folder.folded
-        return new
+    plan_class = _Plan
+    folder_class = _Folder
