@@ -534,6 +534,10 @@ def main() -> None:
                  "--population >= 1")
 
     import workbench  # noqa: F401 - before torch: workbench bounds libgomp's idle spinning
+    foreign = [c for c in ns.mcpu if not workbench.Target(f"llvm -mcpu={c}").runs_on()]
+    if foreign:
+        ap.error(f"--mcpu {','.join(foreign)}: this host ({workbench.Target('llvm').host_cpu}) "
+                 "lacks extensions that code uses, so it cannot run it")
     import torch
     torch.set_num_threads(ns.threads)
     logging.getLogger("workbench.meta_schedule").setLevel(logging.WARNING)

@@ -39,6 +39,22 @@ def test_target_forms():
             Target(bad)
 
 
+def test_runs_on_compares_the_extensions_code_may_use():
+    spr, zen4, zen3 = (Target(f"llvm -mcpu={c}") for c in ("sapphirerapids", "znver4", "znver3"))
+    haswell = Target("llvm -mcpu=haswell")
+    assert haswell.runs_on(spr) and haswell.runs_on(zen4) and haswell.runs_on(haswell)
+    assert not zen4.runs_on(spr), "AMD's SSE4a"
+    assert not spr.runs_on(zen4), "AMX, and Intel's VNNI on ymm"
+    assert not zen4.runs_on(zen3) and zen3.runs_on(zen4)
+    assert Target("llvm -mattr=+avx2,+fma").runs_on(zen3)
+    assert not Target("llvm -mattr=+avx2,+avx512f").runs_on(haswell)
+    assert Target("llvm").runs_on() and Target("llvm -num-cores=2").runs_on()
+    host = Target("llvm")
+    assert Target(f"llvm -mcpu={host.host_cpu}").runs_on()
+    # code for the host's own vector width: an AVX-512 host runs the AVX2 path, not back
+    assert haswell.runs_on() == (host.has_feature("avx2") and host.has_feature("fma"))
+
+
 def test_sources_and_cache(tmp_path):
     with wb.options.override(cache_dir=str(tmp_path)):
         f = _scale(factor=3.5)

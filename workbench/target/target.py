@@ -22,15 +22,17 @@ _KNOWN_KEYS = ("mcpu", "mattr", "mtriple", "num-cores", "fast-math", "opt-level"
 _AVX512 = ("avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd")
 CPU_FEATURES: dict[str, tuple[str, ...]] = {
     "haswell": ("avx2", "fma"), "broadwell": ("avx2", "fma"), "skylake": ("avx2", "fma"),
-    "znver2": ("avx2", "fma"), "znver3": ("avx2", "fma"),
+    "znver2": ("avx2", "fma", "sse4a"), "znver3": ("avx2", "fma", "sse4a"),
     "skylake-avx512": _AVX512,
     "cascadelake": _AVX512 + ("avx512vnni",),
     "cooperlake": _AVX512 + ("avx512vnni", "avx512bf16"),
     "icelake-server": _AVX512 + ("avx512vnni",),
     "sapphirerapids": _AVX512 + ("avx512vnni", "avx512bf16", "avxvnni", "amx-tile",
                                  "amx-int8", "amx-bf16"),
-    "znver4": _AVX512 + ("avx512vnni", "avx512bf16"),
+    "znver4": _AVX512 + ("avx512vnni", "avx512bf16", "sse4a"),
 }
+#: Every extension :data:`CPU_FEATURES` knows (what :meth:`Target.runs_on` compares).
+_KNOWN_FEATURES = tuple(sorted({f for feats in CPU_FEATURES.values() for f in feats}))
 
 
 def _init_llvm() -> None:
@@ -108,6 +110,17 @@ class Target:
         if feats:
             return f"+{feature}" in feats.split(",")
         return feature in CPU_FEATURES.get(self.mcpu, ())
+
+    def runs_on(self, host: "Target | None" = None) -> bool:
+        """Can code compiled for this target run on ``host`` (default: this machine)? True
+        when both name the same CPU, else when every extension of :data:`CPU_FEATURES` this
+        target has, the host has too: ``-mcpu=haswell`` code runs on a Sapphire Rapids,
+        ``-mcpu=znver4`` code does not (AMD's SSE4a), nor AVX-512 code on a Zen 3. AMX code
+        also needs the OS to grant the tile state, which loading the module asks for."""
+        host = Target("llvm") if host is None else host
+        if self.host_cpu == host.host_cpu and not self.mattr and not host.mattr:
+            return True
+        return all(host.has_feature(f) for f in _KNOWN_FEATURES if self.has_feature(f))
 
     def max_num_threads(self) -> int:
         return self.num_cores or (os.cpu_count() or 1)
