@@ -20,7 +20,6 @@ from workbench.topi.nn.conv2d_nchwc_int8 import (
 )
 
 
-
 def _plain_conv(x: np.ndarray, w: np.ndarray, stride: int, pad: int, pad_value: int
                 ) -> np.ndarray:
     """int64 NCHW convolution of plain operands, padding with ``pad_value``."""
