@@ -29,6 +29,31 @@ def test_peak_loop_runs_where_the_cpu_has_the_instruction(kind):
     assert peak.cores == 2 and peak.per_core > 0 and peak.all_cores > 0
 
 
+def test_measure_alone_runs_or_says_why_in_a_fresh_process():
+    """A user's script that calls measure() without available() first: every loop either
+    runs (AMX after the OS's permission, asked by measure itself) or raises a RuntimeError
+    naming why -- never a SIGILL that kills the interpreter."""
+    import subprocess
+    code = ("from workbench.runtime import peak_loops as p\n"
+            "for k in sorted(p.PEAK_KINDS):\n"
+            "    try:\n"
+            "        print(k, 'ok', p.measure(k, 1, budget=0.01, min_rounds=1).per_core > 0)\n"
+            "    except RuntimeError as e:\n"
+            "        print(k, 'refused', e)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    assert sorted(lines) == sorted(peak_loops.PEAK_KINDS)
+    for kind, said in lines.items():
+        if peak_loops.available(kind, HOST) is None:
+            assert said == "ok True", (kind, said)
+        else:
+            assert said.startswith("refused") and ("lacks" in said or "cannot enable" in said)
+    with pytest.raises(ValueError, match="unknown peak kind"):
+        peak_loops.measure("fp64", 1)
+
+
 def test_the_widest_fp32_loop_the_target_has_is_chosen():
     assert peak_loops.fp32_kind(Target("llvm -mcpu=skylake-avx512")) == "fp32"
     assert peak_loops.fp32_kind(Target("llvm -mcpu=haswell")) == "fp32-avx2"

@@ -156,6 +156,18 @@ def available(kind: str, target) -> str | None:
     return None
 
 
+def _check_host_runs(kind: str, spec: _Kind) -> None:
+    import llvmlite.binding as llvm
+    host = llvm.get_host_cpu_features()
+    missing = [f for f in spec.features if not host.get(f, False)]
+    if missing:
+        raise RuntimeError(f"cannot measure the {kind!r} peak: this CPU "
+                           f"({llvm.get_host_cpu_name()}) lacks {', '.join(missing)}")
+    if spec.cpu_state:
+        from . import cpu_state
+        cpu_state.require(spec.cpu_state)   # the OS's permission first (AMX); or why not
+
+
 @dataclass(frozen=True)
 class Peak:
     per_core: float     # ops/s of one thread
@@ -256,10 +268,15 @@ def _best_rate(fn, threads: int, iters: int, ops_per_call: float, budget: float,
 
 
 def measure(kind: str, cores: int, budget: float = 1.5, min_rounds: int = 10) -> Peak:
-    """The per-core and ``cores``-thread peaks of ``kind`` (call :func:`available` first).
-    Each is the best round within ``budget`` seconds (at least ``min_rounds`` rounds) of a
-    loop sized to run about 3 ms."""
+    """The per-core and ``cores``-thread peaks of ``kind`` (:func:`available` says whether a
+    target can run it). Each is the best round within ``budget`` seconds (at least
+    ``min_rounds`` rounds) of a loop sized to run about 3 ms. Raises RuntimeError, naming
+    why, where this host cannot run the loop (an instruction it lacks, AMX tile state the OS
+    refuses) instead of executing it: that would kill the process with SIGILL."""
+    if kind not in _ALL_KINDS:
+        raise ValueError(f"unknown peak kind {kind!r}; known: {sorted(_ALL_KINDS)}")
     spec = _ALL_KINDS[kind]
+    _check_host_runs(kind, spec)
     fn = _compile(kind)
     warm = _scratch()
     fn(1000, ctypes.addressof(warm))
