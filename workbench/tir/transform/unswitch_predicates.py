@@ -1,30 +1,33 @@
-"""UnswitchTilePredicates: a tile over a symbolic extent runs its inner loops without the
-tile's bounds checks when the whole tile is in bounds.
+"""UnswitchTilePredicates: a register tile runs its inner loops without the tile's bounds
+checks when the whole tile is in bounds.
 
 A register tile of ``U`` rows over a dynamic sequence length ``s`` needs a predicate per row
-(``row0 + u < s``) because the last tile may stick out. Lowered, each row's check is an
-``if`` inside the reduction loop, so the loop over ``k`` branches ``U`` times per iteration
-and the accumulator tile cannot simply live in registers. Every tile but the last is whole,
-so the checks are hoisted out (loop unswitching, TVM's ``LoopPartition`` in effect)::
+(``row0 + u < s``) because the last tile may stick out; so does the last tile of a static
+extent that ``U`` does not divide (5 pixels a tile over a 14-pixel row: ``x * 5 + 4 < 14``).
+Lowered, each row's check is an ``if`` inside the reduction loop, so the loop over ``k``
+branches once per checked row and iteration and LLVM neither keeps the loop one basic block
+nor unswitches it (its threshold is far below a tile's body). Every tile but the last is
+whole, so the checks are hoisted out (loop unswitching, TVM's ``LoopPartition`` in effect)::
 
     for tile in parallel(...):                 for tile in parallel(...):
         for k in range(K):                         if row0 < s and row0 + 1 < s ...:
             if row0 < s: acc0 += ...       ->          for k in range(K): acc0 += ...; ...
             if row0 + 1 < s: acc1 += ...           else:
-                                                       (the original, predicated body)
+                                                       (the partial tile, below)
 
 Contract: ``unswitch_tile_predicates(func)`` computes the same values. For the outermost
 ``For`` whose body holds ``if`` statements (without ``else``) whose conditions read no buffer,
-use no variable bound inside that body (inner loop or let variables), and use a symbolic
-shape variable of the function (a variable of a parameter buffer's shape: static kernels are
-left alone), with at least one of them inside an inner loop, the body becomes
-``if (all those conditions) { body with each such if replaced by its then-branch } else
-{ rest }``. ``rest`` is the body itself, except when the conditions include a tile's row
-checks (``base + c < b`` for one ``b`` and constant offsets ``c``, at most
-:data:`MAX_VERSIONS`): then a partial tile, whose first ``m`` rows are in bounds, runs a
-version of the body with those ``m`` checks dropped and the rest's statements removed
-(``if base + c_{m-1} < b`` for ``m`` from the most rows down). Only one loop level is split
-per loop nest.
+use no variable bound inside that body (inner loop or let variables), use some variable, and
+either use a symbolic shape variable of the function (a variable of a parameter buffer's
+shape) or compare with a constant (``e < 14``: a static tile's tail), with at least one of
+them inside an inner loop, the body becomes ``if (all those conditions) { body with each such
+if replaced by its then-branch } else { rest }``. ``rest`` is the body itself, except in two
+cases. When the conditions include a tile's row checks (``base + c < b`` for one ``b`` and
+constant offsets ``c``, at most :data:`MAX_VERSIONS`), a partial tile, whose first ``m`` rows
+are in bounds, runs a version of the body with those ``m`` checks dropped and the rest's
+statements removed (``if base + c_{m-1} < b`` for ``m`` from the most rows down). When there
+is one condition, ``rest`` is the body with that check's statements removed. Only one loop
+level is split per loop nest.
 """
 from __future__ import annotations
 
@@ -86,8 +89,13 @@ class _Conditions(IRVisitor):
 
     def _hoistable(self, cond: PrimExpr) -> bool:
         used = collect_vars(cond)
-        return bool(used & self.shape_vars) and not (used & self.bound) and \
-            not _reads_buffer(cond)
+        if not used or used & self.bound or _reads_buffer(cond):
+            return False
+        # a static tile's tail check (``x * 5 + 4 < 14``), or any check on a symbolic shape;
+        # not an arbitrary static condition (``i < 5`` beside ``5 <= i`` would give a fast
+        # path that never runs, at the price of a second copy of the body)
+        return bool(used & self.shape_vars) or \
+            (isinstance(cond, LT) and isinstance(cond.b, IntImm))
 
 
 def _bound_inside(body: Stmt) -> set[Var]:
@@ -169,15 +177,18 @@ class _Unswitcher(IRMutator):
         # A partial tile of a register-tiled loop nest: one version per number of rows in
         # bounds, each without checks in its inner loops (a check inside the reduction loop
         # kept the accumulators out of registers: 2.9x the time of a static build at 7 rows).
-        rest = _partial_tiles(s.body, rows) if rows and len(rows) <= MAX_VERSIONS else \
-            renew_local_defs(s.body)
+        if rows and len(rows) <= MAX_VERSIONS:
+            rest = _partial_tiles(s.body, rows)
+        elif len(finder.found) == 1:
+            # one check (a static tile's one row past the end): the partial tile skips it
+            rest = renew_local_defs(_DropChecks([], finder.found).visit(s.body))
+        else:
+            rest = renew_local_defs(s.body)
         return s.replace(body=IfThenElse(whole, fast, rest))
 
 
 def unswitch_tile_predicates(func: PrimFunc) -> PrimFunc:
     """``func`` with its symbolic tiles' bounds checks hoisted (see the module docstring)."""
     shape_vars = _shape_vars(func)
-    if not shape_vars:
-        return func
     body = _Unswitcher(shape_vars).visit(func.body)
     return func if body is func.body else func.replace(body=body)
