@@ -1,0 +1,85 @@
+"""A blocked 1x1 convolution over many input channels runs its reduction in chunks whose
+weights fit L1, each chunk over the whole plane (``tiling._reduction_chunks``); a small one
+keeps each tile's whole reduction. Both compute what numpy does."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import workbench as wb
+from workbench import dlight, te
+from workbench.dlight.cpu import tiling
+from workbench.target import Target
+from workbench.tir.functor import post_order_visit
+from workbench.tir.stmt import For
+from workbench.topi.nn.conv2d_nchwc import conv2d_nchwc
+
+
+def _conv1x1(cin: int, cout: int, hw: int, block: int, relu: bool):
+    x = te.placeholder((1, cin // block, hw, hw, block), name="x")
+    w = te.placeholder((cout // block, cin // block, 1, 1, block, block), name="w")
+    y = conv2d_nchwc(x, w, 1, 0, 1, 1, f"NCHW{block}c", f"OIHW{block}i{block}o",
+                     f"NCHW{block}c")
+    if relu:
+        y = te.compute(y.shape, lambda *i: te.max(y(*i), 0.0), name="relu")
+    return te.create_prim_func([x, w, y])
+
+
+def _reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    n, cb, h, wd, b = x.shape
+    xs = x.transpose(0, 1, 4, 2, 3).reshape(n, cb * b, h, wd)
+    ob = w.shape[0]
+    ws = w[:, :, 0, 0].transpose(0, 3, 1, 2).reshape(ob * b, cb * b)
+    y = np.einsum("oc,nchw->nohw", ws, xs)
+    return y.reshape(n, ob, b, h, wd).transpose(0, 1, 3, 4, 2)
+
+
+def _loops(mod) -> list[For]:  # noqa: ANN001
+    found: list[For] = []
+    post_order_visit(mod["main"].body, lambda s: found.append(s) if isinstance(s, For) else None)
+    return found[::-1]                       # outermost first
+
+
+@pytest.mark.parametrize("mcpu,block,cin,hw,relu", [
+    ("sapphirerapids", 16, 1024, 14, True),   # 64 blocks: 8 a chunk (128 channels)
+    ("sapphirerapids", 16, 512, 7, False),
+    ("haswell", 8, 1024, 7, True),            # 128 blocks of 8: 32 a chunk
+])
+def test_a_long_reduction_runs_in_chunks_over_the_plane(mcpu, block, cin, hw, relu):
+    target = Target(f"llvm -num-cores=2 -mcpu={mcpu}")
+    func = dlight.default_schedule(_conv1x1(cin, 256, hw, block, relu), target)
+    loops = _loops(func)
+    assert loops[0].kind == "parallel"
+    # the chunks' loop runs right under the parallel loop over output-channel blocks, the
+    # plane's rows under it; each chunk's weights fit CHUNK_WEIGHT_BYTES
+    body = [lp for lp in loops if lp.kind == "serial" and "rc" in lp.loop_var.name]
+    assert body and body[0].loop_var.name.startswith("rc_0"), [lp.loop_var for lp in loops]
+    blocks = cin // block
+    chunk = blocks // body[0].extent.value
+    assert 1 < chunk < blocks and chunk * block * block * 4 <= tiling.CHUNK_WEIGHT_BYTES
+    rng = np.random.default_rng(cin + hw)
+    x = rng.standard_normal((1, cin // block, hw, hw, block)).astype("float32")
+    w = rng.standard_normal((256 // block, cin // block, 1, 1, block, block)).astype("float32")
+    if not target.runs_on():
+        pytest.skip(f"this host cannot run -mcpu={mcpu} code (the schedule was checked)")
+    out = wb.nd.empty((1, 256 // block, hw, hw, block), "float32")
+    wb.build(func, target)["main"](wb.nd.array(x), wb.nd.array(w), out)
+    want = _reference(x, w)
+    np.testing.assert_allclose(out.numpy(), np.maximum(want, 0) if relu else want,
+                               rtol=1e-4, atol=1e-3)
+
+
+def test_a_panel_that_fits_keeps_the_whole_reduction_in_each_tile():
+    target = Target("llvm -num-cores=2 -mcpu=sapphirerapids")
+    func = dlight.default_schedule(_conv1x1(64, 256, 14, 16, False), target)
+    names = [lp.loop_var.name for lp in _loops(func)]
+    assert not any(n.startswith("rc_0") for n in names), names
+
+
+def test_no_chunks_when_they_would_leave_a_thread_idle():
+    """Only the output-channel blocks' loop runs in parallel under chunks: with 4 of them
+    and 8 threads there are none."""
+    target = Target("llvm -num-cores=8 -mcpu=sapphirerapids")
+    func = dlight.default_schedule(_conv1x1(1024, 256, 14, 16, False), target)
+    names = [lp.loop_var.name for lp in _loops(func)]
+    assert not any(n.startswith("rc_0") for n in names), names
