@@ -83,3 +83,44 @@ def test_no_chunks_when_they_would_leave_a_thread_idle():
     func = dlight.default_schedule(_conv1x1(1024, 256, 14, 16, False), target)
     names = [lp.loop_var.name for lp in _loops(func)]
     assert not any(n.startswith("rc_0") for n in names), names
+
+
+def _conv3x3_s2(cin: int, cout: int, hw: int, block: int):
+    x = te.placeholder((1, cin // block, hw, hw, block), name="x")
+    w = te.placeholder((cout // block, cin // block, 3, 3, block, block), name="w")
+    y = conv2d_nchwc(x, w, 2, 1, 1, 1, f"NCHW{block}c", f"OIHW{block}i{block}o",
+                     f"NCHW{block}c")
+    return te.create_prim_func([x, w, y])
+
+
+def _reference_3x3_s2(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    n, cb, h, wd, b = x.shape
+    xs = np.pad(x.transpose(0, 1, 4, 2, 3).reshape(n, cb * b, h, wd),
+                ((0, 0), (0, 0), (1, 1), (1, 1)))
+    ob = w.shape[0]
+    ws = w.transpose(0, 5, 1, 4, 2, 3).reshape(ob * b, cb * b, 3, 3)
+    oh = (h + 2 - 3) // 2 + 1
+    y = np.zeros((n, ob * b, oh, oh), "float64")
+    for kh in range(3):
+        for kw in range(3):
+            patch = xs[:, :, kh:kh + 2 * oh:2, kw:kw + 2 * oh:2]
+            y += np.einsum("oc,nchw->nohw", ws[:, :, kh, kw], patch)
+    return y.reshape(n, ob, b, oh, oh).transpose(0, 1, 3, 4, 2)
+
+
+def test_a_3x3_convolution_runs_one_block_of_input_channels_a_chunk():
+    """A step of a 3x3 kernel's 16 input channels for 64 output channels is 36 KB, above
+    CHUNK_WEIGHT_BYTES: chunks of one block (ResNet-50's 512-channel stride-2 convolution:
+    a 1.2 MB panel otherwise)."""
+    target = Target("llvm -num-cores=2 -mcpu=sapphirerapids")
+    func = dlight.default_schedule(_conv3x3_s2(128, 128, 14, 16), target)
+    chunk_loops = [lp for lp in _loops(func) if lp.loop_var.name.startswith("rc_0")]
+    assert [lp.extent.value for lp in chunk_loops] == [8]
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 8, 14, 14, 16)).astype("float32")
+    w = rng.standard_normal((8, 8, 3, 3, 16, 16)).astype("float32")
+    if not target.runs_on():
+        pytest.skip("this host cannot run -mcpu=sapphirerapids code (the schedule was checked)")
+    out = wb.nd.empty((1, 8, 7, 7, 16), "float32")
+    wb.build(func, target)["main"](wb.nd.array(x), wb.nd.array(w), out)
+    np.testing.assert_allclose(out.numpy(), _reference_3x3_s2(x, w), rtol=1e-4, atol=1e-3)
