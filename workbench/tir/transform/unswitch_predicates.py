@@ -188,7 +188,7 @@ class _Unswitcher(IRMutator):
 
 
 def unswitch_tile_predicates(func: PrimFunc) -> PrimFunc:
-    """``func`` with its symbolic tiles' bounds checks hoisted (see the module docstring)."""
+    """``func`` with its tiles' bounds checks hoisted (see the module docstring)."""
     shape_vars = _shape_vars(func)
     body = _Unswitcher(shape_vars).visit(func.body)
     return func if body is func.body else func.replace(body=body)
