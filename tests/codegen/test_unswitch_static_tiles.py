@@ -8,6 +8,7 @@ import pytest
 
 import workbench as wb
 from workbench import dlight, te
+from workbench.relax.op.registry import NUMPY_RULES
 from workbench.script import tir as T
 from workbench.target import Target
 from workbench.tir.expr import LT
@@ -31,21 +32,11 @@ def _ifs(stmt) -> list[IfThenElse]:  # noqa: ANN001
     return found
 
 
-def _serial_loops(stmt) -> list[For]:  # noqa: ANN001
+def _loops(stmt, kind: str | None = None) -> list[For]:  # noqa: ANN001
     found: list[For] = []
     post_order_visit(stmt, lambda s: found.append(s) if isinstance(s, For) and
-                     s.kind == "serial" else None)
+                     kind in (None, s.kind) else None)
     return found
-
-
-def _reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """conv2d_nchwc 1x1, unblocked and blocked again in numpy."""
-    n, cb, h, wd, b = x.shape
-    xs = x.transpose(0, 1, 4, 2, 3).reshape(n, cb * b, h, wd)
-    ob = w.shape[0]
-    ws = w[:, :, 0, 0].transpose(0, 3, 1, 2).reshape(ob * b, cb * b)
-    y = np.einsum("oc,nchw->nohw", ws, xs)
-    return y.reshape(n, ob, b, h, wd).transpose(0, 1, 3, 4, 2)
 
 
 @pytest.mark.parametrize("mcpu,block,hw", [("sapphirerapids", 16, 14), ("haswell", 8, 13)])
@@ -53,12 +44,12 @@ def test_the_reduction_loop_of_a_static_tile_has_no_check(mcpu, block, hw):
     target = Target(f"llvm -num-cores=2 -mcpu={mcpu}")
     func = dlight.default_schedule(_conv1x1(128, 64, hw, block), target)
     lowered = wb.lower(func)["main"]
-    (par,) = [s for s in _all_fors(lowered.body) if s.kind == "parallel"]
+    (par,) = _loops(lowered.body, "parallel")
     assert isinstance(par.body, IfThenElse), "the tile's check was not hoisted"
     assert isinstance(par.body.condition, LT)
     # neither the whole tile nor the partial one checks anything inside its loops
     for version in (par.body.then_case, par.body.else_case):
-        for loop in _serial_loops(version):
+        for loop in _loops(version, "serial"):
             assert not _ifs(loop.body), loop
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 128 // block, hw, hw, block)).astype("float32")
@@ -67,13 +58,10 @@ def test_the_reduction_loop_of_a_static_tile_has_no_check(mcpu, block, hw):
         pytest.skip(f"this host cannot run -mcpu={mcpu} code (the IR was checked)")
     out = wb.nd.empty((1, 64 // block, hw, hw, block), "float32")
     wb.build(func, target)["main"](wb.nd.array(x), wb.nd.array(w), out)
-    np.testing.assert_allclose(out.numpy(), _reference(x, w), rtol=1e-4, atol=1e-4)
-
-
-def _all_fors(stmt) -> list[For]:  # noqa: ANN001
-    found: list[For] = []
-    post_order_visit(stmt, lambda s: found.append(s) if isinstance(s, For) else None)
-    return found
+    want = NUMPY_RULES["relax.nn.conv2d"](x, w, (1, 1), (0,) * 4, (1, 1), 1, f"NCHW{block}c",
+                                          f"OIHW{block}i{block}o", "float32",
+                                          f"NCHW{block}c")
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("n", range(9, 17))

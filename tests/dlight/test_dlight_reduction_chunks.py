@@ -9,6 +9,7 @@ import pytest
 import workbench as wb
 from workbench import dlight, te
 from workbench.dlight.cpu import tiling
+from workbench.relax.op.registry import NUMPY_RULES
 from workbench.target import Target
 from workbench.tir.functor import post_order_visit
 from workbench.tir.stmt import For
@@ -25,13 +26,11 @@ def _conv1x1(cin: int, cout: int, hw: int, block: int, relu: bool):
     return te.create_prim_func([x, w, y])
 
 
-def _reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    n, cb, h, wd, b = x.shape
-    xs = x.transpose(0, 1, 4, 2, 3).reshape(n, cb * b, h, wd)
-    ob = w.shape[0]
-    ws = w[:, :, 0, 0].transpose(0, 3, 1, 2).reshape(ob * b, cb * b)
-    y = np.einsum("oc,nchw->nohw", ws, xs)
-    return y.reshape(n, ob, b, h, wd).transpose(0, 1, 3, 4, 2)
+def _reference(x: np.ndarray, w: np.ndarray, stride: int = 1, pad: int = 0) -> np.ndarray:
+    """The project's numpy convolution (relax.nn.conv2d's), on the blocked layouts."""
+    b = x.shape[-1]
+    return NUMPY_RULES["relax.nn.conv2d"](x, w, (stride, stride), (pad,) * 4, (1, 1), 1,
+                                          f"NCHW{b}c", f"OIHW{b}i{b}o", "float32", f"NCHW{b}c")
 
 
 def _loops(mod) -> list[For]:  # noqa: ANN001
@@ -93,21 +92,6 @@ def _conv3x3_s2(cin: int, cout: int, hw: int, block: int):
     return te.create_prim_func([x, w, y])
 
 
-def _reference_3x3_s2(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    n, cb, h, wd, b = x.shape
-    xs = np.pad(x.transpose(0, 1, 4, 2, 3).reshape(n, cb * b, h, wd),
-                ((0, 0), (0, 0), (1, 1), (1, 1)))
-    ob = w.shape[0]
-    ws = w.transpose(0, 5, 1, 4, 2, 3).reshape(ob * b, cb * b, 3, 3)
-    oh = (h + 2 - 3) // 2 + 1
-    y = np.zeros((n, ob * b, oh, oh), "float64")
-    for kh in range(3):
-        for kw in range(3):
-            patch = xs[:, :, kh:kh + 2 * oh:2, kw:kw + 2 * oh:2]
-            y += np.einsum("oc,nchw->nohw", ws[:, :, kh, kw], patch)
-    return y.reshape(n, ob, b, oh, oh).transpose(0, 1, 3, 4, 2)
-
-
 def test_a_3x3_convolution_runs_one_block_of_input_channels_a_chunk():
     """A step of a 3x3 kernel's 16 input channels for 64 output channels is 36 KB, above
     CHUNK_WEIGHT_BYTES: chunks of one block (ResNet-50's 512-channel stride-2 convolution:
@@ -123,4 +107,4 @@ def test_a_3x3_convolution_runs_one_block_of_input_channels_a_chunk():
         pytest.skip("this host cannot run -mcpu=sapphirerapids code (the schedule was checked)")
     out = wb.nd.empty((1, 8, 7, 7, 16), "float32")
     wb.build(func, target)["main"](wb.nd.array(x), wb.nd.array(w), out)
-    np.testing.assert_allclose(out.numpy(), _reference_3x3_s2(x, w), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(out.numpy(), _reference(x, w, stride=2, pad=1), rtol=1e-4, atol=1e-3)
