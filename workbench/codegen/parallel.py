@@ -26,7 +26,8 @@ from workbench.codegen.llvm_types import I32, I8P, value_type
 from workbench.codegen.renderer import FunctionContext, emit_serial_loop
 from workbench.tir import expr as E
 from workbench.tir import stmt as S
-from workbench.tir.functor import IRVisitor
+from workbench.tir.buffer import Buffer
+from workbench.tir.functor import walk_nodes
 
 
 I64 = ir.IntType(64)
@@ -35,30 +36,24 @@ I64 = ir.IntType(64)
 MAX_OWNERS = 256
 
 
-class _Uses(IRVisitor):
-    """Variables a statement reads, including the data pointers of the buffers it touches."""
-
-    def __init__(self) -> None:
-        self.used: dict[E.Var, None] = {}
-
-    def visit_Var(self, v: E.Var) -> None:
-        self.used[v] = None
-
-    def visit_BufferLoad(self, e: E.BufferLoad) -> None:
-        self.used[e.buffer.data] = None
-        self.generic_visit(e)
-
-    def visit_BufferStore(self, s: S.BufferStore) -> None:
-        self.used[s.buffer.data] = None
-        self.generic_visit(s)
+def _uses(stmt: S.Stmt) -> dict[E.Var, None]:
+    """Variables ``stmt`` mentions, with the data pointers of the buffers it touches, in a
+    fixed order (the closure's field order, so the same loop gives the same LLVM IR). A
+    superset of what it reads (its own loop and let variables too): the caller keeps those
+    in scope outside."""
+    used: dict[E.Var, None] = {}
+    for n in walk_nodes(stmt):
+        if isinstance(n, E.Var):
+            used[n] = None
+        elif isinstance(n, Buffer):
+            used[n.data] = None
+    return used
 
 
 def emit_parallel_for(ctx: FunctionContext, loop: S.For) -> None:
     renderer = ctx.renderer
-    uses = _Uses()
-    uses.visit(loop.body)
     # Everything in scope now that the body reads must travel in the closure.
-    captured = [v for v in uses.used if v in ctx.vars and v is not loop.loop_var]
+    captured = [v for v in _uses(loop.body) if v in ctx.vars and v is not loop.loop_var]
     begin = ctx.expr(loop.min)
     extent = ctx.expr(loop.extent)
     values = [begin, extent] + [ctx.vars[v] for v in captured]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from workbench.ir.dispatch import MethodTable
 from workbench.ir.node import FrozenDict, Node, field_names
@@ -295,6 +295,33 @@ def collect_vars(node: Any, out: set[Var] | None = None) -> set[Var]:
         elif isinstance(n, FrozenDict):
             extend(n.values())
     return found
+
+
+def walk_nodes(node: Any) -> Iterator[Any]:
+    """Every node in ``node`` (itself included; ``node`` may be a tuple or list), parents
+    before children and in a fixed order, buffers as leaves (their shapes excluded, as in
+    :func:`collect_vars`, with the same explicit-stack walk: far cheaper than a visitor)."""
+    stack: list[Any] = [node]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    while stack:
+        n = pop()
+        if isinstance(n, Node):
+            yield n
+            names = _CHILD_FIELDS.get(type(n))
+            if names is None:
+                names = _child_fields(type(n))
+            for name in reversed(names):
+                push(getattr(n, name))
+        elif isinstance(n, (tuple, list)):
+            extend(reversed(n))
+        elif isinstance(n, FrozenDict):
+            extend(reversed(tuple(n.values())))
+
+
+def any_node(node: Any, pred: Callable[[Any], bool]) -> bool:
+    """Whether ``pred`` holds for some node of :func:`walk_nodes` (stops at the first): a
+    cheap test before a rewrite that most functions do not need."""
+    return any(pred(n) for n in walk_nodes(node))
 
 
 # Per node class, the fields that can hold nodes: a field declared ``str`` / ``int`` / ...

@@ -31,17 +31,15 @@ level is split per loop nest.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from workbench.ir.structural import structural_equal
 from workbench.tir import op
 from workbench.tir.arith import Analyzer
 from workbench.tir.expr import LT, BufferLoad, IntImm, PrimExpr, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import (
-    IRMutator, IRVisitor, collect_vars, post_order_visit, renew_local_defs,
+    IRMutator, IRVisitor, collect_vars, local_defs, post_order_visit, renew_local_defs,
 )
-from workbench.tir.stmt import Evaluate, For, IfThenElse, LetStmt, Stmt
+from workbench.tir.stmt import Block, Evaluate, For, IfThenElse, LetStmt, Stmt
 
 __all__ = ["unswitch_tile_predicates", "MAX_VERSIONS"]
 
@@ -65,19 +63,36 @@ def _reads_buffer(e: PrimExpr) -> bool:
 
 
 class _Conditions(IRVisitor):
-    """The hoistable conditions under one loop body (see the module docstring)."""
+    """The hoistable conditions under one loop body (see the module docstring).
 
-    def __init__(self, bound: set[Var], shape_vars: set[Var]) -> None:
-        self.bound = bound
+    A statements-only walk (no ``visit_`` of an expression: conditions are read whole, never
+    descended into), run once per loop level on the way down, so it must stay cheap: the
+    variables bound inside the body are those bound on the path to each ``if`` (a condition
+    can only use a definition that encloses it), collected as it walks."""
+
+    def __init__(self, shape_vars: set[Var]) -> None:
+        self.bound: set[Var] = set()
         self.shape_vars = shape_vars
         self.depth = 0                      # inner loops around the current node
         self.found: list[PrimExpr] = []
         self.in_loop = False                # some condition sits inside an inner loop
 
-    def visit_For(self, s: For) -> None:
-        self.depth += 1
+    def _inside(self, s: Stmt, defined: tuple[Var, ...], loop: bool) -> None:
+        new = [v for v in defined if v not in self.bound]
+        self.bound.update(new)
+        self.depth += loop
         self.generic_visit(s)
-        self.depth -= 1
+        self.depth -= loop
+        self.bound.difference_update(new)
+
+    def visit_For(self, s: For) -> None:
+        self._inside(s, (s.loop_var,), True)
+
+    def visit_LetStmt(self, s: LetStmt) -> None:
+        self._inside(s, (s.var,), False)
+
+    def visit_Block(self, s: Block) -> None:
+        self._inside(s, tuple(iv.var for iv in s.iter_vars), False)
 
     def visit_IfThenElse(self, s: IfThenElse) -> None:
         cond = s.condition
@@ -89,25 +104,13 @@ class _Conditions(IRVisitor):
 
     def _hoistable(self, cond: PrimExpr) -> bool:
         used = collect_vars(cond)
-        if not used or used & self.bound or _reads_buffer(cond):
+        if not used or used & self.bound or _reads_buffer(cond) or local_defs(cond):
             return False
         # a static tile's tail check (``x * 5 + 4 < 14``), or any check on a symbolic shape;
         # not an arbitrary static condition (``i < 5`` beside ``5 <= i`` would give a fast
         # path that never runs, at the price of a second copy of the body)
         return bool(used & self.shape_vars) or \
             (isinstance(cond, LT) and isinstance(cond.b, IntImm))
-
-
-def _bound_inside(body: Stmt) -> set[Var]:
-    out: set[Var] = set()
-
-    def note(n: Any) -> None:
-        if isinstance(n, For):
-            out.add(n.loop_var)
-        elif isinstance(n, LetStmt):
-            out.add(n.var)
-    post_order_visit(body, note)
-    return out
 
 
 class _DropChecks(IRMutator):
@@ -165,7 +168,7 @@ class _Unswitcher(IRMutator):
         self.shape_vars = shape_vars
 
     def visit_For(self, s: For) -> Stmt:
-        finder = _Conditions(_bound_inside(s.body), self.shape_vars)
+        finder = _Conditions(self.shape_vars)
         finder.visit(s.body)
         if not (finder.found and finder.in_loop):
             return self.generic_visit(s)
