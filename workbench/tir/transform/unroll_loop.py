@@ -4,7 +4,13 @@ A loop of kind ``unroll`` with a constant extent is replaced by copies of its bo
 variable set to each value. A loop annotated ``pragma_auto_unroll_max_step = N`` (what the
 tuner's unroll decisions become) also unrolls every serial loop below it whose whole nest runs at
 most N steps, innermost first, as TVM's UnrollLoop does with ``auto_max_step``. A vectorized
-loop counts as one step (TVM runs VectorizeLoop before UnrollLoop).
+loop counts as one step per :data:`STEP_LANES` lanes (TVM counts it as one step whatever its
+width, as it vectorizes before it unrolls; but a 64-lane statement is four AVX-512 loads and
+stores, and a tuned matmul's write-back ``for ax0 in range(512): C[ax0, 0:64] = ...`` unrolled
+into 512 copies made LLVM's backend spend 1.2 s on one candidate). Beyond TVM too, a loop of more
+than :data:`AUTO_MAX_EXTENT` iterations stays a loop whatever its steps (512 unrolled scalar
+copies in a write-back kept LLVM's loop vectorizer busy 0.7 s; LLVM unrolls such a loop itself
+as far as pays).
 """
 from __future__ import annotations
 
@@ -17,6 +23,10 @@ from workbench.tir.stmt import For, ForKind, SeqStmt, Stmt, seq
 
 # Unrolling beyond this many copies only bloats code; such loops stay loops.
 MAX_EXPLICIT_UNROLL = 512
+#: A vectorized loop counts one step per this many lanes (a 512-bit register of float32).
+STEP_LANES = 16
+#: Auto-unrolling leaves loops longer than this as loops.
+AUTO_MAX_EXTENT = 64
 
 
 def _steps(stmt: Stmt) -> int:
@@ -25,9 +35,9 @@ def _steps(stmt: Stmt) -> int:
     counts N steps (as TVM's ``step_count``); a non-constant loop counts as too many."""
     if isinstance(stmt, For):
         if stmt.kind == ForKind.VECTORIZED and isinstance(stmt.extent, IntImm):
-            # VectorizeLoop turns it into one vector statement; TVM vectorizes before it
-            # unrolls, so a vector loop is one step, not ``extent`` steps.
-            return _steps(stmt.body)
+            # VectorizeLoop turns it into one vector statement: a step per register's worth
+            # of lanes, not ``extent`` steps (see the module docstring)
+            return -(-stmt.extent.value // STEP_LANES) * _steps(stmt.body)
         ext = stmt.extent.value if isinstance(stmt.extent, IntImm) else MAX_EXPLICIT_UNROLL + 1
         return ext * _steps(stmt.body)
     if isinstance(stmt, SeqStmt):
@@ -76,6 +86,7 @@ class _Unroll(IRMutator):
                 loop.extent.value <= MAX_EXPLICIT_UNROLL:
             return _unroll(loop)
         if (step is None and self.auto_max_step and loop.kind == ForKind.SERIAL and const_extent
+                and loop.extent.value <= AUTO_MAX_EXTENT
                 and loop.extent.value * _steps(loop.body) <= self.auto_max_step):
             return _unroll(loop)
         if loop.kind == ForKind.UNROLLED:
