@@ -269,8 +269,12 @@ def test_an_informed_round_sizes_its_population_by_the_replay_time():
     assert strategy._plan(9, 4.0) == (18, 2)                           # 57 replays
     assert strategy._wide_plan(9, 4.0) == (28, 1)
     assert strategy._wide_plan(9, FIRST_EVOLVED_BOOST) == (64, 1)      # 229: at most 128
-    strategy._replay_wall = 1.0                  # a Winograd conv: the batch's least, twice
-    assert strategy._wide_plan(9, 4.0) == (18, 1)
+    strategy._replay_wall = 1.0                  # a Winograd conv: the batch, at least
+    assert strategy._wide_plan(9, 4.0) == (9, 1)
+    # a round of 64 within its budget (a 512^3 matmul: 3.1 s, 19 ms a replay): 64 x 2 replays,
+    # not a floor of twice the batch (256 replays, ~5 s)
+    strategy._replay_wall, strategy._measure_wall = 0.019, 0.33
+    assert strategy._wide_plan(64, 1.0) == (64, 1)
     strategy._replay_wall = 0.025
     # once a candidate's measurement is timed, the search_share bound is part of the budget
     # the boost scales: 0.12 / 0.88 x 0.3 s a candidate = 0.041 s, 0.33 s for 8, so 128
@@ -457,7 +461,7 @@ def test_the_wide_round_is_sized_by_replays_timed_in_it():
     assert len(first) == 1 and strategy._boost_next
     ctx.notify_runner_results(first, _ok(first))
     strategy._replay_wall = 10.0      # as if the probe had been slow: 10 s a replay
-    assert strategy._wide_plan(5, strategy._first_evolved_boost(5))[0] == 10
+    assert strategy._wide_plan(5, strategy._first_evolved_boost(5))[0] == 5
     plans = []
     wide_plan = strategy._wide_plan
     strategy._wide_plan = lambda num, boost: plans.append(wide_plan(num, boost)) or plans[-1]

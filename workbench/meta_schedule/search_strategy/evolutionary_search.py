@@ -45,8 +45,8 @@ the generations after the first stop when the next one would not end within it (
 extraction and the cost model's predictions count too, not only the replays). Measuring a
 512^3 matmul takes ~0.3 s a candidate, so a round of 64 gets ~2.6 s instead of ~10 s; with
 the fixed costs of a run (its first round, the design spaces, the reference) the tuner's own
-work is 15-18% of a 64-trial run (24-28% before this budget was 0.12 rather than 0.15, the
-first batch an eighth and the replay workers up for the second round; issue 27's bound is
+work is ~19% of a 64-trial run (4.4 s of 23 s on a Sapphire Rapids host once candidates built
+twice as fast, and the round after the quick batch kept to its budget; issue 27's bound is
 20%); a kernel that takes longer to build and run gets a longer search in proportion.
 """
 from __future__ import annotations
@@ -250,16 +250,19 @@ class EvolutionarySearch(BuiltinStrategy):
         task yet, so more samples to choose from beat generations bred from its first picks
         (``_plan`` gave a ResNet-50 3x3 convolution a population of 12-18 over 1-2
         generations: the model's picks held 0.21 of the best after 8 trials, where its top
-        pick of 1,024 measured candidates held 0.98)."""
+        pick of 1,024 measured candidates held 0.98). The population is at least the batch
+        (its generation then scores twice the batch to pick from): a floor of twice the
+        batch overrode the budget of a 64-candidate round (a 512^3 matmul: 256 replays,
+        ~5 s, where the search_share budget gave ~3 s)."""
         seconds = self._round_seconds(num, boost)
         if seconds is None or self._replay_wall is None or self.genetic_num_iters < 1:
             return self._plan(num, boost)
         replays = min(FIRST_EVOLVED_REPLAYS, seconds / self._replay_wall)
-        pop = max(min(self.population_size, 2 * num), int(replays / 2 + 1e-6))
+        pop = max(min(self.population_size, num), int(replays / 2 + 1e-6))
         return min(self.population_size, pop), 1
 
     def _time_replays_again(self, num: int) -> list[Schedule]:
-        """The first ``2 * num`` samples of the wide round's population (the round after a
+        """The first ``num`` samples of the wide round's population (the round after a
         quick first batch, measuring ``num``; at most the population size), with the wall
         time per replay taken from them alone. The probe timed replays in this process: a
         new process's first ones (2-4x the later ones) and, for a heavy probe, beside the
@@ -269,7 +272,7 @@ class EvolutionarySearch(BuiltinStrategy):
         heavy), and join its population."""
         before, self._replay_wall = self._replay_wall, None
         with Profiler.timeit("EvoSearch/SampleInitPopulation"):
-            out = self._samples(self._applier(), min(2 * num, self.population_size))
+            out = self._samples(self._applier(), min(num, self.population_size))
         if self._replay_wall is None:
             self._replay_wall = before
         return out
