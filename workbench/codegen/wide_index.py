@@ -17,17 +17,21 @@ cast at the leaf.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 from workbench.ir import dtype as dt
 from workbench.tir import expr as E
 
 
+# Cached per dtype string: a tuned kernel's render asks ~5,000 times for a handful of dtypes.
+@functools.lru_cache(maxsize=None)
 def _wide(dtype: str) -> str:
     lanes = dt.lanes_of(dtype)
     return "int64" if lanes == 1 else f"int64x{lanes}"
 
 
+@functools.lru_cache(maxsize=None)
 def _narrow_int(dtype: str) -> bool:
     t = dt.parse(dtype)
     return t.is_int and t.bits < 64
@@ -38,7 +42,14 @@ def _binary(memo: dict[int, E.PrimExpr], e: E.BinaryOp) -> E.PrimExpr:
 
 
 def _int_imm(memo: dict[int, E.PrimExpr], e: E.IntImm) -> E.PrimExpr:
-    return E.IntImm(_wide(e.dtype), e.value)
+    return _wide_imm(e.dtype, e.value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _wide_imm(dtype: str, value: int) -> E.IntImm:
+    # nodes are immutable: one IntImm per constant serves every index (building them was a
+    # fifth of rendering an unrolled tile)
+    return E.IntImm(_wide(dtype), value)
 
 
 def _ramp(memo: dict[int, E.PrimExpr], e: E.Ramp) -> E.PrimExpr:
