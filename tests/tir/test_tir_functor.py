@@ -114,3 +114,34 @@ def test_a_statement_walk_still_reaches_nested_statements(kind):
 
     Stores().visit(_scheduled().mod["main"].body)
     assert Stores._skip_exprs and sorted(set(seen)) == ["C", "D"]
+
+
+def test_walk_nodes_is_the_visitors_walk_in_order_and_any_node_stops_early():
+    """``walk_nodes`` (an explicit stack, for hot paths) reaches the nodes an IRVisitor
+    reaches, parents first, in field order, buffers as leaves; ``any_node`` stops at the
+    first match."""
+    from workbench.tir import expr as E
+    from workbench.tir import stmt as S
+    from workbench.tir.buffer import Buffer
+
+    A = te.placeholder((8, 4), name="A")
+    B = te.compute((8, 4), lambda i, j: A[i, j] * 2.0 + A[i, 0], name="B")
+    func = te.create_prim_func([A, B])
+    body = Schedule(func).mod["main"].body
+
+    seen: list = []
+
+    class Everything(IRVisitor):    # buffers are leaves here too (visit_Buffer passes)
+        def visit(self, node):
+            seen.append(node)
+            super().visit(node)
+    Everything().visit(body)
+    walked = list(functor.walk_nodes(body))
+    assert [id(n) for n in walked] == [id(n) for n in seen]
+    assert walked[0] is body
+    loads = [n for n in walked if isinstance(n, E.BufferLoad)]
+    assert len(loads) == 2 and sum(isinstance(n, Buffer) for n in walked) >= 2
+    assert functor.any_node(body, lambda n: isinstance(n, E.FloatImm) and n.value == 2.0)
+    assert not functor.any_node(body, lambda n: isinstance(n, S.While))
+    calls: list = []
+    assert functor.any_node(body, lambda n: calls.append(n) or True) and len(calls) == 1
