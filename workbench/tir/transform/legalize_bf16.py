@@ -47,7 +47,7 @@ class _Legalize(IRMutator):
 
 
 def _has_bf16(n: object) -> bool:
-    return isinstance(n, PrimExpr) and n.dtype.startswith("bfloat")
+    return isinstance(n, PrimExpr) and _is_bf16(n)
 
 
 def legalize_bf16(func: PrimFunc) -> PrimFunc:

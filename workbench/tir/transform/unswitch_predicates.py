@@ -37,7 +37,7 @@ from workbench.tir.arith import Analyzer
 from workbench.tir.expr import LT, BufferLoad, IntImm, PrimExpr, Var
 from workbench.tir.function import PrimFunc
 from workbench.tir.functor import (
-    IRMutator, IRVisitor, collect_vars, local_defs, post_order_visit, renew_local_defs,
+    IRMutator, IRVisitor, any_node, collect_vars, local_defs, renew_local_defs,
 )
 from workbench.tir.stmt import Block, Evaluate, For, IfThenElse, LetStmt, Stmt
 
@@ -57,9 +57,7 @@ def _shape_vars(func: PrimFunc) -> set[Var]:
 
 
 def _reads_buffer(e: PrimExpr) -> bool:
-    found: list[bool] = []
-    post_order_visit(e, lambda n: found.append(True) if isinstance(n, BufferLoad) else None)
-    return bool(found)
+    return any_node(e, lambda n: isinstance(n, BufferLoad))
 
 
 class _Conditions(IRVisitor):
