@@ -15,8 +15,8 @@ a shared machine hits all of them alike; the median over rounds is printed):
   tuning wall time are printed (``--trials 0`` skips it; ``--top K`` tunes only the K kernels
   that take the most time untuned; ``--work-dir`` keeps the database, and a later run with
   the same directory resumes or reuses it instead of tuning again; ``--cache-flush`` times
-  every candidate from flushed caches, TVM's ``enable_cpu_cache_flush`` with one call per
-  measurement);
+  every candidate with its arguments but the first flushed from the caches before each call,
+  TVM's ``enable_cpu_cache_flush`` with one call per measurement);
 - **Workbench tuned (checked)**: the same, with each tuned kernel timed inside the model
   against its default schedule first (``meta_schedule.in_model.check_in_model``: the per-kernel
   table is printed: record, default and tuned times in the model); records that lose there are
@@ -271,8 +271,9 @@ def tune(mod: Any, target: Any, work_dir: str, ns: argparse.Namespace,
         tasks = [t for t in tasks if any(op in t.task_name for op in op_names)]
     runner: Any = "local"
     if ns.cache_flush:
-        # TVM's advice for CPU tuning: each timed call starts from flushed caches (one call
-        # per measurement, so the flush is not amortised away).
+        # TVM's advice for CPU tuning: each timed call starts with the weights and the output
+        # out of the caches, the input warm (one call per measurement, so the flush is not
+        # amortised away).
         from workbench.meta_schedule.runner import EvaluatorConfig, LocalRunner
         runner = LocalRunner(evaluator_config=EvaluatorConfig(
             number=1, repeat=10, min_repeat_ms=0, enable_cpu_cache_flush=True))
@@ -518,7 +519,8 @@ def main() -> None:
     ap.add_argument("--interpreted", action="store_true",
                     help="also time the untuned build with the VM's static replay off")
     ap.add_argument("--cache-flush", action="store_true",
-                    help="tune with the caches flushed before every timed call "
+                    help="tune with every argument but the first flushed from the caches "
+                         "before every timed call "
                          "(EvaluatorConfig(number=1, repeat=10, enable_cpu_cache_flush=True))")
     ap.add_argument("--work-dir", default=None,
                     help="keep each model's tuning database in DIR/<model> (resumed, reused)")

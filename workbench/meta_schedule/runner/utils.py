@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from workbench import options
-from workbench.runtime import Device, NDArray, register_func
+from workbench.runtime import Device, NDArray, cache_flush, register_func
 from workbench.runtime.ndarray import tensor
 
 __all__ = ["args_seed", "random_arguments", "default_alloc_argument", "default_run_evaluator",
@@ -28,7 +28,8 @@ CACHE_FLUSH_FUNC = "cache_flush_cpu_non_first_arg"
 
 options.register("ms_cache_flush_bytes", int, 0, env="WORKBENCH_MS_CACHE_FLUSH_BYTES",
                  doc="Bytes the runner's cache flush touches when enable_cpu_cache_flush is "
-                     "on; 0 means twice the last-level cache (64 MiB if unknown).")
+                     "on and the CPU has no clflush (not x86-64); 0 means twice the "
+                     "last-level cache (64 MiB if unknown).")
 
 _ARG_CACHE: "OrderedDict[str, list[np.ndarray]]" = OrderedDict()
 _ARG_CACHE_SIZE = 2
@@ -136,9 +137,15 @@ def _llc_bytes() -> int:
 
 
 def _flush_cpu_caches(*args: Any) -> None:
-    """Evict the caches by writing a buffer larger than the last-level cache (TVM flushes the
-    arguments after the first with clflush; touching a big buffer has the same effect on the
-    data the kernel reads, portably)."""
+    """TVM's ``cache_flush_cpu_non_first_arg``: evict every argument but the first from the
+    caches (``clflush`` line by line, :mod:`workbench.runtime.cache_flush`). The first is
+    the kernel's input, which inside a model the kernel before it has just written; the rest
+    (weights, read once per inference; the output) come from memory there, as they do here.
+    Where ``clflush`` is not available, a buffer of twice the last-level cache is written
+    instead (option ``ms_cache_flush_bytes``), which evicts the input too."""
+    if cache_flush.available():
+        cache_flush.flush(args[1:])
+        return
     if not _FLUSH:
         size = options.get("ms_cache_flush_bytes") or 2 * (_llc_bytes() or 32 * 1024 ** 2)
         _FLUSH.append(np.zeros(max(1, size // 8), dtype=np.int64))

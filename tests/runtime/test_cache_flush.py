@@ -1,0 +1,59 @@
+"""The runner's cache flush: clflush of given arrays (TVM's cache_flush_cpu_non_first_arg)."""
+import numpy as np
+import pytest
+
+import workbench as wb
+from workbench.meta_schedule.runner import utils as runner_utils
+from workbench.runtime import cache_flush, get_global_func
+
+x86 = pytest.mark.skipif(not cache_flush.available(), reason="clflush needs an x86-64 CPU")
+
+
+@x86
+def test_flush_keeps_contents():
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, size=(300, 77)).astype("float32")   # not a whole number of lines
+    b = wb.nd.array(a)
+    c = np.arange(5, dtype="int8")
+    cache_flush.flush([a, b, c, np.zeros(0, "float32"), wb.nd.array(np.zeros((0, 3)))])
+    np.testing.assert_array_equal(b.numpy(), a)
+    np.testing.assert_array_equal(c, np.arange(5, dtype="int8"))
+    cache_flush.flush(())                                # nothing to do
+
+
+@x86
+def test_flush_rejects_what_it_cannot_flush():
+    a = np.zeros((64, 64), "float32")
+    with pytest.raises(ValueError, match="array 1 is not contiguous"):
+        cache_flush.flush([a, a[:, ::2]])
+    with pytest.raises(TypeError, match="array 0 must be a workbench NDArray or a numpy"):
+        cache_flush.flush([[1.0, 2.0]])
+
+
+def test_flush_needs_x86(monkeypatch):
+    monkeypatch.setattr(cache_flush.platform, "machine", lambda: "aarch64")
+    assert not cache_flush.available()
+    with pytest.raises(RuntimeError, match="clflush needs an x86-64 CPU, this one is 'aarch64'"):
+        cache_flush.flush([np.zeros(4)])
+
+
+def test_runner_flush_skips_the_first_argument(monkeypatch):
+    """TVM's semantics: the first argument (the input a model's previous kernel just wrote)
+    stays in cache, the others are flushed."""
+    seen = []
+    monkeypatch.setattr(cache_flush, "available", lambda: True)
+    monkeypatch.setattr(cache_flush, "flush", lambda arrays: seen.append(list(arrays)))
+    a, b, c = (np.zeros(16, "float32") for _ in range(3))
+    get_global_func(runner_utils.CACHE_FLUSH_FUNC)(a, b, c)
+    assert len(seen) == 1 and seen[0][0] is b and seen[0][1] is c and len(seen[0]) == 2
+
+
+def test_runner_flush_without_clflush_sweeps_a_buffer(monkeypatch):
+    from workbench import options
+    monkeypatch.setattr(cache_flush, "available", lambda: False)
+    monkeypatch.setattr(runner_utils, "_FLUSH", [])
+    with options.override(ms_cache_flush_bytes=1 << 16):
+        runner_utils._flush_cpu_caches(np.zeros(4), np.zeros(4))
+        runner_utils._flush_cpu_caches(np.zeros(4), np.zeros(4))
+    (buf,) = runner_utils._FLUSH
+    assert buf.nbytes == 1 << 16 and (buf == 2).all()   # written once per call
