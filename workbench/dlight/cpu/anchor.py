@@ -86,10 +86,15 @@ class AnchorRule(ScheduleRule):
     #: the input itself behind one scalar, well-predicted guard per tap and no padded copy is
     #: written and read back. Where the guard involves the lane (NCHW's rows), the padded
     #: plane stays (``pad_per_plane``): a vector load there would read past a row's ends.
-    inline_padding = False
+    #: ``"strided"``: only where the anchor reads the padding through a strided window.
+    inline_padding: bool | str = False
 
     def plan(self, sch: Schedule, anchor: BlockFacts, cpu: CPUInfo) -> TilePlan | None:
         raise NotImplementedError
+
+    def padding_policy(self, cpu: CPUInfo) -> bool | str:
+        """:attr:`inline_padding` for ``cpu`` (a rule may decide by the target)."""
+        return self.inline_padding
 
     def apply(self, func: PrimFunc, target: Target, tunable: bool) -> Schedule | None:
         scheds = self.variants(func, target, 1)
@@ -128,8 +133,10 @@ class AnchorRule(ScheduleRule):
     def _prepared(self, func: PrimFunc, target: Target) -> Schedule:
         sch = Schedule(func)
         inline_cheap_stages(sch)
-        if self.inline_padding:
-            inline_lane_free_padding(sch, CPUInfo.of(target))
+        cpu = CPUInfo.of(target)
+        policy = self.padding_policy(cpu)
+        if policy:
+            inline_lane_free_padding(sch, cpu, strided_only=policy == "strided")
         return sch
 
     def _schedule(self, sch: Schedule, shape: AnchorShape, plan: TilePlan, cpu: CPUInfo
@@ -153,14 +160,16 @@ class AnchorRule(ScheduleRule):
         return sch
 
 
-def inline_lane_free_padding(sch: Schedule, cpu: CPUInfo) -> None:
+def inline_lane_free_padding(sch: Schedule, cpu: CPUInfo, strided_only: bool = False) -> None:
     """Inline each padding stage (a data-parallel block with ``if_then_else``) whose one
     consumer is a reduction, whose innermost index is a channel block of at most one vector
     (NCHW16c / NCHW8c) and whose guard does not involve that index. The guard is then a
     scalar per vector of the consumer, and only the taken side of it is evaluated (the
     renderer branches on a scalar ``if_then_else``), so no load reads out of bounds.
     (Channels-last inputs are left padded: their tiles span several vectors, and an inlined
-    guard made NHWC depthwise convolutions of 48-144 channels 3-7x slower on a Zen 4.)"""
+    guard made NHWC depthwise convolutions of 48-144 channels 3-7x slower on a Zen 4.)
+    ``strided_only``: only paddings the consumer reads through a strided window (on every
+    target; without it, with 16 or more vector registers any window)."""
     def lane_free_padding(block: BlockRV) -> bool:
         blk = sch.get(block)
         if "if_then_else" not in calls_in(blk) or blk.init is not None or \
@@ -176,7 +185,8 @@ def inline_lane_free_padding(sch: Schedule, cpu: CPUInfo) -> None:
         if len(consumers) != 1 or \
                 all(iv.iter_type == 0 for iv in sch.get(consumers[0]).iter_vars):
             return False
-        return cpu.accumulators >= 16 or _strided_window(sch.get(consumers[0]), store.buffer)
+        strided = _strided_window(sch.get(consumers[0]), store.buffer)
+        return strided or (cpu.accumulators >= 16 and not strided_only)
     inline_while(sch, lane_free_padding)
 
 
