@@ -19,6 +19,19 @@ def test_flush_keeps_contents():
     np.testing.assert_array_equal(b.numpy(), a)
     np.testing.assert_array_equal(c, np.arange(5, dtype="int8"))
     cache_flush.flush(())                                # nothing to do
+    d = np.arange(100, dtype="int8")
+    cache_flush.flush([d[1:], d[63:]])                   # views not starting on a line
+    np.testing.assert_array_equal(d, np.arange(100, dtype="int8"))
+
+
+@pytest.mark.parametrize("ptr,nbytes", [(0, 1), (0, 64), (32, 64), (63, 2), (64, 65),
+                                        (100, 1000)])
+def test_every_line_of_an_array_is_flushed(ptr, nbytes):
+    """flush_lines flushes start, start + 64, ... below start + length: those addresses'
+    lines must be exactly the lines the array's bytes lie in."""
+    start, length = cache_flush._line_span(ptr, nbytes)
+    flushed = {a // 64 for a in range(start, start + length, 64)}
+    assert flushed == {b // 64 for b in range(ptr, ptr + nbytes)}
 
 
 @x86

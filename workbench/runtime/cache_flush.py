@@ -8,9 +8,9 @@ after the first reproduces that; a big-buffer sweep also evicts the input, and o
 a large shared last-level cache (480 MB on one Sapphire Rapids VM) it costs a second per call.
 
 :func:`flush` is a loop of ``clflushopt`` (``clflush`` on CPUs without it) over each
-array's cache lines and one ``mfence``,
-compiled once per process with llvmlite. :func:`available` says whether this process can run
-it (x86-64); elsewhere callers fall back to sweeping a buffer.
+array's cache lines and one ``mfence``, compiled once per process with llvmlite.
+:func:`available` says whether this process can run it (x86-64); elsewhere callers fall back
+to sweeping a buffer.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ loop:
   %i = phi i64 [0, %entry], [%next, %loop]
   %q = getelementptr i8, i8* %p, i64 %i
   call void @llvm.x86.{insn}(i8* %q)
-  %next = add i64 %i, 64
+  %next = add i64 %i, {line}
   %more = icmp ult i64 %next, %n
   br i1 %more, label %loop, label %fence
 fence:
@@ -71,8 +71,8 @@ def _flush_lines() -> Callable[[int, int], None]:
             # clflushopt (Skylake, Zen and later) is not ordered with the other flushes,
             # so the lines are evicted in parallel: several times faster than clflush.
             opt = llvm.get_host_cpu_features().get("clflushopt", False)
-            mod = llvm.parse_assembly(_IR.replace("{insn}", "clflushopt" if opt
-                                                  else "sse2.clflush"))
+            ir = _IR.replace("{insn}", "clflushopt" if opt else "sse2.clflush")
+            mod = llvm.parse_assembly(ir.replace("{line}", str(LINE_BYTES)))
             mod.verify()
             engine = llvm.create_mcjit_compiler(mod, tm)
             engine.finalize_object()
@@ -108,4 +108,13 @@ def flush(arrays: Iterable[Any]) -> None:
     spans = [_span(i, a) for i, a in enumerate(arrays)]    # all checked before any flush
     fn = _flush_lines()
     for ptr, nbytes in spans:
-        fn(ptr, nbytes)
+        if nbytes:
+            fn(*_line_span(ptr, nbytes))
+
+
+def _line_span(ptr: int, nbytes: int) -> tuple[int, int]:
+    """(start, length) for ``flush_lines``, which flushes ``start``, ``start + 64``, ...
+    below ``start + length``: from the line holding the first byte (an array need not start
+    on a line), so the line holding the last byte is reached too."""
+    start = ptr - ptr % LINE_BYTES
+    return start, ptr + nbytes - start
