@@ -51,7 +51,7 @@ done:
 """
 
 _lock = threading.Lock()
-_compiled: list = []  # [ctypes function, JIT engine kept alive]
+_compiled: list = []  # [the compiled flush_lines]
 
 
 def available() -> bool:
@@ -63,22 +63,15 @@ def _flush_lines() -> Callable[[int, int], None]:
     with _lock:
         if not _compiled:
             import llvmlite.binding as llvm
-            llvm.initialize_native_target()
-            llvm.initialize_native_asmprinter()
-            tm = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(
-                cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-                opt=2)
+
+            from .loader import jit_host_ir
             # clflushopt (Skylake, Zen and later) is not ordered with the other flushes,
             # so the lines are evicted in parallel: several times faster than clflush.
             opt = llvm.get_host_cpu_features().get("clflushopt", False)
             ir = _IR.replace("{insn}", "clflushopt" if opt else "sse2.clflush")
-            mod = llvm.parse_assembly(ir.replace("{line}", str(LINE_BYTES)))
-            mod.verify()
-            engine = llvm.create_mcjit_compiler(mod, tm)
-            engine.finalize_object()
-            fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)(
-                engine.get_function_address("flush_lines"))
-            _compiled.extend([fn, engine])
+            _compiled.append(jit_host_ir(ir.replace("{line}", str(LINE_BYTES)), "flush_lines",
+                                         ctypes.CFUNCTYPE(None, ctypes.c_void_p,
+                                                          ctypes.c_int64)))
         return _compiled[0]
 
 

@@ -222,6 +222,28 @@ def _init_llvm() -> None:
         _llvm_ready = True
 
 
+_host_engines: list = []  # keep the engines of jit_host_ir (and their code) alive
+
+
+def jit_host_ir(ir: str, name: str, ctype: Any) -> Any:
+    """Compile LLVM IR text for this host's CPU and features (-O2) and return its function
+    ``name`` as the ctypes function type ``ctype``. For small helper loops (the peak loops,
+    the cache flush); the engine lives as long as the process."""
+    import llvmlite.binding as llvm
+
+    _init_llvm()
+    with _lock:
+        tm = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(
+            cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+            opt=2)
+        mod = llvm.parse_assembly(ir)
+        mod.verify()
+        engine = llvm.create_mcjit_compiler(mod, tm)
+        engine.finalize_object()
+        _host_engines.append(engine)
+        return ctype(engine.get_function_address(name))
+
+
 def load_object(obj: bytes) -> LoadedCode:
     """Load relocatable object code for the host into a fresh MCJIT engine (or, see
     :func:`use_linked_loader`, link it into a shared library and dlopen that).

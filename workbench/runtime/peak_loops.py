@@ -175,22 +175,10 @@ class Peak:
     cores: int
 
 
-_engines: list = []  # keep the JIT engines (and their code) alive
-
-
 def _compile(kind: str):
-    import llvmlite.binding as llvm
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    tm = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=2)
-    mod = llvm.parse_assembly(_ALL_KINDS[kind].ir)
-    mod.verify()
-    engine = llvm.create_mcjit_compiler(mod, tm)
-    engine.finalize_object()
-    _engines.append(engine)
-    return ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)(
-        engine.get_function_address("peak"))
+    from .loader import jit_host_ir
+    return jit_host_ir(_ALL_KINDS[kind].ir, "peak",
+                       ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p))
 
 
 def _scratch() -> ctypes.Array:

@@ -86,14 +86,14 @@ class AnchorRule(ScheduleRule):
     #: the input itself behind one scalar, well-predicted guard per tap and no padded copy is
     #: written and read back. Where the guard involves the lane (NCHW's rows), the padded
     #: plane stays (``pad_per_plane``): a vector load there would read past a row's ends.
-    #: ``"strided"``: only where the anchor reads the padding through a strided window.
-    inline_padding: bool | str = False
+    inline_padding = False
 
     def plan(self, sch: Schedule, anchor: BlockFacts, cpu: CPUInfo) -> TilePlan | None:
         raise NotImplementedError
 
     def padding_policy(self, cpu: CPUInfo) -> bool | str:
-        """:attr:`inline_padding` for ``cpu`` (a rule may decide by the target)."""
+        """:attr:`inline_padding` for ``cpu``; a rule may decide by the target, and return
+        ``"strided"``: only where the anchor reads the padding through a strided window."""
         return self.inline_padding
 
     def apply(self, func: PrimFunc, target: Target, tunable: bool) -> Schedule | None:
