@@ -108,3 +108,59 @@ def test_a_3x3_convolution_runs_one_block_of_input_channels_a_chunk():
     out = wb.nd.empty((1, 8, 7, 7, 16), "float32")
     wb.build(func, target)["main"](wb.nd.array(x), wb.nd.array(w), out)
     np.testing.assert_allclose(out.numpy(), _reference(x, w, stride=2, pad=1), rtol=1e-4, atol=1e-3)
+
+
+def _conv3x3(cin: int, cout: int, hw: int, block: int):
+    x = te.placeholder((1, cin // block, hw, hw, block), name="x")
+    w = te.placeholder((cout // block, cin // block, 3, 3, block, block), name="w")
+    y = conv2d_nchwc(x, w, 1, 1, 1, 1, f"NCHW{block}c", f"OIHW{block}i{block}o",
+                     f"NCHW{block}c")
+    return te.create_prim_func([x, w, y])
+
+
+def _serial_order(func) -> list[str]:  # noqa: ANN001
+    """The serial loops of the convolution's update (not its init's, the padding's or the
+    epilogue's), outermost first."""
+    return [lp.loop_var.name for lp in _loops(func) if lp.kind == "serial" and
+            not lp.loop_var.name.endswith("_init") and lp.loop_var.name[0] in "rnyx"]
+
+
+@pytest.mark.parametrize("hw,rows_out", [(7, True), (14, False)])
+def test_a_3x3_kernel_on_a_small_plane_runs_one_kernel_row_a_chunk(hw, rows_out):
+    """A step of one input-channel block is 36 KB of weights for 4 output-channel blocks
+    (above CHUNK_WEIGHT_BYTES): on a 7x7 plane, whose accumulator is small, a chunk is one
+    row of the kernel (12 KB), so the kernel rows' loop runs outside the plane's tiles too;
+    a 14x14 plane's accumulator lives in L2 anyway and keeps chunks of one block."""
+    target = Target("llvm -num-cores=2 -mcpu=sapphirerapids")
+    func = dlight.default_schedule(_conv3x3(32, 128, hw, 16), target)
+    order = _serial_order(func)
+    chunk = next(i for i, n in enumerate(order) if n.startswith("rc_0"))
+    # the chunks' loop, then (7x7) the kernel rows', then the plane's rows
+    if rows_out:
+        assert order[chunk + 1].startswith("ry"), order
+        assert order.index(next(n for n in order if n.startswith("rx"))) > \
+            order.index(next(n for n in order if n.startswith("yy"))), order
+    else:
+        assert order.index(next(n for n in order if n.startswith("ry"))) > \
+            order.index(next(n for n in order if n.startswith("yy"))), order
+    rng = np.random.default_rng(hw)
+    x = rng.standard_normal((1, 2, hw, hw, 16)).astype("float32")
+    w = rng.standard_normal((8, 2, 3, 3, 16, 16)).astype("float32")
+    if not target.runs_on():
+        pytest.skip("this host cannot run -mcpu=sapphirerapids code (the schedule was checked)")
+    out = wb.nd.empty((1, 8, hw, hw, 16), "float32")
+    wb.build(func, target)["main"](wb.nd.array(x), wb.nd.array(w), out)
+    np.testing.assert_allclose(out.numpy(), _reference(x, w, pad=1), rtol=1e-4, atol=1e-3)
+
+
+def test_avx2_blocks_keep_whole_blocks_a_chunk():
+    """8-channel blocks: a step of one input-channel block for the tile's 2 output-channel
+    blocks is 4.6 KB, six of them fit CHUNK_WEIGHT_BYTES, the kernel's rows stay in the
+    tile."""
+    target = Target("llvm -num-cores=2 -mcpu=haswell")
+    func = dlight.default_schedule(_conv3x3(96, 128, 7, 8), target)
+    order = _serial_order(func)
+    chunk_loops = [lp for lp in _loops(func) if lp.loop_var.name.startswith("rc_0")]
+    assert [lp.extent.value for lp in chunk_loops] == [2], order
+    assert order.index(next(n for n in order if n.startswith("ry"))) > \
+        order.index(next(n for n in order if n.startswith("yy"))), order

@@ -224,12 +224,15 @@ def test_torch_model_profile_shows_the_reorders_as_layout_kernels():
 @pytest.mark.parametrize("c, o, h, w, pad", [(100, 72, 13, 11, 1), (64, 64, 14, 14, 1),
                                              (128, 96, 18, 15, 0), (64, 64, 56, 56, 1),
                                              (100, 72, 7, 5, 1), (64, 80, 4, 4, 0)])
-def test_winograd_convolution_matches_pytorch(c, o, h, w, pad):
+def test_winograd_convolution_matches_pytorch(c, o, h, w, pad, monkeypatch):
     """3x3 stride-1 convolutions on mid-sized images become Winograd F(4x4, 3x3) convolutions,
     on small ones (fewer than 9 4x4 output tiles: 7x7, 2x2) F(2x2, 3x3) ones (weights
     transformed at compile time, 6x6 or 4x4 per channel pair), odd channel counts and image
     sizes included (partial tiles, padded channels); the op's numpy reference and the compiled
-    kernel against PyTorch."""
+    kernel against PyTorch. (The rule keeps images of under 5 tiles direct with 16-channel
+    blocks; here it takes every one, as the tuner's Winograd alternative does.)"""
+    from workbench.relax.transform import convert_layout_nchwc
+    monkeypatch.setattr(convert_layout_nchwc, "WINOGRAD_WIDE_MIN_TILES", 1)
     wt = RNG.standard_normal((o, c, 3, 3)).astype("float32") * 0.1
 
     def body(bb, x):  # noqa: ANN001, ANN202
@@ -279,8 +282,9 @@ def test_winograd_on_avx2_blocks_of_eight():
 
 def test_winograd_only_where_it_pays_and_can_be_turned_off():
     """Not for 1x1 or strided convolutions, few channels or large images (900 tiles); on small
-    ones (4 tiles, ResNet's 7 x 7 stage) F(2x2, 3x3); off with the option. ResNet's 56 x 56
-    stage (196 tiles) is Winograd F(4x4, 3x3)."""
+    ones (4 tiles, ResNet's 7 x 7 stage) F(2x2, 3x3) with 8-channel blocks, direct with 16
+    (WINOGRAD_WIDE_MIN_TILES); off with the option. ResNet's 56 x 56 stage (196 tiles) is
+    Winograd F(4x4, 3x3)."""
     def body(bb, x, y, z):  # noqa: ANN001, ANN202
         a = bb.emit(R.nn.conv2d(x, _w(64, 64, 3, 3), padding=1))          # 900 tiles
         b = bb.emit(R.nn.conv2d(y, _w(512, 512, 3, 3), padding=1))        # 4 tiles
@@ -290,11 +294,15 @@ def test_winograd_only_where_it_pays_and_can_be_turned_off():
         return relax.Tuple([a, b, c, d, e])
     mod = _build(body, {"x": (1, 64, 120, 120), "y": (1, 512, 7, 7), "z": (1, 32, 28, 28)})
     p = ConvertLayoutNCHWc("llvm -mcpu=sapphirerapids")
+    p(mod)
+    assert (p.converted, p.winograd_convs) == (5, 0)
+    assert p.candidate_tiles == {"main": [900, 4]} and p.decisions == {"main": [False, False]}
+    p = ConvertLayoutNCHWc("llvm -mcpu=haswell")
     out = p(mod)
     assert (p.converted, p.winograd_convs) == (5, 1)
     (u,) = [b.value.args[1].data.numpy() for b in out["main"].body.blocks[0].bindings
             if isinstance(b.value, Call) and b.value.op.name == "relax.nn.conv2d_winograd"]
-    assert u.shape == (4, 4, 32, 32, 16, 16)                            # the 7x7 one: F(2x2)
+    assert u.shape == (4, 4, 64, 64, 8, 8)                              # the 7x7 one: F(2x2)
     for c, hw in ((128, 28), (64, 56)):
         mod = _build(lambda bb, x, c=c: R.nn.conv2d(x, _w(c, c, 3, 3), padding=1),
                      {"x": (1, c, hw, hw)})

@@ -175,9 +175,12 @@ class WinogradFromRecords:
 
     def __call__(self, mod: IRModule) -> dict[str, dict[int, bool]]:
         target = self.target if self.target is not None else Target.current() or Target("llvm")
-        from workbench.relax.transform.convert_layout_nchwc import winograd_rule
+        from workbench.relax.transform.convert_layout_nchwc import (
+            block_for_target, winograd_rule,
+        )
         variants = implementation_variants(mod, target, from_layout=True)
-        self.rule = {f: {k: winograd_rule(t) for k, t in enumerate(tiles)}
+        block = block_for_target(target)
+        self.rule = {f: {k: winograd_rule(t, block) for k, t in enumerate(tiles)}
                      for f, tiles in variants["all"][1].candidate_tiles.items()}
         try:
             pairs = candidate_kernels(variants)

@@ -202,17 +202,19 @@ def apply_tile_plan(sch: Schedule, f: BlockFacts, plan: TilePlan, epilogue: Bloc
         at = len(first) + len(v_outer)
         chunks = _reduction_chunks(sch, f, plan, outer[:at], outer[at:], reds, cpu)
     if chunks is not None:
-        # the chunks' loop outside the plane's tiles (see _reduction_chunks)
-        chunk_o, chunk_i = sch.split(reds[0], [None, chunks])
-        reds = [chunk_i] + reds[1:]
-        outer = outer[:at] + [chunk_o] + outer[at:]
+        # the chunks' loops outside the plane's tiles (see _reduction_chunks)
+        chunk, whole = chunks
+        chunk_o, chunk_i = sch.split(reds[0], [None, chunk])
+        hoisted = reds[1:1 + whole]
+        reds = [chunk_i] + reds[1 + whole:]
+        outer = outer[:at] + [chunk_o] + hoisted + outer[at:]
     inner = [lp for lp in (w_i, u_i, v_i) if lp is not None]
     if plan.inner is not None:
         inner.append(f.loops[plan.inner])
     sch.reorder(*outer, *reds, *inner)
     if chunks is not None:
-        # the tile's accumulator is the plane's (the loops from the chunks' loop down)
-        reds = [outer[at]] + reds
+        # the tile's accumulator is the plane's (the loops from the chunks' loops down)
+        reds = outer[at:at + 1 + chunks[1]] + reds
         outer = outer[:at]
     if not outer:
         outer = [sch.add_unit_loop(reds[0] if reds else inner[0])]
@@ -276,63 +278,91 @@ def apply_tile_plan(sch: Schedule, f: BlockFacts, plan: TilePlan, epilogue: Bloc
     return fused
 
 
-#: A register tile's weights for one step of the reduction's first loop, over all of it, above
-#: this size (beyond an L1 cache) make :func:`_reduction_chunks` split the reduction.
+#: A register tile's weights for one chunk of the reduction -- one step of its outer loops,
+#: over all of its inner ones -- at most this size (an L1 cache's share) make
+#: :func:`_reduction_chunks` split the reduction.
 CHUNK_WEIGHT_BYTES = 32 * 1024
 #: Where one step's weights alone are above CHUNK_WEIGHT_BYTES (a 3x3 kernel's 16 input
-#: channels for 64 output channels: 36 KB), chunks of one step, up to this size.
+#: channels for 64 output channels: 36 KB), chunks of one step, up to this size ...
 CHUNK_ONE_STEP_MAX_BYTES = 64 * 1024
+#: ... unless a chunk of fewer loops (within CHUNK_WEIGHT_BYTES) and the plane's accumulator
+#: fit this (Sapphire Rapids' L1): then those loops leave the tile too.
+CHUNK_L1_BYTES = 48 * 1024
 #: ... unless the plane's accumulator would be larger than this.
 CHUNK_MAX_ACC_BYTES = 256 * 1024
 
 
 def _reduction_chunks(sch: Schedule, f: BlockFacts, plan: TilePlan, panel: list[LoopRV],
-                      plane: list[LoopRV], reds: list[LoopRV], cpu: CPUInfo) -> int | None:
-    """Iterations of the first reduction loop (a blocked convolution's input-channel blocks)
-    per chunk, when the reduction runs in chunks outside the tiles of the plane; None to keep
-    each tile's whole reduction inside it.
+                      plane: list[LoopRV], reds: list[LoopRV], cpu: CPUInfo
+                      ) -> tuple[int, int] | None:
+    """How the reduction runs in chunks outside the tiles of the plane: ``(chunk, whole)``,
+    ``chunk`` iterations of the first reduction loop (a blocked convolution's input-channel
+    blocks) a chunk and the ``whole`` reduction loops after it outside the tiles too (a 3x3
+    kernel's rows); None to keep each tile's whole reduction inside it.
 
     The tile of W output-channel blocks reads W weight vectors per step of the reduction, so
     a 1x1 convolution over 1,024 input channels streams a 256 KB panel through each tile of 5
     pixels from the L2 cache: per step 256 bytes for 20 FMAs, about what L2 delivers. In
     chunks of input channels whose panel fits L1 (:data:`CHUNK_WEIGHT_BYTES`: 128 channels x
     64 output channels), each chunk runs over every tile of the plane (``panel``'s loops stay
-    outside, the ``plane`` loops go inside the chunks' loop) and its weights are read from
+    outside, the ``plane`` loops go inside the chunks' loops) and its weights are read from
     L2 once: onnxruntime's pointwise kernel (MLAS: 128 input channels a batch, accumulating
-    into the output) in effect. A 3x3 convolution's chunk is one block of input channels
-    (:data:`CHUNK_ONE_STEP_MAX_BYTES`): its panel over 512 channels is 1.2 MB, beyond L2 on
-    some hosts. The tile's accumulator is then the plane's, kept in memory between chunks (at
-    most :data:`CHUNK_MAX_ACC_BYTES`). Only for a tile over output-channel blocks (``plan.w``)
-    with a plain reduction, whose panel loops still give every thread work: those loops are
-    then all that runs in parallel. ResNet-50 on a 2-core Sapphire Rapids, untuned, in turns
-    with onnxruntime: 1.04x its time without chunks, 0.99x with chunks of 1x1 convolutions
-    only, 0.99x with 3x3 ones too (against 1.03x in that run, 1.02x with two blocks a chunk)."""
+    into the output) in effect. The tile's accumulator is then the plane's, kept in memory
+    between chunks (at most :data:`CHUNK_MAX_ACC_BYTES`). Only for a tile over output-channel
+    blocks (``plan.w``) with a plain reduction, whose panel loops still give every thread
+    work: those loops are then all that runs in parallel. ResNet-50 on a 2-core Sapphire
+    Rapids, untuned, in turns with onnxruntime: 1.04x its time without chunks, 0.99x with
+    chunks of 1x1 convolutions only, 0.99x with 3x3 ones too (against 1.03x in that run).
+
+    Where one step of the first loop is above :data:`CHUNK_WEIGHT_BYTES` (a 3x3 kernel's 16
+    input channels for 64 output channels: 36 KB), a chunk is one step
+    (:data:`CHUNK_ONE_STEP_MAX_BYTES`) -- or, when the plane's accumulator is small, the
+    loops after the first leave the tile too, whole, until a chunk fits
+    :data:`CHUNK_WEIGHT_BYTES` and, with the accumulator, :data:`CHUNK_L1_BYTES`: a 3x3
+    kernel's chunk is then one row of it (12 KB), which stays in L1 with a 7x7 plane's
+    accumulator (22 KB) while every tile of the plane reads it. Default schedules on Sapphire
+    Rapids, in turns, warm / with the weights flushed: ResNet-18's 512 x 7^2 direct kernel
+    0.94x / 0.92x the time of one-block chunks (which with the accumulator overflow its 48 KB
+    L1); chunks of one tap (4 KB) ran 1.04-1.17x slower warm; with the 64-260 KB
+    accumulators of 14^2 and 28^2 planes, which live in L2 anyway, rows of the kernel as
+    chunks ran 1.00-1.06x slower (three passes over them)."""
     if plan.w is None or plan.inner is not None or plan.unroll_reduction or plan.plane \
             is not None or not reds or not panel or not plane:
         return None
-    e0 = loop_extent(sch, reds[0])
-    if e0 is None or e0 < 2:
+    extents = [loop_extent(sch, lp) for lp in reds]
+    e0 = extents[0]
+    if e0 is None or e0 < 2 or any(e is None for e in extents):
         return None
     nbytes = dt.parse(f.store.buffer.dtype).bits // 8
     step = plan.W * plan.V * nbytes
-    for lp in reds[1:]:
-        step *= loop_extent(sch, lp) or 1 << 20
+    for e in extents[1:]:
+        step *= e
     if step * e0 <= CHUNK_WEIGHT_BYTES:
         return None                             # the panel fits already
-    chunk = max((d for d in range(1, e0) if e0 % d == 0 and d * step <= CHUNK_WEIGHT_BYTES),
-                default=1 if step <= CHUNK_ONE_STEP_MAX_BYTES else None)
-    if chunk is None:
-        return None
     acc = plan.W * plan.U * plan.V * nbytes
     for lp in plane:
         acc *= loop_extent(sch, lp) or 1 << 20
+    chunk = max((d for d in range(1, e0) if e0 % d == 0 and d * step <= CHUNK_WEIGHT_BYTES),
+                default=0)
+    whole = 0
+    if not chunk:
+        # one step is too big: fewer loops a chunk, if they fit L1 with the accumulator
+        size = step
+        while size > CHUNK_WEIGHT_BYTES and whole + 1 < len(reds):
+            whole += 1
+            size //= extents[whole]
+        if size + acc > CHUNK_L1_BYTES:
+            whole = 0                           # the accumulator is in L2 anyway
+        if not whole and step > CHUNK_ONE_STEP_MAX_BYTES:
+            return None
+        chunk = 1
     par = 1
     for lp in panel:
         par *= loop_extent(sch, lp) or 0
     if acc > CHUNK_MAX_ACC_BYTES or par < cpu.threads or (par % cpu.threads and
                                                           par < 4 * cpu.threads):
         return None
-    return chunk
+    return chunk, whole
 
 
 #: Weights (the operand of the vectorized variable, a parameter) at most this size are read

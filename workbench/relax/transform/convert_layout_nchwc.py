@@ -287,7 +287,7 @@ class _Converter(ExprMutator):
         index = self.candidates
         self.candidates += 1
         self.tiles.append(tiles)
-        self.decisions.append(self.winograd.use(index, tiles))
+        self.decisions.append(self.winograd.use(index, tiles, self.B))
         return winograd_tile(tiles) if self.decisions[-1] else 0
 
     def unary(self, call: Call) -> tuple | None:
@@ -434,6 +434,14 @@ class _Converter(ExprMutator):
 WINOGRAD_MIN_CHANNELS = 64
 WINOGRAD_TILES = (1, 784)
 WINOGRAD_F4_MIN_TILES = 9
+#: With 16-channel blocks (AVX-512) an image of fewer 4x4 tiles than this stays direct: the
+#: direct kernel on a 7x7 plane runs its reduction in chunks of a kernel row that stay in L1
+#: (:func:`workbench.dlight.cpu.tiling._reduction_chunks`) and reads 9/16 of F(2x2)'s
+#: weight. In ResNet-50 on a 2-core Sapphire Rapids, profiled in turns, its 512 x 7^2
+#: convolutions took 866 us a call direct against 1,003 with F(2x2); ResNet-18 ran 0.97x
+#: the time end to end. With 8-channel blocks (AVX2) the direct kernel has no such chunks
+#: and the measurement above (Zen 4) stands.
+WINOGRAD_WIDE_MIN_TILES = 5
 
 
 def _winograd_candidate(a: dict, wshape: tuple, shape: tuple, cp: int, op_: int) -> bool:
@@ -465,7 +473,7 @@ class _WinogradChoice:
         self.mode, self.chooser, self.mod = mode, chooser, mod
         self.func_name, self.cache = func_name, cache
 
-    def use(self, index: int, tiles: int) -> bool:
+    def use(self, index: int, tiles: int, block: int) -> bool:
         if not self.mode:
             return False
         if "chosen" not in self.cache:
@@ -473,7 +481,7 @@ class _WinogradChoice:
         chosen = self.cache["chosen"].get(self.func_name, {})
         if index in chosen:
             return bool(chosen[index])
-        return self.mode == "all" or winograd_rule(tiles)
+        return self.mode == "all" or winograd_rule(tiles, block)
 
 
 def winograd_tile(tiles: int) -> int:
@@ -484,10 +492,12 @@ def winograd_tile(tiles: int) -> int:
     return 4 if tiles >= WINOGRAD_F4_MIN_TILES else 2
 
 
-def winograd_rule(tiles: int) -> bool:
-    """The measured rule (:data:`WINOGRAD_TILES`): does a candidate with this many 4x4
-    output tiles become a Winograd convolution when no measurement decides?"""
-    return WINOGRAD_TILES[0] <= tiles <= WINOGRAD_TILES[1]
+def winograd_rule(tiles: int, block: int) -> bool:
+    """The measured rule (:data:`WINOGRAD_TILES`, :data:`WINOGRAD_WIDE_MIN_TILES` with
+    ``block`` >= 16): does a candidate with this many 4x4 output tiles, in a layout of
+    ``block``-channel blocks, become a Winograd convolution when no measurement decides?"""
+    low = WINOGRAD_TILES[0] if block < 16 else max(WINOGRAD_TILES[0], WINOGRAD_WIDE_MIN_TILES)
+    return low <= tiles <= WINOGRAD_TILES[1]
 
 
 _Rule = Callable[[_Converter, Call], Any]
