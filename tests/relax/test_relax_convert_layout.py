@@ -229,10 +229,12 @@ def test_winograd_convolution_matches_pytorch(c, o, h, w, pad, monkeypatch):
     on small ones (fewer than 9 4x4 output tiles: 7x7, 2x2) F(2x2, 3x3) ones (weights
     transformed at compile time, 6x6 or 4x4 per channel pair), odd channel counts and image
     sizes included (partial tiles, padded channels); the op's numpy reference and the compiled
-    kernel against PyTorch. (The rule keeps images of under 5 tiles direct with 16-channel
-    blocks; here it takes every one, as the tuner's Winograd alternative does.)"""
+    kernel against PyTorch. (With 16-channel blocks the rule keeps images of under 5 tiles
+    direct and takes F(4x4) from 17; here it takes every one, as the tuner's Winograd
+    alternative does, with the 8-channel blocks' tile sizes.)"""
     from workbench.relax.transform import convert_layout_nchwc
     monkeypatch.setattr(convert_layout_nchwc, "WINOGRAD_WIDE_MIN_TILES", 1)
+    monkeypatch.setattr(convert_layout_nchwc, "WINOGRAD_WIDE_F4_MIN_TILES", 9)
     wt = RNG.standard_normal((o, c, 3, 3)).astype("float32") * 0.1
 
     def body(bb, x):  # noqa: ANN001, ANN202
@@ -303,12 +305,17 @@ def test_winograd_only_where_it_pays_and_can_be_turned_off():
     (u,) = [b.value.args[1].data.numpy() for b in out["main"].body.blocks[0].bindings
             if isinstance(b.value, Call) and b.value.op.name == "relax.nn.conv2d_winograd"]
     assert u.shape == (4, 4, 64, 64, 8, 8)                              # the 7x7 one: F(2x2)
-    for c, hw in ((128, 28), (64, 56)):
+    for c, hw, mcpu, alpha in ((128, 28, "sapphirerapids", 6), (64, 56, "sapphirerapids", 6),
+                               (256, 14, "sapphirerapids", 4), (256, 14, "haswell", 6)):
+        # 14x14 (16 tiles): F(2x2) with 16-channel blocks (WINOGRAD_WIDE_F4_MIN_TILES)
         mod = _build(lambda bb, x, c=c: R.nn.conv2d(x, _w(c, c, 3, 3), padding=1),
                      {"x": (1, c, hw, hw)})
-        p = ConvertLayoutNCHWc("llvm -mcpu=sapphirerapids")
-        p(mod)
+        p = ConvertLayoutNCHWc(f"llvm -mcpu={mcpu}")
+        out = p(mod)
         assert p.winograd_convs == 1, (c, hw)
+        (u,) = [b.value.args[1].data.numpy() for b in out["main"].body.blocks[0].bindings
+                if isinstance(b.value, Call) and b.value.op.name == "relax.nn.conv2d_winograd"]
+        assert u.shape[:2] == (alpha, alpha), (c, hw, mcpu)
     with options.override(winograd=False):
         p(mod)
         assert (p.converted, p.winograd_convs) == (1, 0)

@@ -288,7 +288,7 @@ class _Converter(ExprMutator):
         self.candidates += 1
         self.tiles.append(tiles)
         self.decisions.append(self.winograd.use(index, tiles, self.B))
-        return winograd_tile(tiles) if self.decisions[-1] else 0
+        return winograd_tile(tiles, self.B) if self.decisions[-1] else 0
 
     def unary(self, call: Call) -> tuple | None:
         x = call.args[0]
@@ -442,6 +442,13 @@ WINOGRAD_F4_MIN_TILES = 9
 #: the time end to end. With 8-channel blocks (AVX2) the direct kernel has no such chunks
 #: and the measurement above (Zen 4) stands.
 WINOGRAD_WIDE_MIN_TILES = 5
+#: With 16-channel blocks, F(4x4, 3x3) from this many tiles (F(2x2, 3x3) below): on a 14x14
+#: image (16 tiles) F(4x4)'s transformed weight (256 x 256 channels: 9.4 MB, 2.25x
+#: F(2x2)'s) is read for too little work -- its kernel ran 440 us warm and 636 with its
+#: weight flushed, as it is in the model. In turns on Sapphire Rapids, F(2x2) there ran
+#: ResNet-18 0.97x and ResNet-50 0.98x the time end to end (0.977x and 0.984-0.989x in an
+#: earlier session); F(2x2) on 28x28 too (49 tiles) made both 1.02x slower.
+WINOGRAD_WIDE_F4_MIN_TILES = 17
 
 
 def _winograd_candidate(a: dict, wshape: tuple, shape: tuple, cp: int, op_: int) -> bool:
@@ -484,12 +491,14 @@ class _WinogradChoice:
         return self.mode == "all" or winograd_rule(tiles, block)
 
 
-def winograd_tile(tiles: int) -> int:
+def winograd_tile(tiles: int, block: int) -> int:
     """The output tile m of the F(m x m, 3x3) a Winograd candidate with this many 4x4 output
-    tiles uses: 4, or 2 below :data:`WINOGRAD_F4_MIN_TILES` (a 7x7 image: F(4x4)'s
-    transformed weight, 4x the direct one, is read for 4 tiles; F(2x2)'s is 16/9 of it for
-    16 tiles)."""
-    return 4 if tiles >= WINOGRAD_F4_MIN_TILES else 2
+    tiles, in a layout of ``block``-channel blocks, uses: 4, or 2 below
+    :data:`WINOGRAD_F4_MIN_TILES` (:data:`WINOGRAD_WIDE_F4_MIN_TILES` with ``block`` >= 16;
+    a 7x7 image: F(4x4)'s transformed weight, 4x the direct one, is read for 4 tiles;
+    F(2x2)'s is 16/9 of it for 16 tiles)."""
+    low = WINOGRAD_F4_MIN_TILES if block < 16 else WINOGRAD_WIDE_F4_MIN_TILES
+    return 4 if tiles >= low else 2
 
 
 def winograd_rule(tiles: int, block: int) -> bool:
