@@ -236,8 +236,10 @@ def _tune_one(mod: Any, target: str, work: str, trials: int, pretrained: bool,
     done = len(JSONDatabase(work_dir=work)) if os.path.isdir(work) else 0
     if done < trials:     # a finished run in ``work`` is read back, not repeated
         with options.override(ms_pretrained_cost_model=pretrained, ms_confirm_rounds=0):
+            # the search alone: the default schedule first would hide the cost model
             tune_tir(mod, target, work, max_trials_global=trials - done,
-                     num_trials_per_iter=batch, seed=seed, strategy=strategy)
+                     num_trials_per_iter=batch, seed=seed, strategy=strategy,
+                     default_schedule_first=False)
     db = JSONDatabase(work_dir=work)
     costs = []
     for record in db.records_in_commit_order():      # in the order they were measured

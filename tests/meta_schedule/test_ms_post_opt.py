@@ -325,7 +325,8 @@ def test_post_opt_real_tuning_run(tmp_path):
     with options.override(ms_post_opt_trials=8), _post_opt_log() as log:
         db = ms.tune_tir(func, TARGET, str(tmp_path), max_trials_global=4,
                          num_trials_per_iter=4, strategy="replay-trace", runner=fast_runner(),
-                         cost_model="random", seed=5, post_optimization=True)
+                         cost_model="random", seed=5, post_optimization=True,
+                         default_schedule_first=False)   # a searched record to refine
     records = db.records_in_commit_order()
     (res,) = [rec.post_opt for rec in log if hasattr(rec, "post_opt")]
     # it measured neighbours; a neighbour that only looked faster and lost the side-by-side

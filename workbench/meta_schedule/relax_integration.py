@@ -38,7 +38,8 @@ from workbench.meta_schedule.database.module_equality import ModuleEquality
 from workbench.meta_schedule.extracted_task import ExtractedTask
 from workbench.meta_schedule.logging import get_loggers_from_work_dir
 from workbench.meta_schedule.task_budget import (
-    CappedStrategy, SeededStrategy, default_schedule_candidates, trials_done,
+    CappedStrategy, SeededStrategy, default_schedule_seeds, open_database, seed_budget,
+    trials_done,
 )
 from workbench.meta_schedule.relax_passes import MetaScheduleApplyDatabase
 from workbench.meta_schedule.tir_integration import task_module
@@ -320,7 +321,8 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
     measures its default schedule (``workbench.dlight``) as its first trial, so its best
     record never measured slower than what the build would use without one, then the same
     rule's neighbouring register tiles (option ``ms_default_variants`` candidates in all, at
-    most half the task's budget) before its search starts.
+    most half the task's budget: its cap or its even share of the global one) before its
+    search starts.
 
     A 3x3 convolution that can be a Winograd one is tuned both ways (``extract_tasks(...,
     alternatives=True)``, when the option ``winograd`` is on); ``compile_relax`` then builds
@@ -340,7 +342,7 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
         raise ValueError("tune_relax: no tunable task (all kernels filtered out or symbolic)")
     if max_trials_per_task is None:
         max_trials_per_task = max_trials_global
-    database = _open_database(database, work_dir, module_equality)
+    database = open_database(database, work_dir, module_equality, "tune_relax")
     done = trials_done(database, [t.dispatched[0] for t in static], module_equality)
     left_global = max_trials_global - sum(min(d, max_trials_per_task) for d in done)
     todo = [(t, max_trials_per_task - d) for t, d in zip(static, done)
@@ -358,11 +360,12 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
                     left_global, len(todo))
     if default_schedule_first is None:
         default_schedule_first = bool(options.get("default_schedule"))
+    share = seed_budget(max_trials_per_task, left_global, len(todo))
     for ctx, (_, cap) in zip(contexts, todo):
         if cap < max_trials_per_task:   # resumed: its first trials (the seed among them) ran
             ctx.search_strategy = CappedStrategy(ctx.search_strategy, cap)
         elif default_schedule_first:
-            seeds = _default_schedule_candidates(ctx, max_trials_per_task)
+            seeds = default_schedule_seeds(ctx, share, "tune_relax")
             if seeds:
                 ctx.search_strategy = SeededStrategy(ctx.search_strategy, seeds)
     if dashboard:
@@ -375,32 +378,6 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
                       measure_callbacks=measure_callbacks, task_scheduler=task_scheduler,
                       module_equality=module_equality, dashboard=dashboard,
                       rpc_config=rpc_config)
-
-
-def _default_schedule_candidates(ctx: TuneContext, max_trials: int) -> list:
-    """The task's default schedule and its neighbouring tiles (option ``ms_default_variants``
-    in all, at most half the task's budget), or just the default schedule."""
-    from workbench import options
-    limit = max(1, min(int(options.get("ms_default_variants")), max_trials // 2))
-    try:
-        return default_schedule_candidates(ctx.mod, ctx.target, limit)
-    except Exception as err:  # noqa: BLE001 - a missing seed costs speed, never the run
-        logger.warning("tune_relax: no default-schedule trial for %s: %s: %s", ctx.task_name,
-                       type(err).__name__, err)
-        return []
-
-
-def _open_database(database: Any, work_dir: str, module_equality: str) -> Database:
-    """``tune_tasks``'s resolution of ``database`` (a kind or a Database), done early: the
-    records it holds decide what is left to tune."""
-    if isinstance(database, str):
-        if database == "json":
-            return Database.create("json", work_dir=work_dir, module_equality=module_equality)
-        return Database.create(database, module_equality=module_equality)
-    if not callable(getattr(database, "get_all_tuning_records", None)):
-        raise TypeError(f"tune_relax: database must be a Database or a kind such as 'json', "
-                        f"got {type(database).__name__}")
-    return database
 
 
 def _dashboard_with_layers(dashboard: Any, tasks: Sequence[ExtractedTask]) -> Any:

@@ -21,6 +21,7 @@ best record is then never a schedule that measured slower than the default one.
 """
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any, Sequence
 
 from workbench import options
@@ -34,15 +35,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from workbench.meta_schedule.tune_context import TuneContext
     from workbench.target import Target
 
+logger = logging.getLogger("workbench.meta_schedule")
+
 options.register("ms_default_variants", int, 8, env="WORKBENCH_MS_DEFAULT_VARIANTS",
-                 doc="tune_relax measures each task's default schedule first and then its "
+                 doc="tune_relax and tune_tir measure each task's default schedule first and then its "
                      "neighbouring register tiles (workbench.dlight.default_schedule_variants):"
                      " this many candidates in all, at most half the task's trials; 1: the "
                      "default schedule only.",
                  validate=options.positive)
 
 __all__ = ["trials_done", "CappedStrategy", "SeededStrategy", "default_schedule_candidate",
-           "default_schedule_candidates"]
+           "default_schedule_candidates", "default_schedule_seeds", "open_database",
+           "seed_budget"]
 
 
 def trials_done(database: "Database", mods: Sequence["IRModule"],
@@ -184,3 +188,40 @@ class SeededStrategy(SearchStrategy):
         if name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+
+def seed_budget(max_trials_per_task: int, max_trials_global: int, n_tasks: int) -> int:
+    """The trials a task of ``n_tasks`` may count on: its cap, or its even share of the
+    global budget if that is smaller. Its seeds take at most half of it: 8 neighbouring
+    tiles for each of ResNet-18's 28 tasks would spend 224 trials of a 200-trial run before
+    any search (they took 147 of 200, the search ran on 7 tasks)."""
+    return max(1, min(max_trials_per_task, max_trials_global // max(1, n_tasks)))
+
+
+def default_schedule_seeds(ctx: "TuneContext", max_trials: int, caller: str) -> list:
+    """The task's default schedule and its neighbouring tiles (option ``ms_default_variants``
+    in all, at most half of ``max_trials``, the task's :func:`seed_budget`), or just the
+    default schedule; none (with a warning naming ``caller`` and the task) when they cannot
+    be made."""
+    limit = max(1, min(int(options.get("ms_default_variants")), max_trials // 2))
+    try:
+        return default_schedule_candidates(ctx.mod, ctx.target, limit)
+    except Exception as err:  # noqa: BLE001 - a missing seed costs speed, never the run
+        logger.warning("%s: no default-schedule trial for %s: %s: %s", caller, ctx.task_name,
+                       type(err).__name__, err)
+        return []
+
+
+def open_database(database: Any, work_dir: str, module_equality: str, caller: str
+                  ) -> "Database":
+    """``tune_tasks``'s resolution of ``database`` (a kind or a Database), done early: the
+    records it holds decide what is left to tune."""
+    from workbench.meta_schedule.database import Database
+    if isinstance(database, str):
+        if database == "json":
+            return Database.create("json", work_dir=work_dir, module_equality=module_equality)
+        return Database.create(database, module_equality=module_equality)
+    if not callable(getattr(database, "get_all_tuning_records", None)):
+        raise TypeError(f"{caller}: database must be a Database or a kind such as 'json', "
+                        f"got {type(database).__name__}")
+    return database

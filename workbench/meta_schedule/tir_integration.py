@@ -16,6 +16,9 @@ from typing import Any, Mapping
 from workbench.ir.module import IRModule
 from workbench.meta_schedule.database import Database
 from workbench.meta_schedule.logging import get_loggers_from_work_dir
+from workbench.meta_schedule.task_budget import (
+    SeededStrategy, default_schedule_seeds, open_database, seed_budget, trials_done,
+)
 from workbench.meta_schedule.tune import tune_tasks
 from workbench.meta_schedule.tune_context import TuneContext
 from workbench.meta_schedule.utils import fork_seed, normalize_mod
@@ -57,7 +60,7 @@ def tune_tir(mod: IRModule | PrimFunc, target: str | Target, work_dir: str,
              module_equality: str = "structural",
              special_space: Mapping[str, Any] | None = None,
              post_optimization: bool | None = False, dashboard: Any = False,
-             rpc_config: Any = None) -> Database:
+             rpc_config: Any = None, default_schedule_first: bool | None = None) -> Database:
     """Tune every PrimFunc of ``mod`` for ``target``; return the database of records.
 
     Files land in ``work_dir``: ``database_workload.json``, ``database_tuning_record.json``
@@ -65,14 +68,32 @@ def tune_tir(mod: IRModule | PrimFunc, target: str | Target, work_dir: str,
     ``dashboard`` (Workbench): live progress, see :func:`tune_tasks`. ``runner="rpc"`` /
     ``builder="dask"`` measure / compile on the Dask cluster of ``rpc_config`` (an
     ``RPCConfig``), see :func:`tune_tasks`.
+
+    ``default_schedule_first`` (Workbench; default: the option ``default_schedule``): a task
+    the database holds no record of measures its default schedule (``workbench.dlight``) and
+    the same rule's neighbouring register tiles first (option ``ms_default_variants``
+    candidates in all, at most half the task's budget: its cap or its even share of the
+    global one), as ``tune_relax`` does, so its best
+    record is never slower than what ``build`` gives the function untuned. Only with the
+    default ``space``; a function no rule fits starts with the search. ``False``: the search
+    alone (what TVM does; the cost model's evaluations use it).
     """
     if not isinstance(target, Target):
         target = Target(target)
+    if default_schedule_first is None:
+        from workbench import options
+        default_schedule_first = bool(options.get("default_schedule"))
     named = _named_tasks(mod)
+    if default_schedule_first:
+        database = open_database(database, work_dir, module_equality, "tune_tir")
+        done = trials_done(database, [m for _, m in named], module_equality)
+        budget = seed_budget(max_trials_per_task or max_trials_global, max_trials_global,
+                             len(named))
     loggers = get_loggers_from_work_dir(work_dir, [name for name, _ in named])
-    seeds = fork_seed(seed, len(named))
+    rand_states = fork_seed(seed, len(named))
     tasks, weights = [], []
-    for (name, task_mod), logger, rand_state in zip(named, loggers, seeds):
+    for i, ((name, task_mod), logger, rand_state) in enumerate(zip(named, loggers,
+                                                                   rand_states)):
         space_i = space
         if special_space is not None and name in special_space:
             space_i = special_space[name]
@@ -81,7 +102,12 @@ def tune_tir(mod: IRModule | PrimFunc, target: str | Target, work_dir: str,
         ctx = TuneContext(task_mod, target=target, space_generator=space_i,
                           search_strategy=strategy, task_name=name, rand_state=rand_state,
                           num_threads=num_tuning_cores, logger=logger)
-        tasks.append(ctx.clone())
+        ctx = ctx.clone()
+        if default_schedule_first and space_i == "post-order-apply" and not done[i]:
+            seeds = default_schedule_seeds(ctx, budget, "tune_tir")
+            if seeds:
+                ctx.search_strategy = SeededStrategy(ctx.search_strategy, seeds)
+        tasks.append(ctx)
         weights.append(1.0)
     return tune_tasks(tasks=tasks, task_weights=weights, work_dir=work_dir,
                       max_trials_global=max_trials_global,
