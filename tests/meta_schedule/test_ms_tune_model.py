@@ -188,6 +188,15 @@ def test_seeded_strategy_measures_its_seeds_first():
     seeded.pre_tuning(0, 4, [])                          # no budget: no seed either
     assert calls[-1] == ("pre_tuning", 0) and seeded.generate_measure_candidates() == [
         "searched"]
+    many = SeededStrategy(Inner(), ["s0", "s1", "s2", "s3", "s4"])
+    many.pre_tuning(8, 2, [])                 # seeds go in batches of num_trials_per_iter
+    batches = []
+    for _ in range(4):
+        batch = many.generate_measure_candidates()
+        many.notify_runner_results(batch, [None] * len(batch))
+        batches.append(batch)
+    assert batches == [["s0", "s1"], ["s2", "s3"], ["s4"], ["searched"]]
+    assert calls[-2:] == [("pre_tuning", 3), ("notify", ["searched"])]
 
 
 def test_default_schedule_candidate_is_the_builds_schedule(resnet):

@@ -141,9 +141,9 @@ def default_schedule_candidates(mod: "IRModule", target: "Target", limit: int
 
 
 class SeededStrategy(SearchStrategy):
-    """``inner`` after ``seeds``: the first ``generate_measure_candidates`` returns the seeds
-    (as many as ``max_trials`` allows), then the inner search runs with what is left of
-    ``max_trials``. The seeds' results are not passed to ``inner`` (it did not make them);
+    """``inner`` after ``seeds``: the first calls of ``generate_measure_candidates`` return the
+    seeds (as many as ``max_trials`` allows, ``num_trials_per_iter`` a batch), then the inner
+    search runs with what is left of ``max_trials``. The seeds' results are not passed to ``inner`` (it did not make them);
     the database and cost model see them through the scheduler's callbacks."""
 
     def __init__(self, inner: SearchStrategy, seeds: Sequence["MeasureCandidate"]) -> None:
@@ -152,6 +152,7 @@ class SeededStrategy(SearchStrategy):
                             f"{type(inner).__name__}")
         self.inner, self.seeds = inner, list(seeds)
         self._pending: list = []
+        self._batch = 1 << 30
         self._sent: list | None = None
 
     def _initialize_with_tune_context(self, context: "TuneContext") -> None:
@@ -160,6 +161,7 @@ class SeededStrategy(SearchStrategy):
     def pre_tuning(self, max_trials: int, num_trials_per_iter: int, design_spaces: list,
                    database: Any = None, cost_model: Any = None) -> None:
         self._pending = self.seeds[:max(0, max_trials)]
+        self._batch = max(1, int(num_trials_per_iter))
         self._sent = None
         self.inner.pre_tuning(max_trials - len(self._pending), num_trials_per_iter,
                               design_spaces, database, cost_model)
@@ -170,7 +172,9 @@ class SeededStrategy(SearchStrategy):
 
     def generate_measure_candidates(self) -> Any:
         if self._pending:
-            self._sent, self._pending = self._pending, []
+            # batches of at most num_trials_per_iter, as the search's own
+            self._sent = self._pending[:self._batch]
+            self._pending = self._pending[self._batch:]
             return list(self._sent)
         return self.inner.generate_measure_candidates()
 

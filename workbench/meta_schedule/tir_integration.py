@@ -73,10 +73,10 @@ def tune_tir(mod: IRModule | PrimFunc, target: str | Target, work_dir: str,
     the database holds no record of measures its default schedule (``workbench.dlight``) and
     the same rule's neighbouring register tiles first (option ``ms_default_variants``
     candidates in all, at most half the task's budget: its cap or its even share of the
-    global one), as ``tune_relax`` does, so its best
-    record is never slower than what ``build`` gives the function untuned. Only with the
-    default ``space``; a function no rule fits starts with the search. ``False``: the search
-    alone (what TVM does; the cost model's evaluations use it).
+    global one), as ``tune_relax`` does, so its best record is never slower than what
+    ``build`` gives the function untuned. Only with the default ``space``; a function no rule
+    fits starts with the search. ``False``: the search alone (what TVM does; the cost model's
+    evaluations use it).
     """
     if not isinstance(target, Target):
         target = Target(target)
