@@ -1,0 +1,88 @@
+"""A Winograd convolution whose transformed weight fits L2 runs tile group by tile group (the
+``Winograd`` rule): one parallel loop over groups of tiles holds the input transform, the
+products and the output transform; a larger weight goes stage by stage (``Chain``). Both
+compute what a direct convolution does in numpy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import workbench as wb
+from workbench import dlight, te
+from workbench.dlight.cpu import winograd
+from workbench.relax.op.registry import NUMPY_RULES
+from workbench.target import Target
+from workbench.tir.functor import post_order_visit
+from workbench.tir.stmt import For
+from workbench.topi.nn.conv2d_winograd import conv2d_winograd_nchwc, winograd_weight_transform
+
+STAGES = ("data_pack_rows", "data_pack", "bgemm_init", "bgemm_update", "inverse_rows", "inverse")
+
+
+def _func(c: int, o: int, hw: int, block: int, alpha: int):
+    x = te.placeholder((1, c // block, hw, hw, block), name="x")
+    u = te.placeholder((alpha, alpha, o // block, c // block, block, block), name="u")
+    y = conv2d_winograd_nchwc(x, u, 1, f"NCHW{block}c", f"NCHW{block}c")
+    y = te.compute(y.shape, lambda *i: te.max(y(*i), 0.0), name="relu")
+    return te.create_prim_func([x, u, y])
+
+
+def _parallel_loops(func) -> list[For]:  # noqa: ANN001
+    found: list[For] = []
+    post_order_visit(func.body, lambda s: found.append(s)
+                     if isinstance(s, For) and s.kind == "parallel" else None)
+    return found[::-1]
+
+
+def _blocks_under(loop: For) -> set[str]:
+    names: set[str] = set()
+    post_order_visit(loop.body, lambda s: names.add(s.name_hint)
+                     if hasattr(s, "name_hint") and hasattr(s, "iter_vars") else None)
+    return names
+
+
+def _check_values(func, target: Target, c: int, o: int, hw: int, block: int,  # noqa: ANN001
+                  tile: int) -> None:
+    rng = np.random.default_rng(c + o + hw)
+    w = rng.standard_normal((o, c, 3, 3)).astype("float32") * 0.1
+    x = rng.standard_normal((1, c // block, hw, hw, block)).astype("float32")
+    u = winograd_weight_transform(w, block, tile)
+    if not target.runs_on():
+        pytest.skip(f"this host cannot run {target} code (the schedule was checked)")
+    out = wb.nd.empty((1, o // block, hw, hw, block), "float32")
+    wb.build(func, target)["main"](wb.nd.array(x), wb.nd.array(u), out)
+    wb_ = w.reshape(o // block, block, c // block, block, 3, 3).transpose(0, 2, 4, 5, 3, 1)
+    want = NUMPY_RULES["relax.nn.conv2d"](x, np.ascontiguousarray(wb_), (1, 1), (1, 1, 1, 1),
+                                          (1, 1), 1, f"NCHW{block}c", f"OIHW{block}i{block}o",
+                                          "float32", f"NCHW{block}c")
+    np.testing.assert_allclose(out.numpy(), np.maximum(want, 0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mcpu,block,c,o,hw,tile", [
+    ("sapphirerapids", 16, 64, 64, 56, 4),     # ResNet's 56x56 stage: a 590 KB weight
+    ("sapphirerapids", 16, 32, 48, 13, 4),     # partial tiles
+    ("sapphirerapids", 16, 64, 64, 7, 2),      # F(2x2)
+    ("haswell", 8, 64, 64, 28, 4),             # 8-channel blocks: a 4 x 2 register tile
+])
+def test_a_small_weight_runs_tile_group_by_tile_group(mcpu, block, c, o, hw, tile):
+    target = Target(f"llvm -num-cores=2 -mcpu={mcpu}")
+    func = dlight.default_schedule(_func(c, o, hw, block, tile + 2), target)["main"]
+    groups = [lp for lp in _parallel_loops(func) if set(STAGES) <= _blocks_under(lp)]
+    assert len(groups) == 1, [lp.loop_var.name for lp in _parallel_loops(func)]
+    # the product's register tile: W output-channel blocks x U tiles, unrolled
+    unrolled = []
+    post_order_visit(groups[0].body, lambda s: unrolled.append(s.extent.value)
+                     if isinstance(s, For) and s.kind == "unroll" else None)
+    assert unrolled
+    _check_values(func, target, c, o, hw, block, tile)
+
+
+def test_a_weight_beyond_l2_goes_stage_by_stage():
+    """ResNet's 28x28 stage: 128 channels, a 2.4 MB weight: every stage its own parallel
+    loop, each slice of the weight read once."""
+    target = Target("llvm -num-cores=2 -mcpu=sapphirerapids")
+    prim = _func(128, 128, 28, 16, 6)
+    assert winograd.Winograd().apply(prim, target, False) is None
+    func = dlight.default_schedule(prim, target)["main"]
+    assert not any(set(STAGES) <= _blocks_under(lp) for lp in _parallel_loops(func))
+    _check_values(func, target, 128, 128, 28, 16, 4)
