@@ -84,10 +84,10 @@ def test_no_chunks_when_they_would_leave_a_thread_idle():
     assert not any(n.startswith("rc_0") for n in names), names
 
 
-def _conv3x3_s2(cin: int, cout: int, hw: int, block: int):
+def _conv3x3(cin: int, cout: int, hw: int, block: int, stride: int = 1):
     x = te.placeholder((1, cin // block, hw, hw, block), name="x")
     w = te.placeholder((cout // block, cin // block, 3, 3, block, block), name="w")
-    y = conv2d_nchwc(x, w, 2, 1, 1, 1, f"NCHW{block}c", f"OIHW{block}i{block}o",
+    y = conv2d_nchwc(x, w, stride, 1, 1, 1, f"NCHW{block}c", f"OIHW{block}i{block}o",
                      f"NCHW{block}c")
     return te.create_prim_func([x, w, y])
 
@@ -97,7 +97,7 @@ def test_a_3x3_convolution_runs_one_block_of_input_channels_a_chunk():
     CHUNK_WEIGHT_BYTES: chunks of one block (ResNet-50's 512-channel stride-2 convolution:
     a 1.2 MB panel otherwise)."""
     target = Target("llvm -num-cores=2 -mcpu=sapphirerapids")
-    func = dlight.default_schedule(_conv3x3_s2(128, 128, 14, 16), target)
+    func = dlight.default_schedule(_conv3x3(128, 128, 14, 16, stride=2), target)
     chunk_loops = [lp for lp in _loops(func) if lp.loop_var.name.startswith("rc_0")]
     assert [lp.extent.value for lp in chunk_loops] == [8]
     rng = np.random.default_rng(3)
@@ -108,14 +108,6 @@ def test_a_3x3_convolution_runs_one_block_of_input_channels_a_chunk():
     out = wb.nd.empty((1, 8, 7, 7, 16), "float32")
     wb.build(func, target)["main"](wb.nd.array(x), wb.nd.array(w), out)
     np.testing.assert_allclose(out.numpy(), _reference(x, w, stride=2, pad=1), rtol=1e-4, atol=1e-3)
-
-
-def _conv3x3(cin: int, cout: int, hw: int, block: int):
-    x = te.placeholder((1, cin // block, hw, hw, block), name="x")
-    w = te.placeholder((cout // block, cin // block, 3, 3, block, block), name="w")
-    y = conv2d_nchwc(x, w, 1, 1, 1, 1, f"NCHW{block}c", f"OIHW{block}i{block}o",
-                     f"NCHW{block}c")
-    return te.create_prim_func([x, w, y])
 
 
 def _serial_order(func) -> list[str]:  # noqa: ANN001
