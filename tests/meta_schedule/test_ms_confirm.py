@@ -20,6 +20,7 @@ from workbench.meta_schedule.confirm import confirm_best, measurements
 from workbench.meta_schedule.database.database import trace_key
 from workbench.meta_schedule.measure_callback import AddToDatabase
 from workbench.meta_schedule.runner import PyRunner, RunnerFuture, RunnerResult
+from workbench.meta_schedule.task_budget import trials_done
 from workbench.meta_schedule.utils import derived_object
 from workbench.tir.schedule import Schedule
 
@@ -98,6 +99,11 @@ def test_a_lucky_measurement_does_not_decide_the_best(tmp_path):
     assert res.best_after == pytest.approx(truly_best)
     assert res.best_before == pytest.approx(truly_best / 2)
     assert res.summary().startswith("confirmation of 'main': best ")
+    # the re-measurements are not trials: the table and a resumed run count 24 schedules
+    (table, *_) = [r.getMessage() for r in reversed(log) if "Total trials" in r.getMessage()]
+    assert f"Total trials: 24 + {len(extra)} re-measurements" in table
+    first = db.get_all_tuning_records()[:24]
+    assert trials_done(db, [mod]) == [len({trace_key(r) for r in first})]
     # the leaders were measured again: every record of the lucky ones is in the database
     for r in db.get_top_k(db.commit_workload(mod), 3):
         assert measurements(r) == 3
@@ -207,10 +213,11 @@ def test_confirmation_goes_to_the_heaviest_tasks_within_its_share():
         ctx = types.SimpleNamespace(mod=mod, task_name=f"t{n}", logger=logging.getLogger("t"))
         tasks.append(types.SimpleNamespace(ctx=ctx, task_weight=weight,
                                            best_latency_ms=secs * 1e3,
-                                           latency_ms=[secs * 1e3] * (40 // 3 + (n == 0))))
+                                           trials=40 // 3 + (n == 0)))
     measured: list[int] = []
 
-    def measure_batch(task_id, candidates, callbacks):
+    def measure_batch(task_id, candidates, callbacks, remeasure=False):
+        assert remeasure
         for c in candidates:
             measured.append(task_id)
             db.commit_tuning_record(TuningRecord(

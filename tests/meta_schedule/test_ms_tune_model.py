@@ -129,9 +129,11 @@ def test_tasks_are_weighted_by_call_count_and_name_their_layers(resnet):
                                          "layer1.1.conv1 + bn1 + relu"]
 
 
-def _commit(db, task, run_secs):
-    """A record of the task's unscheduled kernel, as if measured."""
+def _commit(db, task, run_secs, schedule=0):
+    """A record of the task's unscheduled kernel, as if measured; ``schedule`` tells traces
+    apart (a decision of their own), as if each were a schedule of its own."""
     sch = Schedule(task.dispatched[0])
+    sch.sample_categorical(list(range(8)), [1 / 8] * 8, decision=schedule)
     db.commit_tuning_record(TuningRecord(sch.trace, db.commit_workload(task.dispatched[0]),
                                          run_secs, Target(TARGET),
                                          ArgInfo.from_entry_func(sch.mod)))
@@ -143,7 +145,10 @@ def test_trials_done_counts_valid_and_failed_records_per_task(resnet, tmp_path):
     db = JSONDatabase(work_dir=str(tmp_path))
     for task, n in zip(tasks, (3, 1)):
         for k in range(n):
-            _commit(db, task, [1e-4 * k] if k else [1e10])  # the first one failed
+            _commit(db, task, [1e-4 * k] if k else [1e10], schedule=k)  # the first failed
+    # the confirmation's re-measurements are records of a schedule measured before
+    for _ in range(2):
+        _commit(db, tasks[0], [1e-4], schedule=1)
     assert trials_done(db, [t.dispatched[0] for t in tasks]) == [3, 1, 0]
     # a database read back from the work directory counts the same
     again = JSONDatabase(work_dir=str(tmp_path))
@@ -155,8 +160,8 @@ def test_a_used_up_budget_tunes_nothing(resnet, tmp_path, ms_log):
     tasks = [t for t in extract_tasks(mod, TARGET) if "conv2d" in t.task_name]
     db = MemoryDatabase()
     for task in tasks:
-        for _ in range(2):
-            _commit(db, task, [1e-4])
+        for k in range(2):
+            _commit(db, task, [1e-4], schedule=k)
     out = tune_relax(mod, None, TARGET, str(tmp_path / "wd"), max_trials_global=64,
                      max_trials_per_task=2, op_names=CONVS, database=db)
     assert out is db and len(db) == 2 * len(tasks)

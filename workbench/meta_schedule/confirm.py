@@ -133,7 +133,7 @@ def confirm_best(scheduler: "TaskScheduler", *, rounds: int | None = None,
     database = scheduler.database_
     if rounds == 0 or database is None:
         return []
-    searched = sum(len(t.latency_ms) for t in scheduler.tasks_)
+    searched = sum(t.trials for t in scheduler.tasks_)
     budget = max(max_trials, int(share * searched))
     callbacks = [cb for cb in scheduler.measure_callbacks_
                  if not isinstance(cb, UpdateCostModel)]
@@ -158,7 +158,7 @@ def confirm_best(scheduler: "TaskScheduler", *, rounds: int | None = None,
                 if not need:
                     break
                 scheduler.measure_batch(task_id, [_candidate(ctx, r) for r in need],
-                                        callbacks)
+                                        callbacks, remeasure=True)
                 spent += len(need)
                 counts = {trace_key(r): measurements(r) for r in leaders}
                 leaders = database.get_top_k(workload, top_k)

@@ -51,19 +51,23 @@ __all__ = ["trials_done", "CappedStrategy", "SeededStrategy", "default_schedule_
 
 def trials_done(database: "Database", mods: Sequence["IRModule"],
                 module_equality: str = "structural") -> list[int]:
-    """How many tuning records (valid or failed) ``database`` holds for each module of
-    ``mods``, matched as the database matches workloads (``module_equality``)."""
+    """How many schedules (valid or failed) ``database`` holds records of for each module of
+    ``mods``, matched as the database matches workloads (``module_equality``). A schedule
+    measured several times (the confirmation re-measures the leaders, each measurement a
+    record of its own) counts once: it was one trial."""
+    from workbench.meta_schedule.database.database import trace_key
     equality = ModuleEquality(module_equality)
     # Records share their Workload object; hash each workload once, not each record.
-    counts: dict[int, int] = {}
+    traces: dict[int, set[str]] = {}
     workloads: dict[int, Any] = {}
     for record in database.get_all_tuning_records():
         key = id(record.workload)
         workloads.setdefault(key, record.workload)
-        counts[key] = counts.get(key, 0) + 1
+        traces.setdefault(key, set()).add(trace_key(record))
     by_hash: dict[int, list[tuple["IRModule", int]]] = {}
     for key, workload in workloads.items():
-        by_hash.setdefault(equality.hash(workload.mod), []).append((workload.mod, counts[key]))
+        by_hash.setdefault(equality.hash(workload.mod), []).append(
+            (workload.mod, len(traces[key])))
     done = []
     for mod in mods:
         done.append(sum(n for other, n in by_hash.get(equality.hash(mod), ())

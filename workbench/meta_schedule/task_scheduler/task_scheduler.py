@@ -100,7 +100,10 @@ class TaskRecord:
         self.is_terminated = False
         self.build_error_count = 0
         self.run_error_count = 0
+        #: Every measurement's latency (failures as FAILED_LATENCY_MS), re-measurements too.
         self.latency_ms: list[float] = []
+        #: How many of them re-measured a schedule measured before (meta_schedule.confirm).
+        self.remeasured = 0
         self.measure_candidates: list["MeasureCandidate"] | None = None
         self.builder_results: list["BuilderResult"] | None = None
         self.runner_futures: list["RunnerFuture"] | None = None
@@ -115,12 +118,17 @@ class TaskRecord:
         self.searched = False
 
     @property
+    def trials(self) -> int:
+        """Schedules measured: the measurements less the re-measurements."""
+        return len(self.latency_ms) - self.remeasured
+
+    @property
     def best_latency_ms(self) -> float | None:
         valid = [x for x in self.latency_ms if x < FAILED_LATENCY_MS]
         return min(valid) if valid else None
 
     def __repr__(self) -> str:
-        return (f"TaskRecord({self.ctx.task_name!r}, trials={len(self.latency_ms)}, "
+        return (f"TaskRecord({self.ctx.task_name!r}, trials={self.trials}, "
                 f"best_ms={self.best_latency_ms}, done={self.is_terminated})")
 
 
@@ -141,7 +149,7 @@ def empty_task_note(task_id: int, task: TaskRecord, earlier_record: bool = False
     message (module docstring). ``earlier_record``: the database holds a valid record of the
     workload from an earlier run."""
     fails = getattr(task.ctx.search_strategy, "sample_failures", None)
-    trials = len(task.latency_ms)
+    trials = task.trials
     parts = []
     if fails is not None:
         refused = ", ".join(f"{name}: {n}" for name, n in fails.postproc.items() if n)
@@ -259,7 +267,7 @@ class TaskScheduler(abc.ABC):
             task = self.tasks_[task_id]
             if task.is_terminated:
                 continue
-            if len(task.latency_ms) >= max_trials_per_task:
+            if task.trials >= max_trials_per_task:
                 self.terminate_task(task_id)
                 continue
             cands = task.ctx.generate_measure_candidates()
@@ -424,12 +432,15 @@ class TaskScheduler(abc.ABC):
         return results
 
     def measure_batch(self, task_id: int, cands: list["MeasureCandidate"],
-                      callbacks: Sequence["MeasureCallback"] | None = None,
+                      callbacks: Sequence["MeasureCallback"] | None = None, *,
+                      remeasure: bool = False,
                       ) -> tuple[list["BuilderResult"], list["RunnerResult"]]:
         """Build and run ``cands`` of task ``task_id`` now (same builder, runner and output
         check as the search), apply ``callbacks`` (default: the run's measure callbacks) and
         record the latencies, without telling the task's search strategy: post-optimization
-        measures its own points. Returns the build and run results, one per candidate."""
+        measures its own points. ``remeasure``: the candidates were measured before (the
+        confirmation), so they are counted as re-measurements, not trials. Returns the build
+        and run results, one per candidate."""
         if getattr(self, "_builder", None) is None:
             raise RuntimeError("measure_batch: the scheduler has no builder and runner yet; "
                                "call tune() first")
@@ -441,6 +452,8 @@ class TaskScheduler(abc.ABC):
         with Profiler.timeit("JoinRunnerFutures"):
             results = [f.result() for f in task.runner_futures]
         built = task.builder_results
+        if remeasure:
+            task.remeasured += len(cands)
         self._record_batch(task_id, cands, built, results, callbacks)
         return built, results
 
@@ -496,7 +509,7 @@ class TaskScheduler(abc.ABC):
             log.info("%s Trial #%d: GFLOPs: %.4f. Time: %.4f us. Best GFLOPs: %.4f", name,
                      trial, task.flop / ms / 1e6, ms * 1e3, task.flop / best / 1e6)
         best = task.best_latency_ms
-        self.logger.info("%s %d trial(s) done; best %s", name, len(task.latency_ms),
+        self.logger.info("%s %d trial(s) done; best %s", name, task.trials,
                          "N/A" if best is None else
                          f"{best * 1e3:.4f} us ({task.flop / best / 1e6:.4f} GFLOPs)")
         self.print_tuning_statistics()
@@ -526,11 +539,13 @@ class TaskScheduler(abc.ABC):
             ["ID", "Name", "FLOP", "Weight", "Speed (GFLOPS)", "Latency (us)",
              "Weighted Latency (us)", "Trials", "Done"], None]
         total_trials = 0
+        remeasured = 0
         total_latency = 0.0
         for i, task in enumerate(self.tasks_):
             best = task.best_latency_ms
-            trials = len(task.latency_ms)
+            trials = task.trials
             total_trials += trials
+            remeasured += task.remeasured
             if best is None:
                 speed = latency = weighted = "N/A"
             else:
@@ -543,7 +558,8 @@ class TaskScheduler(abc.ABC):
                          str(int(task.task_weight)), speed, latency, weighted, str(trials),
                          "Y" if task.is_terminated else ""])
         rows.append(None)
-        return (_render_table(rows) + f"Total trials: {total_trials}\n"
+        again = f" + {remeasured} re-measurements" if remeasured else ""
+        return (_render_table(rows) + f"Total trials: {total_trials}{again}\n"
                 f"Total latency (us): {total_latency:.6g}\n")
 
     def print_tuning_statistics(self) -> None:
