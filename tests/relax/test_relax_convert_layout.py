@@ -111,6 +111,44 @@ def test_default_build_matches_numpy_and_can_be_turned_off():
         assert not any(k.startswith("layout_transform") for k in exe.kernel_names)
 
 
+@pytest.mark.parametrize("target,block", [("llvm -mcpu=sapphirerapids", 16),
+                                          ("llvm -mcpu=haswell", 8)])
+def test_a_strided_1x1_convolution_reads_a_subsampled_input(target, block):
+    """A downsampling 1x1 convolution (stride 2, odd and even sizes, NCHW and NHWC) runs with
+    stride 1 on a blocked strided_slice of its input; padded or 3x3 strided ones do not."""
+    def body(bb, x):  # noqa: ANN001, ANN202
+        y = bb.emit(R.nn.relu(R.nn.conv2d(x, _w(24, 20, 3, 3), padding=1)))
+        a = bb.emit(R.nn.conv2d(y, _w(40, 24, 1, 1), strides=2))             # subsampled
+        b = bb.emit(R.nn.conv2d(y, _w(40, 24, 1, 1), strides=2, padding=1))  # stays strided
+        c = bb.emit(R.nn.conv2d(y, _w(40, 24, 3, 3), strides=2, padding=1))  # stays strided
+        d = bb.emit(R.nn.conv2d(y, _w(40, 24, 1, 1), strides=3))             # subsampled
+        return relax.Tuple([R.add(a, c), b, R.nn.relu(d)])
+    for h, w in ((15, 13), (16, 14)):
+        mod = _build(body, {"x": (1, 20, h, w)})
+        out = ConvertLayoutNCHWc(target)(mod)
+        binds = [bd.value for bd in out["main"].body.blocks[0].bindings
+                 if isinstance(bd.value, Call)]
+        convs = [v for v in binds if v.op.name == "relax.nn.conv2d"]
+        slices = [v for v in binds if v.op.name == "relax.strided_slice"
+                  and v.attrs["axes"] == (2, 3)]
+        assert [tuple(c.attrs["strides"]) for c in convs] == [(1, 1), (1, 1), (2, 2),
+                                                               (2, 2), (1, 1)]
+        assert [(s.attrs["strides"], s.attrs["end"]) for s in slices] == \
+            [((2, 2), (h, w)), ((3, 3), (h, w))]
+        assert all(s.args[0].struct_info.shape[-1].value == block for s in slices)
+        x = RNG.standard_normal((1, 20, h, w)).astype("float32")
+        want = relax.testing.evaluate_numpy(mod, "main", x)
+        got = relax.testing.evaluate_numpy(out, "main", x)
+        for g, e in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+        if target.endswith("haswell"):    # runs on both host kinds
+            from workbench.relax.pipeline import get_default_pipeline
+            exe = relax.build(mod, "llvm", relax_pipeline=get_default_pipeline(target))
+            got = VirtualMachine(exe, wb.cpu())["main"](wb.nd.array(x))
+            for g, e in zip(got, want, strict=True):
+                np.testing.assert_allclose(g.numpy(), e, rtol=1e-4, atol=1e-4)
+
+
 def test_nhwc_graph_with_hwio_weights():
     def body(bb, x):  # noqa: ANN001, ANN202
         y = bb.emit(R.nn.relu(R.add(
