@@ -124,7 +124,8 @@ def test_a_3x3_kernel_on_a_small_plane_runs_one_kernel_row_a_chunk(hw, rows_out)
     row of the kernel (12 KB), so the kernel rows' loop runs outside the plane's tiles too;
     a 14x14 plane's accumulator lives in L2 anyway and keeps chunks of one block."""
     target = Target("llvm -num-cores=2 -mcpu=sapphirerapids")
-    func = dlight.default_schedule(_conv3x3(32, 128, hw, 16), target)
+    # (64 input channels: 295 KB of weights, above ROWS_FIRST_MAX_WEIGHT_BYTES)
+    func = dlight.default_schedule(_conv3x3(64, 128, hw, 16), target)
     order = _serial_order(func)
     chunk = next(i for i, n in enumerate(order) if n.startswith("rc_0"))
     # the chunks' loop, then (7x7) the kernel rows', then the plane's rows
@@ -136,8 +137,8 @@ def test_a_3x3_kernel_on_a_small_plane_runs_one_kernel_row_a_chunk(hw, rows_out)
         assert order.index(next(n for n in order if n.startswith("ry"))) > \
             order.index(next(n for n in order if n.startswith("yy"))), order
     rng = np.random.default_rng(hw)
-    x = rng.standard_normal((1, 2, hw, hw, 16)).astype("float32")
-    w = rng.standard_normal((8, 2, 3, 3, 16, 16)).astype("float32")
+    x = rng.standard_normal((1, 4, hw, hw, 16)).astype("float32")
+    w = rng.standard_normal((8, 4, 3, 3, 16, 16)).astype("float32")
     if not target.runs_on():
         pytest.skip("this host cannot run -mcpu=sapphirerapids code (the schedule was checked)")
     out = wb.nd.empty((1, 8, hw, hw, 16), "float32")

@@ -628,12 +628,13 @@ def test_blocked_depthwise_splits_threads_by_bands_of_rows(target, c, h, s):
 
 
 @pytest.mark.parametrize("cin,cout,h,expect", [(64, 384, 14, "rows"), (384, 64, 14, "rows"),
-                                               (96, 576, 14, "channels"),
+                                               (96, 576, 14, "rows"),
+                                               (160, 960, 7, "channels"),
                                                (512, 512, 7, "channels")])
 def test_blocked_conv_threads_take_rows_when_weights_are_small(cin, cout, h, expect):
     """A blocked 1x1 convolution with small weights (MobileNetV2's expand and project up to
-    128 KB) splits its threads by output rows, like the depthwise conv between them; one with
-    larger weights (221 KB, ResNet's 1 MB) keeps the output-channel blocks first, so each
+    256 KB) splits its threads by output rows, like the depthwise conv between them; one with
+    larger weights (614 KB, ResNet's 1 MB) keeps the output-channel blocks first, so each
     thread reads only its half of them. Results equal numpy either way."""
     from workbench.relax.op.layout import to_layout_numpy
     from workbench.topi.nn.conv2d_nchwc import conv2d_nchwc

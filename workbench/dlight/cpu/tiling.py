@@ -368,8 +368,13 @@ def _reduction_chunks(sch: Schedule, f: BlockFacts, plan: TilePlan, panel: list[
 #: Weights (the operand of the vectorized variable, a parameter) at most this size are read
 #: by every thread when the rows go first (see :func:`_rows_first`). Measured on a Zen 4
 #: (1 MB L2 a core), in turns: 512 KB made ResNet-18/50 and EfficientNet-B0 1.5-2.4% slower,
-#: 128 KB leaves them even or faster while MobileNetV2 gains 8%.
-ROWS_FIRST_MAX_WEIGHT_BYTES = 128 * 1024
+#: 128 KB left them even or faster while MobileNetV2 gained 8%. On a 2-core Sapphire Rapids
+#: (2 MB L2 a core, a last-level cache as slow as memory), in turns against 128 KB: 256 KB
+#: ran MobileNetV2 0.90x with Haswell code (its 576 -> 96 projections, 221 KB, took 262 us
+#: a call in the model against 107 alone: each thread read the rows the other core wrote),
+#: EfficientNet-B0 0.97x, ResNet-50 0.98x, MobileNetV3-Large and ResNet-18 1.00x; with
+#: AVX-512 code 0.99-1.00x everywhere. 512 KB ran ResNet-18 1.11x slower there.
+ROWS_FIRST_MAX_WEIGHT_BYTES = 256 * 1024
 #: A band of padded rows computed under the parallel loop lives on the stack: at most this.
 ROW_BAND_MAX_BYTES = 48 * 1024
 
