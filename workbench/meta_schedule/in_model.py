@@ -254,10 +254,13 @@ def check_in_model(database: Database, mod: Any, target: str | Target,
     exe.conv_implementations = impl
 
     # Last, the whole model: the checked build timed end to end against the untuned one (the
-    # rule's implementations, default schedules), in turns; it is returned only if faster.
+    # rule's implementations, default schedules), in turns; it is returned only if faster --
+    # without NOISE's allowance: of two builds timed in the same turns, the faster measured
+    # is the better bet (a ResNet-18 whose checked build ran 8.66 ms against 8.53 untuned
+    # was returned with the allowance).
     plain = relax.build(mod, target) if any(_against_rule(chooser).values()) else untuned_exe
     model_ms = _time_models({"untuned": plain, "tuned": exe}, func_name, args, rounds, dev)
-    untuned_kept = model_ms["tuned"] > model_ms["untuned"] * (1 + NOISE)
+    untuned_kept = not model_ms["tuned"] < model_ms["untuned"]
     if untuned_kept:
         plain.conv_implementations = impl.assign(Used=impl["Rule"]) if len(impl) else impl
         exe = plain
