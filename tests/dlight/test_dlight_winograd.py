@@ -13,6 +13,7 @@ from workbench.dlight.cpu import winograd
 from workbench.relax.op.registry import NUMPY_RULES
 from workbench.target import Target
 from workbench.tir.functor import post_order_visit
+from workbench.tir.schedule import Schedule
 from workbench.tir.stmt import For
 from workbench.topi.nn.conv2d_winograd import conv2d_winograd_nchwc, winograd_weight_transform
 
@@ -39,6 +40,13 @@ def _blocks_under(loop: For) -> set[str]:
     post_order_visit(loop.body, lambda s: names.add(s.name_hint)
                      if hasattr(s, "name_hint") and hasattr(s, "iter_vars") else None)
     return names
+
+
+def _unrolled_extents(loop: For) -> list[int]:
+    out: list[int] = []
+    post_order_visit(loop.body, lambda s: out.append(s.extent.value)
+                     if isinstance(s, For) and s.kind == "unroll" else None)
+    return out
 
 
 def _check_values(func, target: Target, c: int, o: int, hw: int, block: int,  # noqa: ANN001
@@ -86,3 +94,29 @@ def test_a_weight_beyond_l2_goes_stage_by_stage():
     func = dlight.default_schedule(prim, target)["main"]
     assert not any(set(STAGES) <= _blocks_under(lp) for lp in _parallel_loops(func))
     _check_values(func, target, 128, 128, 28, 16, 4)
+
+
+@pytest.mark.parametrize("mcpu,block,hw", [("sapphirerapids", 16, 56), ("haswell", 8, 28)])
+def test_the_tuner_starts_from_the_rule_and_its_neighbouring_tiles(mcpu, block, hw):
+    """``default_schedule_variants`` (the tuner's first trials) of a kernel the rule takes:
+    the rule's own schedule first, then other register tiles of the products, each still one
+    group loop over every stage, each computing the convolution; a kernel the rule does not
+    take has none from it."""
+    target = Target(f"llvm -num-cores=2 -mcpu={mcpu}")
+    prim = _func(64, 64, hw, block, 6)
+    scheds = dlight.default_schedule_variants(prim, target, limit=4)
+    assert len(scheds) == 4
+    assert scheds[0].mod.script() == winograd.Winograd().apply(prim, target, False).mod.script()
+    tiles = []
+    for sch in scheds:
+        func = sch.mod["main"]
+        (group,) = [lp for lp in _parallel_loops(func) if set(STAGES) <= _blocks_under(lp)]
+        tiles.append((group.extent.value, tuple(_unrolled_extents(group))))
+    assert len(set(tiles)) == 4, tiles          # four different register tiles
+    for sch in scheds[::3]:
+        # replayed from its trace, as the tuner's record of it is
+        again = Schedule(prim)
+        sch.trace.apply_to_schedule(again, remove_postproc=False)
+        assert again.mod.script() == sch.mod.script()
+        _check_values(again.mod["main"], target, 64, 64, hw, block, 4)
+    assert winograd.Winograd().variants(_func(128, 128, 28, 16, 6), target, 4) == []

@@ -19,6 +19,8 @@ spatial stages of their own.
 """
 from __future__ import annotations
 
+import math
+
 from workbench.dlight.analysis import root_blocks
 from workbench.dlight.base import CPUInfo, ScheduleRule
 from workbench.dlight.cpu.common import inline_cheap_stages, loop_extent, schedule_spatial
@@ -51,6 +53,51 @@ class Winograd(ScheduleRule):
     name = "Winograd"
 
     def apply(self, func: PrimFunc, target: Target, tunable: bool) -> Schedule | None:
+        fit = self._fit(func, target)
+        if fit is None:
+            return None
+        sch, cpu, loops, out_blocks, tiles = fit
+        W, U = block_tile(out_blocks, tiles, blocked_accumulator_budget(cpu), MAX_U)
+        try:
+            self._schedule(sch, cpu, loops, W, U)
+        except ScheduleError:
+            return None
+        return sch
+
+    def variants(self, func: PrimFunc, target: Target, limit: int) -> list[Schedule]:
+        """The rule's schedule of ``func`` first, then up to ``limit - 1`` with the
+        neighbouring register tiles of the products (W output-channel blocks dividing theirs,
+        U >= 2 tiles, within the accumulator budget), nearest first: what the tuner measures
+        before its search (:func:`workbench.dlight.default_schedule_variants`). Empty when
+        the rule does not fit ``func``."""
+        fit = self._fit(func, target)
+        if fit is None:
+            return []
+        _, cpu, _, out_blocks, tiles = fit
+        budget = blocked_accumulator_budget(cpu)
+        W0, U0 = block_tile(out_blocks, tiles, budget, MAX_U)
+        tiles_wu = sorted(((W, U) for W in (1, 2, 4) if out_blocks % W == 0
+                           for U in range(2, min(MAX_U, tiles) + 1)
+                           if W * U <= budget and (W, U) != (W0, U0)),
+                          key=lambda t: (abs(math.log(t[0] / W0)) + abs(math.log(t[1] / U0)),
+                                         -t[0] * t[1]))
+        out: list[Schedule] = []
+        for W, U in [(W0, U0), *tiles_wu]:
+            if len(out) >= limit:
+                break
+            sch, cpu, loops, _, _ = self._fit(func, target)
+            try:
+                self._schedule(sch, cpu, loops, W, U)
+            except ScheduleError:
+                continue
+            out.append(sch)
+        return out
+
+    @staticmethod
+    def _fit(func: PrimFunc, target: Target) -> tuple | None:
+        """``(schedule, cpu, product loops, output-channel blocks, tiles)`` of a Winograd
+        kernel this rule takes (its stages present, static extents, a weight within
+        :data:`FUSE_MAX_WEIGHT_BYTES`); None otherwise."""
         sch = Schedule(func)
         blocks = root_blocks(sch)
         names = {sch.get(b).name_hint for b in blocks or []}
@@ -69,17 +116,12 @@ class Winograd(ScheduleRule):
                 alpha * alpha * out_blocks * in_blocks * block * lanes * nbytes > \
                 FUSE_MAX_WEIGHT_BYTES:
             return None
-        try:
-            self._schedule(sch, cpu, loops, out_blocks, tiles)
-        except ScheduleError:
-            return None
-        return sch
+        return sch, cpu, loops, out_blocks, tiles
 
     @staticmethod
-    def _schedule(sch: Schedule, cpu: CPUInfo, loops: list, out_blocks: int,
-                  tiles: int) -> None:
+    def _schedule(sch: Schedule, cpu: CPUInfo, loops: list, W: int, U: int) -> None:
+        """Groups of ``U`` tiles, a register tile of ``W`` output-channel blocks x ``U``."""
         xi, nu, p, o, lane, rc, ri = loops
-        W, U = block_tile(out_blocks, tiles, blocked_accumulator_budget(cpu), MAX_U)
         p_o, p_i = sch.split(p, [None, U])
         o_o, o_i = sch.split(o, [None, W])
         sch.reorder(p_o, xi, nu, o_o, rc, ri, o_i, p_i, lane)
