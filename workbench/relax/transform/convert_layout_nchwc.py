@@ -467,10 +467,11 @@ WINOGRAD_WIDE_F4_MIN_TILES = 17
 #: planes once per group of output-channel blocks, so the lines between (which the L2
 #: prefetcher fetches with them) are read again and again. The pass subsamples the input
 #: once (a ``strided_slice``, a kernel of its own in the convolution's layer) and the
-#: convolution runs with stride 1. ResNet-50's three such downsampling convolutions, alone,
-#: on a 2-core Sapphire Rapids (256 -> 512 channels on 56x56, 512 -> 1024 on 28x28, 1024 ->
-#: 2048 on 14x14): 880 / 689 / 738 us strided, 581 + 70 / 561 + 37 / 626 + 29 us
-#: subsampled.
+#: convolution runs with stride 1. ResNet-50's three such downsampling convolutions in its
+#: profile on a 2-core Sapphire Rapids (256 -> 512 channels on 56x56, 512 -> 1024 on 28x28,
+#: 1024 -> 2048 on 14x14): 757 / 715 / 767 us strided, 543 + 47 / 555 + 35 / 707 + 23 us
+#: (convolution + slice) subsampled; with Haswell code the first 1,353 -> 991 + 55 us, the
+#: others within 3%.
 SUBSAMPLE_STRIDED_1X1 = True
 
 
