@@ -114,8 +114,8 @@ def test_default_build_matches_numpy_and_can_be_turned_off():
 @pytest.mark.parametrize("target,block", [("llvm -mcpu=sapphirerapids", 16),
                                           ("llvm -mcpu=haswell", 8)])
 def test_a_strided_1x1_convolution_reads_a_subsampled_input(target, block):
-    """A downsampling 1x1 convolution (stride 2, odd and even sizes, NCHW and NHWC) runs with
-    stride 1 on a blocked strided_slice of its input; padded or 3x3 strided ones do not."""
+    """A downsampling 1x1 convolution (strides 2 and 3, odd and even sizes) runs with stride
+    1 on a blocked strided_slice of its input; padded or 3x3 strided ones do not."""
     def body(bb, x):  # noqa: ANN001, ANN202
         y = bb.emit(R.nn.relu(R.nn.conv2d(x, _w(24, 20, 3, 3), padding=1)))
         a = bb.emit(R.nn.conv2d(y, _w(40, 24, 1, 1), strides=2))             # subsampled
