@@ -25,6 +25,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Sequence
 
 from workbench import options
+from workbench.meta_schedule.database.database import trace_key
 from workbench.meta_schedule.database.module_equality import ModuleEquality
 from workbench.meta_schedule.search_strategy import SearchStrategy
 
@@ -55,7 +56,6 @@ def trials_done(database: "Database", mods: Sequence["IRModule"],
     ``mods``, matched as the database matches workloads (``module_equality``). A schedule
     measured several times (the confirmation re-measures the leaders, each measurement a
     record of its own) counts once: it was one trial."""
-    from workbench.meta_schedule.database.database import trace_key
     equality = ModuleEquality(module_equality)
     # Records share their Workload object; hash each workload once, not each record.
     traces: dict[int, set[str]] = {}
@@ -147,8 +147,9 @@ def default_schedule_candidates(mod: "IRModule", target: "Target", limit: int
 class SeededStrategy(SearchStrategy):
     """``inner`` after ``seeds``: the first calls of ``generate_measure_candidates`` return the
     seeds (as many as ``max_trials`` allows, ``num_trials_per_iter`` a batch), then the inner
-    search runs with what is left of ``max_trials``. The seeds' results are not passed to ``inner`` (it did not make them);
-    the database and cost model see them through the scheduler's callbacks."""
+    search runs with what is left of ``max_trials``. The seeds' results are not passed to
+    ``inner`` (it did not make them); the database and cost model see them through the
+    scheduler's callbacks."""
 
     def __init__(self, inner: SearchStrategy, seeds: Sequence["MeasureCandidate"]) -> None:
         if not isinstance(inner, SearchStrategy):

@@ -54,15 +54,7 @@ class Winograd(ScheduleRule):
 
     def apply(self, func: PrimFunc, target: Target, tunable: bool) -> Schedule | None:
         fit = self._fit(func, target)
-        if fit is None:
-            return None
-        sch, cpu, loops, out_blocks, tiles = fit
-        W, U = block_tile(out_blocks, tiles, blocked_accumulator_budget(cpu), MAX_U)
-        try:
-            self._schedule(sch, cpu, loops, W, U)
-        except ScheduleError:
-            return None
-        return sch
+        return None if fit is None else self._tiled(fit, *self._rule_tile(fit))
 
     def variants(self, func: PrimFunc, target: Target, limit: int) -> list[Schedule]:
         """The rule's schedule of ``func`` first, then up to ``limit - 1`` with the
@@ -75,23 +67,37 @@ class Winograd(ScheduleRule):
             return []
         _, cpu, _, out_blocks, tiles = fit
         budget = blocked_accumulator_budget(cpu)
-        W0, U0 = block_tile(out_blocks, tiles, budget, MAX_U)
-        tiles_wu = sorted(((W, U) for W in (1, 2, 4) if out_blocks % W == 0
-                           for U in range(2, min(MAX_U, tiles) + 1)
-                           if W * U <= budget and (W, U) != (W0, U0)),
-                          key=lambda t: (abs(math.log(t[0] / W0)) + abs(math.log(t[1] / U0)),
-                                         -t[0] * t[1]))
+        W0, U0 = self._rule_tile(fit)
+        others = sorted(((W, U) for W in (1, 2, 4) if out_blocks % W == 0
+                         for U in range(2, min(MAX_U, tiles) + 1)
+                         if W * U <= budget and (W, U) != (W0, U0)),
+                        key=lambda t: (abs(math.log(t[0] / W0)) + abs(math.log(t[1] / U0)),
+                                       -t[0] * t[1]))
         out: list[Schedule] = []
-        for W, U in [(W0, U0), *tiles_wu]:
+        for i, (W, U) in enumerate([(W0, U0), *others]):
             if len(out) >= limit:
                 break
-            sch, cpu, loops, _, _ = self._fit(func, target)
-            try:
-                self._schedule(sch, cpu, loops, W, U)
-            except ScheduleError:
-                continue
-            out.append(sch)
+            # each tile on a fresh schedule of func (the same steps find the same blocks)
+            sch = self._tiled(fit if i == 0 else self._fit(func, target), W, U)
+            if sch is not None:
+                out.append(sch)
         return out
+
+    @staticmethod
+    def _rule_tile(fit: tuple) -> tuple[int, int]:
+        """The rule's ``(W, U)``: the most FMAs per loaded value within the budget."""
+        _, cpu, _, out_blocks, tiles = fit
+        return block_tile(out_blocks, tiles, blocked_accumulator_budget(cpu), MAX_U)
+
+    @classmethod
+    def _tiled(cls, fit: tuple, W: int, U: int) -> Schedule | None:
+        """``fit``'s schedule with a W x U register tile; None if a primitive refuses it."""
+        sch, cpu, loops, _, _ = fit
+        try:
+            cls._schedule(sch, cpu, loops, W, U)
+        except ScheduleError:
+            return None
+        return sch
 
     @staticmethod
     def _fit(func: PrimFunc, target: Target) -> tuple | None:

@@ -25,8 +25,9 @@ vector lanes (16 with AVX-512, 8 with AVX2):
   constant), **pools** (max, average, adaptive average), **means / sums over H and W** that keep
   their dimensions (squeeze-and-excite) and **channel concats** of block-aligned tensors take
   blocked operands as they are, and so do **quantize / dequantize** with one scale and zero
-  point (a QDQ model's activations: its int8 tensors stay blocked); a constant operand (a bias, a per-channel scale) is reordered
-  at compile time, a run-time one through a ``layout_transform``;
+  point (a QDQ model's activations: its int8 tensors stay blocked); a constant operand (a
+  bias, a per-channel scale) is reordered at compile time, a run-time one through a
+  ``layout_transform``;
 - everything else (a flatten, a matmul, the function's outputs) reads the plain layout again,
   through one ``layout_transform`` per tensor that every such use shares, created where the
   first use needs it (and one per tensor entering the blocked region likewise).
