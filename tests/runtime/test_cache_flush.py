@@ -70,3 +70,39 @@ def test_runner_flush_without_clflush_sweeps_a_buffer(monkeypatch):
         runner_utils._flush_cpu_caches(np.zeros(4), np.zeros(4))
     (buf,) = runner_utils._FLUSH
     assert buf.nbytes == 1 << 16 and (buf == 2).all()   # written once per call
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_wake_threads_runs_a_region_on_the_whole_team(threads):
+    """The runner wakes the kernel's OpenMP team after a flush: the empty region runs on as
+    many threads as a parallel kernel called from this thread would get."""
+    from workbench import options
+    from workbench.runtime import loader
+    if loader.ensure_gomp(required=False) is None:
+        pytest.skip("no libgomp here")
+    with options.override(num_threads=threads):
+        assert loader.wake_threads() == threads
+        assert loader.wake_threads() == threads       # compiled once, runs again
+
+
+def test_wake_threads_without_libgomp(monkeypatch):
+    from workbench.runtime import loader
+    monkeypatch.setattr(loader, "_gomp", None)
+    assert loader.wake_threads() == 0
+
+
+@pytest.mark.parametrize("clflush", [True, False])
+def test_runner_flush_wakes_the_team_last(monkeypatch, clflush):
+    """The timed call must not pay the wake-up of threads that fell asleep during the flush:
+    the team is woken after the flush (clflush or the buffer sweep), once per call."""
+    from workbench import options
+    seen = []
+    monkeypatch.setattr(cache_flush, "available", lambda: clflush)
+    monkeypatch.setattr(cache_flush, "flush", lambda arrays: seen.append("flush"))
+    monkeypatch.setattr(runner_utils, "_FLUSH", [])
+    monkeypatch.setattr(runner_utils, "wake_threads", lambda: seen.append("wake") or 2)
+    with options.override(ms_cache_flush_bytes=1 << 12):
+        get_global_func(runner_utils.CACHE_FLUSH_FUNC)(np.zeros(4), np.zeros(4))
+    assert seen == (["flush", "wake"] if clflush else ["wake"])
+    if not clflush:
+        assert (runner_utils._FLUSH[0] == 1).all()        # swept before the wake
