@@ -19,7 +19,7 @@ from workbench.dlight.analysis import BlockFacts
 from workbench.dlight.base import CPUInfo
 from workbench.dlight.cpu.tiling import TilePlan, blocked_accumulator_budget
 
-__all__ = ["tile_variants", "MAX_TILE_U"]
+__all__ = ["tile_variants", "nearest_first_key", "MAX_TILE_U"]
 
 #: The largest register tile along ``u`` a variant may have.
 MAX_TILE_U = 12
@@ -55,10 +55,11 @@ def _v_options(plan: TilePlan, f: BlockFacts, lanes: int) -> list[int]:
     return out or [plan.V]
 
 
-def _distance(plan: TilePlan, base: TilePlan) -> float:
-    """How far a variant is from the rule's plan (log ratios of its tile sizes)."""
-    return sum(abs(math.log(a / b)) for a, b in
-               ((plan.U, base.U), (plan.W, base.W), (plan.V, base.V)))
+def nearest_first_key(sizes: tuple[int, ...], base: tuple[int, ...]) -> tuple[float, int]:
+    """Sort key of a register tile's ``sizes`` around the rule's ``base`` (the same
+    dimensions in the same order): nearest first by the log ratios of its sizes, ties to the
+    larger tile. Shared by :func:`tile_variants` and the Winograd rule's variants."""
+    return (sum(abs(math.log(a / b)) for a, b in zip(sizes, base)), -math.prod(sizes))
 
 
 def tile_variants(plan: TilePlan, f: BlockFacts, cpu: CPUInfo, limit: int) -> list[TilePlan]:
@@ -83,5 +84,5 @@ def tile_variants(plan: TilePlan, f: BlockFacts, cpu: CPUInfo, limit: int) -> li
                 seen.add((V, U, W))
                 # A plan without a u variable and a 1-register V gains a u only from the rule.
                 out.append(replace(plan, V=V, U=U, W=W))
-    out.sort(key=lambda p: (_distance(p, plan), -p.U * p.W * p.V))
+    out.sort(key=lambda p: nearest_first_key((p.U, p.W, p.V), (plan.U, plan.W, plan.V)))
     return [plan] + out[:limit - 1]

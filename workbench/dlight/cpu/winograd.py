@@ -19,13 +19,12 @@ spatial stages of their own.
 """
 from __future__ import annotations
 
-import math
-
 from workbench.dlight.analysis import root_blocks
 from workbench.dlight.base import CPUInfo, ScheduleRule
 from workbench.dlight.cpu.common import inline_cheap_stages, loop_extent, schedule_spatial
 from workbench.dlight.cpu.matmul import MAX_U
 from workbench.dlight.cpu.tiling import blocked_accumulator_budget, block_tile
+from workbench.dlight.cpu.variants import nearest_first_key
 from workbench.ir import dtype as dt
 from workbench.target import Target
 from workbench.tir.function import PrimFunc
@@ -71,8 +70,7 @@ class Winograd(ScheduleRule):
         others = sorted(((W, U) for W in (1, 2, 4) if out_blocks % W == 0
                          for U in range(2, min(MAX_U, tiles) + 1)
                          if W * U <= budget and (W, U) != (W0, U0)),
-                        key=lambda t: (abs(math.log(t[0] / W0)) + abs(math.log(t[1] / U0)),
-                                       -t[0] * t[1]))
+                        key=lambda t: nearest_first_key(t, (W0, U0)))
         out: list[Schedule] = []
         for i, (W, U) in enumerate([(W0, U0), *others]):
             if len(out) >= limit:
