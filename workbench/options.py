@@ -311,6 +311,13 @@ register("timing_settle_ms", float, 250.0, env="WORKBENCH_TIMING_SETTLE_MS",
              "stop running (e.g. OpenBLAS's pool spinning ~0.1 s after a numpy matmul); "
              "0 disables the wait.",
          validate=not_negative)
+register("timing_team_settle_ms", float, 25.0, env="WORKBENCH_TIMING_TEAM_SETTLE_MS",
+         doc="Before timing (time_evaluator after its warm-up call; the tuner's runner after "
+             "each cache flush) our OpenMP team runs empty parallel regions until they are "
+             "fast again, for at most this long (runtime.settle.settle_team): threads that "
+             "slept can come back slowly for 10-35 ms on a VM. 0: one region, which only "
+             "wakes the team.",
+         validate=not_negative)
 register("parallel_chunks", int, 4, env="WORKBENCH_PARALLEL_CHUNKS",
          doc="Chunks per thread of a parallel loop: each thread takes its own in order, "
              "then those others have not started (codegen.parallel; a thread the OS left "

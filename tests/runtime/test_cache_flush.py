@@ -100,9 +100,79 @@ def test_runner_flush_wakes_the_team_last(monkeypatch, clflush):
     monkeypatch.setattr(cache_flush, "available", lambda: clflush)
     monkeypatch.setattr(cache_flush, "flush", lambda arrays: seen.append("flush"))
     monkeypatch.setattr(runner_utils, "_FLUSH", [])
-    monkeypatch.setattr(runner_utils, "wake_threads", lambda: seen.append("wake") or 2)
+    monkeypatch.setattr(runner_utils, "settle_team", lambda secs: seen.append("wake") or 4)
     with options.override(ms_cache_flush_bytes=1 << 12):
         get_global_func(runner_utils.CACHE_FLUSH_FUNC)(np.zeros(4), np.zeros(4))
     assert seen == (["flush", "wake"] if clflush else ["wake"])
     if not clflush:
         assert (runner_utils._FLUSH[0] == 1).all()        # swept before the wake
+
+
+class _Team:
+    """A fake OpenMP team: each region takes the next of ``durations`` seconds on a fake
+    clock (``settle.time.perf_counter``)."""
+
+    def __init__(self, monkeypatch, durations, threads=2):
+        from workbench.runtime import settle
+        self.now, self.durations, self.regions = 0.0, list(durations), 0
+        monkeypatch.setattr(settle.time, "perf_counter", lambda: self.now)
+        monkeypatch.setattr(settle.loader, "wake_threads", self._region)
+        self.threads = threads
+
+    def _region(self):
+        if not self.threads:
+            return 0
+        self.now += self.durations[min(self.regions, len(self.durations) - 1)]
+        self.regions += 1
+        return self.threads
+
+
+def test_settle_team_runs_regions_until_a_streak_is_fast(monkeypatch):
+    """Slow regions (a team coming back from sleep on a VM) are followed until FAST_STREAK
+    fast ones in a row; a slow one in between starts the streak again."""
+    from workbench.runtime import settle
+    slow, fast = 600e-6, 3e-6
+    team = _Team(monkeypatch, [slow] * 5 + [fast, fast, slow] + [fast] * 10)
+    assert settle.settle_team(1.0) == 8 + settle.FAST_STREAK == team.regions
+
+
+def test_settle_team_is_bounded(monkeypatch):
+    """A team that never gets fast (a machine busier than its cores) delays the measurement
+    by the bound, not longer; a bound of 0 runs the one region that wakes the team."""
+    from workbench.runtime import settle
+    team = _Team(monkeypatch, [600e-6])
+    assert settle.settle_team(0.01) == 17                 # 17 x 0.6 ms >= 10 ms
+    assert team.now >= 0.01 and team.now < 0.0107
+    team = _Team(monkeypatch, [600e-6])
+    assert settle.settle_team(0.0) == 1
+
+
+def test_settle_team_without_a_team(monkeypatch):
+    from workbench.runtime import settle
+    team = _Team(monkeypatch, [1.0], threads=0)
+    assert settle.settle_team(1.0) == 0 and team.now == 0.0
+
+
+def test_settle_team_on_the_real_team():
+    """On this machine's libgomp: at least one region, and never much past the bound."""
+    import time as _time
+
+    from workbench.runtime import loader, settle
+    if loader.ensure_gomp(required=False) is None:
+        pytest.skip("no libgomp here")
+    t0 = _time.perf_counter()
+    assert settle.settle_team(0.05) >= 1
+    assert _time.perf_counter() - t0 < 1.0
+
+
+def test_time_evaluator_settles_the_team_after_its_warm_up(monkeypatch):
+    """time_evaluator: the warm-up call, then the team settled with the option's bound, then
+    the timed calls."""
+    from workbench import options
+    from workbench.runtime import cpu, evaluator
+    seen = []
+    monkeypatch.setattr(evaluator, "settle_team", lambda secs: seen.append(("settle", secs)))
+    ev = evaluator.time_evaluator(lambda: seen.append("call"), cpu(), number=1, repeat=2)
+    with options.override(timing_team_settle_ms=7.0):
+        ev()
+    assert seen == ["call", ("settle", 0.007), "call", "call"]

@@ -20,7 +20,10 @@ overhead).
 
 Beyond TVM, each call first waits (up to the option ``timing_settle_ms``) until the
 process's other threads stop running, so a pool still spinning after another library's call
-(OpenBLAS after a numpy matmul) does not slow the measured kernel (:mod:`.settle`).
+(OpenBLAS after a numpy matmul) does not slow the measured kernel (:mod:`.settle`); and
+after the warm-up call, its own OpenMP team is kept running until its parallel regions are
+fast (up to ``timing_team_settle_ms``, :func:`.settle.settle_team`): on a VM, threads that
+slept can take hundreds of microseconds per region for the first 10-35 ms.
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ import numpy as np
 from workbench import options
 
 from .device import Device
-from .settle import wait_for_quiet_threads
+from .settle import settle_team, wait_for_quiet_threads
 
 __all__ = ["BenchmarkResult", "TimeEvaluator", "time_evaluator"]
 
@@ -117,6 +120,7 @@ class TimeEvaluator:
         # ~0.1 s after a numpy matmul) and would share the cores with a parallel kernel.
         wait_for_quiet_threads(float(options.get("timing_settle_ms")) / 1000.0)
         f(*args)  # warm-up: lazy initialisation, page faults, caches
+        settle_team(float(options.get("timing_team_settle_ms")) / 1000.0)
         flush = None
         if self.cache_flush_bytes > 0:
             count = max(1, self.cache_flush_bytes // 4)

@@ -12,6 +12,16 @@ asked of a foreign pool, so a measurement waits for it instead.
 most the given time: a pool spinning down ends the wait as soon as it sleeps, a thread that
 really computes (a worker thread of the user's) only delays the measurement by the bound.
 Where ``/proc`` is not available it returns at once.
+
+Our own OpenMP team needs the opposite: to be awake. :func:`settle_team` runs empty parallel
+regions until they run at full speed. On the project's 2-core VMs a team whose threads slept
+for a while (between two candidates of a tuner, or during a cache flush) came back slowly: for
+10-35 ms every parallel region, an empty one too, cost 250-900 us (in multiples of ~300 us,
+as if the vCPU got the host's core a time slice at a time) instead of 2-5 us, and then was
+fast again as long as it kept running. A tuner's measurement of a 16 us kernel, cache flushed
+and the team woken once before each call, came out at 17-664 us (median of 10 calls, four
+runs); with the team settled first, 16-23 us -- what the kernel takes in a model, where the
+kernels keep the team busy.
 """
 from __future__ import annotations
 
@@ -19,10 +29,16 @@ import os
 import threading
 import time
 
-__all__ = ["running_threads", "wait_for_quiet_threads"]
+from . import loader
+
+__all__ = ["running_threads", "settle_team", "wait_for_quiet_threads"]
 
 _TASKS = "/proc/self/task"
 _POLL_SECS = 0.001
+#: An empty parallel region that takes less than this is fast (2-5 us on a quiet machine).
+FAST_REGION_SECS = 20e-6
+#: So many fast regions in a row: settled.
+FAST_STREAK = 4
 
 
 def running_threads() -> list[int] | None:
@@ -61,3 +77,23 @@ def wait_for_quiet_threads(max_seconds: float) -> float:
         if not busy or waited >= max_seconds:
             return waited
         time.sleep(_POLL_SECS)
+
+
+def settle_team(max_seconds: float) -> int:
+    """Run empty parallel regions on the calling thread's OpenMP team
+    (:func:`~workbench.runtime.loader.wake_threads`) until :data:`FAST_STREAK` of them in a
+    row each took less than :data:`FAST_REGION_SECS`, for at most ``max_seconds``; at least
+    one region, which wakes the team. Returns the number of regions run (0 without libgomp:
+    no team). On a machine busier than its cores the regions never get fast and the bound
+    ends the wait: a measurement is delayed, never blocked."""
+    t0 = clock = time.perf_counter()
+    fast = regions = 0
+    while True:
+        if not loader.wake_threads():
+            return regions
+        regions += 1
+        now = time.perf_counter()
+        fast = fast + 1 if now - clock < FAST_REGION_SECS else 0
+        if fast >= FAST_STREAK or now - t0 >= max_seconds:
+            return regions
+        clock = now

@@ -19,7 +19,7 @@ import numpy as np
 
 from workbench import options
 from workbench.runtime import Device, NDArray, cache_flush, register_func
-from workbench.runtime.loader import wake_threads
+from workbench.runtime.settle import settle_team
 from workbench.runtime.ndarray import tensor
 
 __all__ = ["args_seed", "random_arguments", "default_alloc_argument", "default_run_evaluator",
@@ -145,10 +145,12 @@ def _flush_cpu_caches(*args: Any) -> None:
     Where ``clflush`` is not available, a buffer of twice the last-level cache is written
     instead (option ``ms_cache_flush_bytes``), which evicts the input too.
 
-    The kernel's thread team is woken last (:func:`workbench.runtime.loader.wake_threads`):
+    The kernel's thread team is woken last, and kept running until its parallel regions are
+    fast (:func:`workbench.runtime.settle.settle_team`, at most ``timing_team_settle_ms``):
     in a model its threads spin between kernels, but they fall asleep during a long flush,
     and the timed call would pay their wake-up (50-60 us a call on ResNet-18's kernels with
-    megabytes to flush, 7-13% of their time)."""
+    megabytes to flush, 7-13% of their time; one wake-up alone left a 16 us kernel measured
+    at up to 664 us on a VM whose vCPUs came back slowly, see :mod:`workbench.runtime.settle`)."""
     if cache_flush.available():
         cache_flush.flush(args[1:])
     else:
@@ -156,7 +158,7 @@ def _flush_cpu_caches(*args: Any) -> None:
             size = options.get("ms_cache_flush_bytes") or 2 * (_llc_bytes() or 32 * 1024 ** 2)
             _FLUSH.append(np.zeros(max(1, size // 8), dtype=np.int64))
         _FLUSH[0] += 1
-    wake_threads()
+    settle_team(float(options.get("timing_team_settle_ms")) / 1000.0)
 
 
 try:
