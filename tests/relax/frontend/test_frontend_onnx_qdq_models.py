@@ -82,7 +82,13 @@ def _qdq_model(tmp_path, activation_type):  # noqa: ANN001, ANN202
 @pytest.mark.parametrize("activations", ["QInt8", "QUInt8"])
 def test_quantize_static_model_runs_blocked_and_matches_onnxruntime(tmp_path, activations):
     model, x = _qdq_model(tmp_path, getattr(quantization.QuantType, activations))
-    session = ort.InferenceSession(model.SerializeToString(),
+    # onnxruntime with its graph optimizations off runs the QDQ graph as written (dequantize,
+    # float convolution, quantize): exact QDQ semantics on any host. Its fused int8 kernels
+    # without VNNI sum u8 x s8 pairs in int16, which can saturate (its quantization docs warn
+    # of it): on an AVX2 Zen 3 their uint8 model's outputs were up to 3 steps off.
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), opts,
                                    providers=["CPUExecutionProvider"])
     want = session.run(None, {"x": x})[0]
     mod = from_onnx(model)
@@ -129,7 +135,7 @@ def test_quantize_static_model_runs_blocked_and_matches_onnxruntime(tmp_path, ac
         err = np.abs(out - want)
 
         assert err.max() <= 2 * step + 1e-6, (err.max(), step)
-        assert np.mean(err > 0.5 * step) <= 0.05
+        assert np.mean(err > 0.5 * step) <= 0.05, (err, step)
     np.testing.assert_allclose(got, plain, atol=2 * step + 1e-6)
     np.testing.assert_allclose(float_blocked, plain, atol=2 * step + 1e-6)
 
