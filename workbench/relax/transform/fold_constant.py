@@ -134,7 +134,8 @@ def _static_shape(si: TensorStructInfo) -> tuple[int, ...] | None:
 
 
 class FoldConstant(Pass):
-    """The pass object: ``mod = FoldConstant(target)(mod)`` (see the module docstring)."""
+    """The pass object: ``mod = FoldConstant(target)(mod)`` (see the module docstring). The
+    folded kernels are built for this host, whatever ``target`` the module is for."""
 
     name = "FoldConstant"
 
@@ -171,7 +172,10 @@ class FoldConstant(Pass):
         # default schedules first, as ``workbench.build(default_schedule=True)`` does.
         from workbench.codegen.build import build
         from workbench.dlight import default_schedule
-        target = self.target if self.target is not None else "llvm"
+        # The kernels run here, at compile time: built for this host ("llvm"), whatever the
+        # module is built for -- code for the build target may not run on this machine
+        # (AVX-512 code on an AVX2-only host dies of SIGILL).
+        target = "llvm"
         kernels = IRModule({n: mod[n].with_attr("global_symbol", n) for n in names})
         lib = build(default_schedule(kernels, target), target)
         self._compiled = {n: lib[n] for n in names}
