@@ -100,7 +100,7 @@ def test_runner_flush_wakes_the_team_last(monkeypatch, clflush):
     monkeypatch.setattr(cache_flush, "available", lambda: clflush)
     monkeypatch.setattr(cache_flush, "flush", lambda arrays: seen.append("flush"))
     monkeypatch.setattr(runner_utils, "_FLUSH", [])
-    monkeypatch.setattr(runner_utils, "settle_team", lambda secs: seen.append("wake") or 4)
+    monkeypatch.setattr(runner_utils, "settle_team", lambda max_seconds=None: seen.append("wake") or 4)
     with options.override(ms_cache_flush_bytes=1 << 12):
         get_global_func(runner_utils.CACHE_FLUSH_FUNC)(np.zeros(4), np.zeros(4))
     assert seen == (["flush", "wake"] if clflush else ["wake"])
@@ -168,11 +168,21 @@ def test_settle_team_on_the_real_team():
 def test_time_evaluator_settles_the_team_after_its_warm_up(monkeypatch):
     """time_evaluator: the warm-up call, then the team settled with the option's bound, then
     the timed calls."""
-    from workbench import options
     from workbench.runtime import cpu, evaluator
     seen = []
-    monkeypatch.setattr(evaluator, "settle_team", lambda secs: seen.append(("settle", secs)))
+    monkeypatch.setattr(evaluator, "settle_team",
+                        lambda max_seconds=None: seen.append(("settle", max_seconds)))
     ev = evaluator.time_evaluator(lambda: seen.append("call"), cpu(), number=1, repeat=2)
-    with options.override(timing_team_settle_ms=7.0):
-        ev()
-    assert seen == ["call", ("settle", 0.007), "call", "call"]
+    ev()
+    assert seen == ["call", ("settle", None), "call", "call"]
+
+
+def test_settle_team_bound_defaults_to_the_option(monkeypatch):
+    """With no bound given (how the evaluator and the runner's flush call it), the option
+    ``timing_team_settle_ms`` bounds the wait."""
+    from workbench import options
+    from workbench.runtime import settle
+    team = _Team(monkeypatch, [600e-6])
+    with options.override(timing_team_settle_ms=10.0):
+        assert settle.settle_team() == 17
+    assert team.now >= 0.01 and team.now < 0.0107

@@ -120,7 +120,7 @@ class TimeEvaluator:
         # ~0.1 s after a numpy matmul) and would share the cores with a parallel kernel.
         wait_for_quiet_threads(float(options.get("timing_settle_ms")) / 1000.0)
         f(*args)  # warm-up: lazy initialisation, page faults, caches
-        settle_team(float(options.get("timing_team_settle_ms")) / 1000.0)
+        settle_team()
         flush = None
         if self.cache_flush_bytes > 0:
             count = max(1, self.cache_flush_bytes // 4)

@@ -29,6 +29,8 @@ import os
 import threading
 import time
 
+from workbench import options
+
 from . import loader
 
 __all__ = ["running_threads", "settle_team", "wait_for_quiet_threads"]
@@ -79,13 +81,16 @@ def wait_for_quiet_threads(max_seconds: float) -> float:
         time.sleep(_POLL_SECS)
 
 
-def settle_team(max_seconds: float) -> int:
+def settle_team(max_seconds: float | None = None) -> int:
     """Run empty parallel regions on the calling thread's OpenMP team
     (:func:`~workbench.runtime.loader.wake_threads`) until :data:`FAST_STREAK` of them in a
-    row each took less than :data:`FAST_REGION_SECS`, for at most ``max_seconds``; at least
-    one region, which wakes the team. Returns the number of regions run (0 without libgomp:
-    no team). On a machine busier than its cores the regions never get fast and the bound
-    ends the wait: a measurement is delayed, never blocked."""
+    row each took less than :data:`FAST_REGION_SECS`, for at most ``max_seconds`` (None: the
+    option ``timing_team_settle_ms``); at least one region, which wakes the team. Returns the
+    number of regions run (0 without libgomp: no team). On a machine busier than its cores
+    the regions never get fast and the bound ends the wait: a measurement is delayed, never
+    blocked."""
+    if max_seconds is None:
+        max_seconds = float(options.get("timing_team_settle_ms")) / 1000.0
     t0 = clock = time.perf_counter()
     fast = regions = 0
     while True:

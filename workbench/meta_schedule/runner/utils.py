@@ -158,7 +158,7 @@ def _flush_cpu_caches(*args: Any) -> None:
             size = options.get("ms_cache_flush_bytes") or 2 * (_llc_bytes() or 32 * 1024 ** 2)
             _FLUSH.append(np.zeros(max(1, size // 8), dtype=np.int64))
         _FLUSH[0] += 1
-    settle_team(float(options.get("timing_team_settle_ms")) / 1000.0)
+    settle_team()
 
 
 try:
