@@ -9,7 +9,8 @@ import pytest
 
 import workbench as wb
 from workbench import dlight, te
-from workbench.dlight.cpu import winograd
+from workbench.dlight.cpu import Chain, winograd
+from workbench.ir.structural import structural_hash
 from workbench.relax.op.registry import NUMPY_RULES
 from workbench.target import Target
 from workbench.tir.functor import post_order_visit
@@ -97,26 +98,57 @@ def test_a_weight_beyond_l2_goes_stage_by_stage():
 
 
 @pytest.mark.parametrize("mcpu,block,hw", [("sapphirerapids", 16, 56), ("haswell", 8, 28)])
-def test_the_tuner_starts_from_the_rule_and_its_neighbouring_tiles(mcpu, block, hw):
+def test_the_tuner_starts_from_the_rule_the_staged_kernel_and_neighbouring_tiles(mcpu, block,
+                                                                                   hw):
     """``default_schedule_variants`` (the tuner's first trials) of a kernel the rule takes:
-    the rule's own schedule first, then other register tiles of the products, each still one
-    group loop over every stage, each computing the convolution; a kernel the rule does not
-    take has none from it."""
+    the rule's own schedule first, then the same kernel stage by stage (Chain's schedule:
+    which is faster depends on the host), then other register tiles of the products, each
+    still one group loop over every stage; each computes the convolution and replays from its
+    trace. A kernel the rule does not take has none from it."""
     target = Target(f"llvm -num-cores=2 -mcpu={mcpu}")
     prim = _func(64, 64, hw, block, 6)
-    scheds = dlight.default_schedule_variants(prim, target, limit=4)
-    assert len(scheds) == 4
+    scheds = dlight.default_schedule_variants(prim, target, limit=5)
+    assert len(scheds) == 5
     assert scheds[0].mod.script() == winograd.Winograd().apply(prim, target, False).mod.script()
+    staged = scheds[1].mod["main"]
+    assert scheds[1].mod.script() == Chain().apply(prim, target, False).mod.script()
+    assert not any(set(STAGES) <= _blocks_under(lp) for lp in _parallel_loops(staged))
+    assert len(_parallel_loops(staged)) >= 5        # a parallel loop per stage
     tiles = []
-    for sch in scheds:
+    for sch in scheds[:1] + scheds[2:]:
         func = sch.mod["main"]
         (group,) = [lp for lp in _parallel_loops(func) if set(STAGES) <= _blocks_under(lp)]
         tiles.append((group.extent.value, tuple(_unrolled_extents(group))))
     assert len(set(tiles)) == 4, tiles          # four different register tiles
-    for sch in scheds[::3]:
+    for sch in (scheds[1], scheds[4]):
         # replayed from its trace, as the tuner's record of it is
         again = Schedule(prim)
         sch.trace.apply_to_schedule(again, remove_postproc=False)
         assert again.mod.script() == sch.mod.script()
         _check_values(again.mod["main"], target, 64, 64, hw, block, 4)
+    assert [s.mod.script() for s in dlight.default_schedule_variants(prim, target, 2)] == \
+        [s.mod.script() for s in scheds[:2]]
     assert winograd.Winograd().variants(_func(128, 128, 28, 16, 6), target, 4) == []
+
+
+@pytest.mark.parametrize("mcpu,block", [("sapphirerapids", 16), ("haswell", 8)])
+def test_a_staged_kernel_has_variants_of_its_products_tile(mcpu, block):
+    """A weight beyond L2 goes stage by stage (Chain); its variants resize the register tile
+    of the alpha^2 products (the stage with the most work) and leave the transforms as the
+    rule has them: each a different kernel, replayed from its trace, computing the
+    convolution."""
+    target = Target(f"llvm -num-cores=2 -mcpu={mcpu}")
+    prim = _func(256, 256, 14, block, 4)           # ResNet-18's 14x14 stage: 4.2 MB
+    scheds = dlight.default_schedule_variants(prim, target, limit=4)
+    assert len(scheds) == 4
+    want = dlight.default_schedule(prim, target)["main"]
+    assert structural_hash(scheds[0].mod["main"].body) == structural_hash(want.body)
+    scripts = [s.mod.script() for s in scheds]
+    assert len(set(scripts)) == 4
+    for sch in scheds[1:]:
+        # one parallel loop per stage, as the rule's: only the products' tile differs
+        assert len(_parallel_loops(sch.mod["main"])) == len(_parallel_loops(scheds[0].mod["main"]))
+        again = Schedule(prim)
+        sch.trace.apply_to_schedule(again, remove_postproc=False)
+        assert again.mod.script() == sch.mod.script()
+    _check_values(scheds[3].mod["main"], target, 256, 256, 14, block, 2)
