@@ -25,7 +25,7 @@ from workbench.dlight.cpu.chain import Chain
 from workbench.dlight.cpu.common import inline_cheap_stages, loop_extent, schedule_spatial
 from workbench.dlight.cpu.matmul import MAX_U
 from workbench.dlight.cpu.tiling import blocked_accumulator_budget, block_tile
-from workbench.dlight.cpu.variants import nearest_first_key
+from workbench.dlight.cpu.variants import swapped_then_nearest_key
 from workbench.ir import dtype as dt
 from workbench.target import Target
 from workbench.tir.function import PrimFunc
@@ -60,11 +60,11 @@ class Winograd(ScheduleRule):
         """The rule's schedule of ``func`` first, then the kernel stage by stage
         (:class:`~workbench.dlight.cpu.Chain`'s schedule: on a 2-core Zen 3 ResNet-18's 56x56
         kernels ran 0.92-0.94x the time of tile groups that way, in turns, where Sapphire
-        Rapids ran them 1.2x slower), then up to ``limit - 2`` with the
-        neighbouring register tiles of the products (W output-channel blocks dividing theirs,
-        U >= 2 tiles, within the accumulator budget), nearest first: what the tuner measures
-        before its search (:func:`workbench.dlight.default_schedule_variants`). Empty when
-        the rule does not fit ``func``."""
+        Rapids ran them 1.2x slower), then up to ``limit - 2`` with other register tiles of
+        the products (W output-channel blocks dividing theirs, U >= 2 tiles, within the
+        accumulator budget; W and U swapped first, then nearest first): what the tuner
+        measures before its search (:func:`workbench.dlight.default_schedule_variants`).
+        Empty when the rule does not fit ``func``."""
         fit = self._fit(func, target)
         if fit is None:
             return []
@@ -74,7 +74,7 @@ class Winograd(ScheduleRule):
         others = sorted(((W, U) for W in (1, 2, 4) if out_blocks % W == 0
                          for U in range(2, min(MAX_U, tiles) + 1)
                          if W * U <= budget and (W, U) != (W0, U0)),
-                        key=lambda t: nearest_first_key(t, (W0, U0)))
+                        key=lambda t: swapped_then_nearest_key(t, (W0, U0)))
         out: list[Schedule] = []
         for i, (W, U) in enumerate([(W0, U0), *others]):
             if len(out) >= limit:
