@@ -5,7 +5,8 @@ machine (registers, FMAs per loaded value). The model is right about the shape o
 kernel and only roughly right about its sizes: on a real core, 4 output-channel blocks x 6
 pixels may lose to 2 x 8, a 12-wide row tile to a 14-wide one. :func:`tile_variants` lists the
 plans around the chosen one -- other register-tile sizes (``U``, ``W``, and ``V`` where no
-packed layout depends on it) within the target's accumulator budget -- nearest first, so
+packed layout depends on it) within the target's accumulator budget -- the tile with ``U`` and
+``W`` swapped first (a tie of the model), then nearest first, so
 ``tune_relax`` can measure the default kernel's neighbours before its generic search: a
 model whose kernels already come from the default rules improves from its first trials
 instead of from wherever random tiling lands.
@@ -58,7 +59,8 @@ def _v_options(plan: TilePlan, f: BlockFacts, lanes: int) -> list[int]:
 def nearest_first_key(sizes: tuple[int, ...], base: tuple[int, ...]) -> tuple[float, int]:
     """Sort key of a register tile's ``sizes`` around the rule's ``base`` (the same
     dimensions in the same order): nearest first by the log ratios of its sizes, ties to the
-    larger tile. Shared by :func:`tile_variants` and the Winograd rule's variants."""
+    larger tile. The second part of :func:`swapped_then_nearest_key`, which orders
+    :func:`tile_variants` and the Winograd rule's variants."""
     return (sum(abs(math.log(a / b)) for a, b in zip(sizes, base)), -math.prod(sizes))
 
 
