@@ -55,10 +55,11 @@ class Chain(ScheduleRule):
         if sch is None:
             return []
         out = [sch]
-        sized = [(f.work(), i, plan, f) for i, (plan, f) in plans.items() if f.work()]
-        if limit <= 1 or not sized:
+        work = {i: f.work() for i, (_, f) in plans.items() if f.work()}
+        if limit <= 1 or not work:
             return out
-        _, stage, plan, facts = max(sized, key=lambda t: t[0])
+        stage = max(work, key=work.__getitem__)
+        plan, facts = plans[stage]
         for other in tile_variants(plan, facts, cpu, limit)[1:]:
             try:
                 out.append(self._schedule(func, cpu, (stage, other))[0])

@@ -75,19 +75,17 @@ class Winograd(ScheduleRule):
                          for U in range(2, min(MAX_U, tiles) + 1)
                          if W * U <= budget and (W, U) != (W0, U0)),
                         key=lambda t: swapped_then_nearest_key(t, (W0, U0)))
-        out: list[Schedule] = []
-        for i, (W, U) in enumerate([(W0, U0), *others]):
+        rule = self._tiled(fit, W0, U0)
+        # second, the kernel stage by stage: which way is faster depends on the host
+        staged = Chain().apply(func, target, False) if limit > 1 else None
+        out = [s for s in (rule, staged) if s is not None]
+        for W, U in others:
             if len(out) >= limit:
                 break
             # each tile on a fresh schedule of func (the same steps find the same blocks)
-            sch = self._tiled(fit if i == 0 else self._fit(func, target), W, U)
+            sch = self._tiled(self._fit(func, target), W, U)
             if sch is not None:
                 out.append(sch)
-            if i == 0 and limit > 1:
-                # second, the kernel stage by stage: which way is faster depends on the host
-                staged = Chain().apply(func, target, False)
-                if staged is not None:
-                    out.append(staged)
         return out[:limit]
 
     @staticmethod
