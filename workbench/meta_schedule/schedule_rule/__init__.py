@@ -15,6 +15,8 @@ from workbench.meta_schedule.schedule_rule.parallel_vectorize_unroll import (
     ParallelizeVectorizeUnroll,
 )
 from workbench.meta_schedule.schedule_rule.random_compute_location import RandomComputeLocation
+# Registers the custom rule "winograd_transform" (a Winograd convolution's four transforms).
+from workbench.meta_schedule.schedule_rule import winograd as _winograd  # noqa: F401
 from workbench.meta_schedule.schedule_rule.schedule_rule import (
     PyScheduleRule, ScheduleRule, register_schedule_rule,
 )

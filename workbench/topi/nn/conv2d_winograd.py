@@ -45,7 +45,7 @@ from workbench.topi.nn.pad import pad
 from workbench.topi.utils import get_const_int, index_const, index_dtype, is_const_int, shape_str
 
 __all__ = ["conv2d_winograd_nchwc", "winograd_weight_transform", "winograd_matrices",
-           "tile_of", "TILE", "ALPHA", "TILES"]
+           "tile_of", "TILE", "ALPHA", "TILES", "TRANSFORM_RULE"]
 
 TILE = 4            # m: the default output tile (F(4x4, 3x3))
 ALPHA = TILE + 2    # alpha = m + r - 1 for r = 3
@@ -84,6 +84,13 @@ _AT2 = np.array([[1, 1, 1, 0],
 #: m + 2) tells a kernel which one it was made for.
 _MATRICES = {4: (_BT, _G, _AT), 2: (_BT2, _G2, _AT2)}
 TILES = tuple(sorted(_MATRICES))
+
+#: The ``schedule_rule`` annotation of the four transform blocks (TVM's
+#: ``winograd_data_pack`` / ``winograd_inverse``): the tuner hands them to the custom rule of
+#: that name (``meta_schedule/schedule_rule/winograd.py``) instead of tiling each like a
+#: product -- four generic tilings with three write-cache states each made 3^5 design spaces
+#: a kernel, ~25 s of space generation per Winograd task.
+TRANSFORM_RULE = "winograd_transform"
 
 
 def tile_of(alpha: int) -> int:
@@ -140,7 +147,7 @@ def _transform(src: Tensor, mat: np.ndarray, axis: int, name: str, c_: Any) -> T
         idx = list(i)
         idx[axis] = r
         return te.sum(_coef(mat, i[axis], r, src.dtype) * src[tuple(idx)], axis=[r])
-    return te.compute(tuple(shape), body, name=name)
+    return te.compute(tuple(shape), body, name=name, attrs={"schedule_rule": TRANSFORM_RULE})
 
 
 def conv2d_winograd_nchwc(data: Tensor, kernel: Tensor, padding: Any,
@@ -189,7 +196,7 @@ def conv2d_winograd_nchwc(data: Tensor, kernel: Tensor, padding: Any,
         return te.sum(_coef(bt_mat, xi, ra, dt) *
                       op.cast(dt, padded[nn, c, y + ra, x + col, ci]), axis=[ra])
     rows = te.compute((c_(alpha), c_(alpha), c_(tiles), c_(cb), c_(b)), data_rows,
-                      name="data_pack_rows")
+                      name="data_pack_rows", attrs={"schedule_rule": TRANSFORM_RULE})
     packed = _transform(rows, bt_mat, 1, "data_pack", c_)
     rc = te.reduce_axis((0, c_(cb)), name="rc")
     ri = te.reduce_axis((0, c_(b)), name="ri")
