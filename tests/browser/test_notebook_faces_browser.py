@@ -241,6 +241,17 @@ def _copy_notebook(name: str, directory: Path) -> None:
     nbformat.write(nb, directory / f"{name}.ipynb")
 
 
+def _read_saved(path: Path, before: float):
+    """The notebook at ``path`` once saved after ``before`` and whole, else None: the server
+    may still be writing it when its time stamp has changed (an empty file was read once)."""
+    if path.stat().st_mtime <= before:
+        return None
+    try:
+        return nbformat.read(path, as_version=4)
+    except ValueError:          # nbformat.reader.NotJSONError: a file half written
+        return None
+
+
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("name", ["03_profiling", "05_tuning",
                                   "07_optimize_a_pytorch_model", "08_remote_and_cluster"])
@@ -254,8 +265,7 @@ def test_notebook_reads_well_and_keeps_screenshots(notebook, jupyter_lab, name):
     path = jupyter_lab.root / f"{name}.ipynb"
     before = path.stat().st_mtime
     notebook.page.keyboard.press("Control+s")
-    _eventually(lambda: path.stat().st_mtime > before, 30, "the notebook saved")
-    saved = nbformat.read(path, as_version=4)
+    saved = _eventually(lambda: _read_saved(path, before), 30, "the notebook saved")
     errors = [f"cell {i}: {o.get('ename')}: {o.get('evalue')}"
               for i, c in enumerate(saved.cells) if c.cell_type == "code"
               for o in c.outputs if o.output_type == "error"]
