@@ -196,6 +196,12 @@ def _wait_until_run(notebook, timeout_s: float) -> None:
     raise AssertionError(f"the notebook did not finish within {timeout_s:.0f} s")
 
 
+#: Both checks on every output on the screen, in one round trip to the page (one per output
+#: and check took most of a long notebook's test).
+EVERY_OUTPUTS_PROBLEMS = (f"(els) => els.flatMap(el => [...({TABLE_PROBLEMS})(el), "
+                          f"...({OVERLAP_PROBLEMS})(el)])")
+
+
 def _screens(notebook, directory: Path) -> tuple[int, list[str]]:
     """A screenshot of every screen of the open notebook, top to bottom, and the layout
     problems of the outputs on each screen (the notebook renders only the cells in view);
@@ -211,9 +217,7 @@ def _screens(notebook, directory: Path) -> tuple[int, list[str]]:
         time.sleep(0.6)  # windowed cells render as they come into view
         page.screenshot(path=str(directory / f"screen_{index:02d}.png"))
         outputs = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea")
-        for i in range(outputs.count()):
-            for script in (TABLE_PROBLEMS, OVERLAP_PROBLEMS):
-                problems.update(dict.fromkeys(_problems(outputs.nth(i), script)))
+        problems.update(dict.fromkeys(outputs.evaluate_all(EVERY_OUTPUTS_PROBLEMS)))
         # a plot of the model's layers or kernels lists no VM builtins
         problems.update(dict.fromkeys(
             f"a plot shows the VM builtin {t!r} as an axis label" for t in page.evaluate(
