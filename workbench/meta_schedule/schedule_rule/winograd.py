@@ -1,6 +1,6 @@
-"""The tuning space of a Winograd convolution's transforms (:mod:`workbench.topi.nn.conv2d_winograd`):
-the custom rule ``winograd_transform`` (TVM's ``winograd_data_pack`` / ``winograd_inverse``
-rules for llvm).
+"""The tuning space of a Winograd convolution's transforms
+(:mod:`workbench.topi.nn.conv2d_winograd`): the custom rule ``winograd_transform`` (TVM's
+``winograd_data_pack`` / ``winograd_inverse`` rules for llvm).
 
 Each transform block (``data_pack_rows``, ``data_pack``, ``inverse_rows``, ``inverse``) has
 loops ``[k, a, P, C/B, B, r]``: two alpha-or-m sized ones (one of them the output of the

@@ -24,6 +24,9 @@ the weight's shape tells the kernel which F(m, 3) it was made for); per call the
 Each transform's coefficient is a select over (output index, reduction index) of a constant
 matrix; the default schedule (``workbench.dlight``'s ``SpatialReduction``) unrolls both loops,
 so the selects fold to constants and the zero entries vanish.
+The four transform blocks carry the annotation ``schedule_rule = "winograd_transform"``
+(:data:`TRANSFORM_RULE`): the tuner gives them that custom rule's space
+(``meta_schedule/schedule_rule/winograd.py``), not a product's.
 
 F(4x4)'s matrices use the interpolation points 0, 1, -1, 2, -2 and infinity; in float32 the
 result differs from direct convolution by about 1e-6 relative (well inside the 1e-4 the model
