@@ -31,7 +31,8 @@ def _winograd(tile: int, lanes: int = 8, channels: int = 16, size: int = 10):
     blocks = channels // lanes
     layout = f"NCHW{lanes}c"
     data = te.placeholder((1, blocks, size, size, lanes), name="data")
-    kernel = te.placeholder(winograd_weight_transform(w, lanes, tile).shape, name="kernel")
+    u = winograd_weight_transform(w, lanes, tile)
+    kernel = te.placeholder(u.shape, name="kernel")
     out = conv2d_winograd_nchwc(data, kernel, 1, layout, layout)
     func = te.create_prim_func([data, kernel, out])
     xb = x.reshape(1, blocks, lanes, size, size).transpose(0, 1, 3, 4, 2).copy()
@@ -42,7 +43,7 @@ def _winograd(tile: int, lanes: int = 8, channels: int = 16, size: int = 10):
             ref += np.einsum("oc,nchw->nohw", w[:, :, dy, dx],
                              xp[:, :, dy:dy + size, dx:dx + size])
     ref_b = ref.reshape(1, blocks, lanes, size, size).transpose(0, 1, 3, 4, 2)
-    return func, [xb, winograd_weight_transform(w, lanes, tile)], ref_b
+    return func, [xb, u], ref_b
 
 
 def test_transform_blocks_carry_the_custom_rule():

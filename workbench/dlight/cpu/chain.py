@@ -55,7 +55,7 @@ class Chain(ScheduleRule):
         if sch is None:
             return []
         out = [sch]
-        work = {i: f.work() for i, (_, f) in plans.items() if f.work()}
+        work = {i: w for i, (_, f) in plans.items() if (w := f.work())}
         if limit <= 1 or not work:
             return out
         stage = max(work, key=work.__getitem__)

@@ -16,6 +16,7 @@ A block of another shape is left as it is.
 from __future__ import annotations
 
 from workbench.meta_schedule.schedule_rule.apply_custom_rule import register_custom_schedule_rule
+from workbench.tir.analysis import const_int
 from workbench.tir.schedule import BlockRV, Schedule
 from workbench.tir.stmt import IterType
 from workbench.topi.nn.conv2d_winograd import TRANSFORM_RULE
@@ -30,7 +31,7 @@ def winograd_transform_space(sch: Schedule, block: BlockRV) -> list[Schedule]:
     """The custom rule: tiles split (sampled), small loops unrolled, lanes innermost."""
     loops = sch.get_loops(block)
     kinds = [iv.iter_type for iv in sch.get(block).iter_vars]
-    extents = [_const(sch.get(lp).extent) for lp in loops]
+    extents = [const_int(sch.get(lp).extent) for lp in loops]
     if len(loops) != 6 or kinds != [IterType.DATA_PAR] * 5 + [IterType.COMM_REDUCE] or \
             any(e is None for e in extents) or \
             max(extents[0], extents[1], extents[5]) > _SMALL:
@@ -41,11 +42,6 @@ def winograd_transform_space(sch: Schedule, block: BlockRV) -> list[Schedule]:
     for loop in (k, a, r):
         sch.unroll(loop)
     return [sch]
-
-
-def _const(expr: object) -> int | None:
-    value = getattr(expr, "value", None)
-    return value if isinstance(value, int) else None
 
 
 register_custom_schedule_rule(TRANSFORM_RULE, winograd_transform_space, override=True)
