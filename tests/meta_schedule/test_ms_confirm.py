@@ -235,6 +235,12 @@ def test_confirmation_goes_to_the_heaviest_tasks_within_its_share():
     assert measured == [1] * 2 + [2] * 2
     with pytest.raises(ValueError, match="share"):
         confirm_best(sched, share=-1)
+    # a task its rival implementation outruns (task_scheduler.rivals) is not confirmed: the
+    # heaviest here, t1, is the one the build will not call
+    measured.clear()
+    sched.task_outrun = lambda task_id: task_id == 1
+    results = confirm_best(sched, rounds=5, top_k=2, max_trials=4, share=0.25)
+    assert [r.task_name for r in results] == ["t2", "t0"] and 1 not in measured
 
 
 def test_measured_schedules_keep_the_fastest_by_trace_identity():

@@ -21,7 +21,7 @@ from workbench.meta_schedule.conv_implementations import (
 from workbench.meta_schedule.database import MemoryDatabase, TuningRecord
 from workbench.meta_schedule.in_model import check_in_model
 from workbench.meta_schedule.relax_integration import (
-    compile_relax, extract_tasks, select_tasks,
+    compile_relax, extract_tasks, rival_tasks, select_tasks,
 )
 from workbench.relax import op as R
 from workbench.relax.transform import ConvertLayoutNCHWc
@@ -147,6 +147,15 @@ def test_tuning_tasks_include_both_implementations(model, target):
     assert by_name["fused_conv2d_winograd1_add_relu1_alt"].alternative_of == \
         ["fused_conv2d_add_relu1"]
     assert all(not t.alternative_of for t in both[:len(plain)])
+    # each implementation's task is the other's rival (the scheduler's task_rivals)
+    rivals = rival_tasks(both)
+    index = {t.task_name: i for i, t in enumerate(both)}
+    pairs_by_name = [("fused_conv2d_winograd_relu", "fused_conv2d_relu_alt"),
+                     ("fused_conv2d_add_relu1", "fused_conv2d_winograd1_add_relu1_alt")]
+    for model_side, alt_side in pairs_by_name:
+        assert rivals[index[model_side]] == [index[alt_side]]
+        assert rivals[index[alt_side]] == [index[model_side]]
+    assert sum(map(bool, rivals)) == 4
     # op_names pick the model's kernels, each with its alternative, never an alternative by
     # its own name
     picked = select_tasks(both, ["fused_conv2d_add_relu1"])

@@ -1,12 +1,15 @@
 """Task schedulers: the gradient formula and choice on a hand-made history (TVM's formula,
-reference section 9), round-robin order, the statistics table layout, the factory."""
+reference section 9), round-robin order, the statistics table layout, the factory; rival
+implementations (a task its rival outruns waits until no other task is left)."""
 from __future__ import annotations
 
 import pytest
 
+from workbench import options
 from workbench.meta_schedule.task_scheduler import (
     GradientBased, RoundRobin, TaskRecord, TaskScheduler,
 )
+from workbench.meta_schedule.task_scheduler.rivals import check_rivals, outrun_by
 
 
 class _Ctx:
@@ -101,3 +104,53 @@ def test_factory():
     assert isinstance(TaskScheduler.create("round-robin"), RoundRobin)
     with pytest.raises(ValueError, match="round-robin"):
         TaskScheduler.create("fifo")
+
+
+def _rival_scheduler(kind: type, bests: list[float], rivals: list[list[int]]):
+    """A scheduler past its warm-up whose task ``i`` measured ``bests[i]`` ms."""
+    ts = kind(seed=7) if kind is GradientBased else kind()
+    ts.tasks_ = [_record(f"t{i}", latency_ms=[b]) for i, b in enumerate(bests)]
+    ts.rivals_ = check_rivals(rivals, len(bests))
+    if kind is GradientBased:
+        ts.best_latency_history_ = [[b] for b in bests]
+        ts.round_robin_rounds_ = len(bests) + 1
+    return ts
+
+
+def test_outrun_by_margin_and_unmeasured_rivals():
+    tasks = [_record("wino", latency_ms=[1.0]), _record("direct", latency_ms=[2.0, 1.4]),
+             _record("other", latency_ms=[])]
+    rivals = check_rivals([[1], [0], []], 3)
+    assert outrun_by(tasks, rivals, 1, margin=1.3) == pytest.approx(1.4)
+    assert outrun_by(tasks, rivals, 1, margin=1.5) is None     # close: both stay in
+    assert outrun_by(tasks, rivals, 0, margin=1.3) is None     # the faster one
+    assert outrun_by(tasks, rivals, 2, margin=1.3) is None     # no rival
+    assert outrun_by(tasks, [], 1, margin=1.3) is None         # no rivals given at all
+    unmeasured = [_record("a", latency_ms=[3.0]), _record("b", latency_ms=[1e9])]
+    assert outrun_by(unmeasured, [[1], [0]], 0, margin=1.3) is None  # rival has no best yet
+    with options.override(ms_rival_margin=1.5):
+        assert outrun_by(tasks, rivals, 1) is None
+    with pytest.raises(ValueError, match=r"task_rivals\[1\]: \[1\]"):
+        check_rivals([[1], [1]], 2)
+    with pytest.raises(ValueError, match="2 entries for 3 tasks"):
+        check_rivals([[1], [0]], 3)
+    with pytest.raises(ValueError, match="must be a number >= 1"):
+        options.set("ms_rival_margin", 0.5)
+
+
+@pytest.mark.parametrize("kind", [GradientBased, RoundRobin])
+def test_an_outrun_task_waits_until_no_other_is_left(kind, caplog):
+    """Task 2 (a direct convolution) runs 2x slower than its rival task 0 (the Winograd
+    one): the schedulers tune tasks 0 and 1 and come to task 2 only when both are done,
+    and say once why it is set aside."""
+    ts = _rival_scheduler(kind, [1.0, 0.5, 2.0], [[2], [], [0]])
+    with caplog.at_level("INFO", logger="workbench.meta_schedule"):
+        picks = {ts.next_task_id() for _ in range(30)}
+    assert picks == ({0} if kind is GradientBased else {0, 1})  # 0: the largest gradient
+    notes = [r.getMessage() for r in caplog.records if "set aside" in r.getMessage()]
+    assert len(notes) == 1 and "Task #2 ('t2')" in notes[0] and "2.00x slower" in notes[0]
+    ts.tasks_[0].is_terminated = ts.tasks_[1].is_terminated = True
+    assert ts.next_task_id() == 2
+    # without rivals, the gradient picks the slowest task (it has the most to gain)
+    plain = _rival_scheduler(kind, [1.0, 0.5, 2.0], [[], [], []])
+    assert 2 in {plain.next_task_id() for _ in range(6)}

@@ -25,7 +25,8 @@ Tasks are confirmed in order of their weighted best latency (weight x best time)
 first, and the whole confirmation spends at most ``ms_confirm_share`` of the measurements
 the search made (at least one task's worth): a model's tiny kernels (a reshape, a pooling)
 cannot change its time whichever schedule wins, and ResNet-18's 20 tasks otherwise cost 120
-re-measurements after a 200-trial search.
+re-measurements after a 200-trial search. A task its rival implementation outruns
+(:mod:`.task_scheduler.rivals`) is skipped: the build will not call it.
 """
 from __future__ import annotations
 
@@ -138,11 +139,14 @@ def confirm_best(scheduler: "TaskScheduler", *, rounds: int | None = None,
     callbacks = [cb for cb in scheduler.measure_callbacks_
                  if not isinstance(cb, UpdateCostModel)]
     out: list[ConfirmResult] = []
+    outrun = getattr(scheduler, "task_outrun", lambda task_id: False)
     for task_id in _by_weight(scheduler):
         task = scheduler.tasks_[task_id]
         ctx = task.ctx
         if stop() or budget <= 0:
             break
+        if outrun(task_id):  # the build takes its rival (task_scheduler.rivals)
+            continue
         if not database.has_workload(ctx.mod):
             continue
         workload = database.commit_workload(ctx.mod)

@@ -244,6 +244,20 @@ def select_tasks(tasks: Sequence[ExtractedTask], op_names: Any) -> list[Extracte
     return chosen + [t for t in tasks if set(t.alternative_of) & picked]
 
 
+def rival_tasks(tasks: Sequence[ExtractedTask]) -> list[list[int]]:
+    """Per task, the indices of the tasks in ``tasks`` that compute its layers another way: an
+    alternative's (``alternative_of``) are the model's tasks whose kernels it would replace,
+    and a model task's are the alternatives of its kernels (``tune_tasks(task_rivals=)``)."""
+    out = []
+    for task in tasks:
+        mine = set(task.alternative_of) if task.alternative_of else set(task.kernel_names)
+        out.append([j for j, other in enumerate(tasks)
+                    if bool(other.alternative_of) != bool(task.alternative_of)
+                    and mine & set(other.kernel_names if task.alternative_of
+                                   else other.alternative_of)])
+    return out
+
+
 def _select_model_tasks(tasks: Sequence[ExtractedTask], op_names: Any) -> list[ExtractedTask]:
     """:func:`select_tasks` among the model's own kernels."""
     exact = _ranking_names(op_names)
@@ -270,6 +284,11 @@ def _select_model_tasks(tasks: Sequence[ExtractedTask], op_names: Any) -> list[E
     return chosen
 
 
+def _is_scheduled(task: ExtractedTask) -> bool:
+    """Is the task's kernel scheduled already (nothing to tune)?"""
+    return bool(task.dispatched[0]["main"].attrs.get("tir.is_scheduled"))
+
+
 def _is_static(task_mod: IRModule) -> bool:
     from workbench.tir.expr import IntImm
     func = task_mod["main"]
@@ -283,7 +302,7 @@ def extracted_tasks_to_tune_contexts(tasks: Sequence[ExtractedTask], work_dir: s
                                      seed: int | None = None) -> tuple[list[TuneContext],
                                                                        list[float]]:
     """One cloned TuneContext per task (skipping already-scheduled ones), and the weights."""
-    tasks = [t for t in tasks if not t.dispatched[0]["main"].attrs.get("tir.is_scheduled")]
+    tasks = [t for t in tasks if not _is_scheduled(t)]
     loggers = get_loggers_from_work_dir(work_dir, [t.task_name for t in tasks])
     contexts, weights = [], []
     for task, task_logger, rand_state in zip(tasks, loggers, fork_seed(seed, len(tasks))):
@@ -326,7 +345,9 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
 
     A 3x3 convolution that can be a Winograd one is tuned both ways (``extract_tasks(...,
     alternatives=True)``, when the option ``winograd`` is on); ``compile_relax`` then builds
-    each with the implementation whose best record ran faster."""
+    each with the implementation whose best record ran faster. The two are rivals
+    (:func:`rival_tasks`): once one runs clearly faster, the other is tuned only when no
+    other task is left."""
     if not isinstance(target, Target):
         target = Target(target)
     from workbench import options
@@ -346,7 +367,7 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
     done = trials_done(database, [t.dispatched[0] for t in static], module_equality)
     left_global = max_trials_global - sum(min(d, max_trials_per_task) for d in done)
     todo = [(t, max_trials_per_task - d) for t, d in zip(static, done)
-            if d < max_trials_per_task]
+            if d < max_trials_per_task and not _is_scheduled(t)]
     if left_global <= 0 or not todo:
         logger.warning("tune_relax: the database holds %d trial(s) of these %d task(s): the "
                        "trial budget is used up; nothing to tune", sum(done), len(static))
@@ -377,7 +398,7 @@ def tune_relax(mod: Any, params: Mapping[str, Any] | None, target: str | Target,
                       database=database, cost_model=cost_model,
                       measure_callbacks=measure_callbacks, task_scheduler=task_scheduler,
                       module_equality=module_equality, dashboard=dashboard,
-                      rpc_config=rpc_config)
+                      rpc_config=rpc_config, task_rivals=rival_tasks([t for t, _ in todo]))
 
 
 def _dashboard_with_layers(dashboard: Any, tasks: Sequence[ExtractedTask]) -> Any:

@@ -25,6 +25,7 @@ from workbench.meta_schedule.database import Database
 from workbench.meta_schedule.measure_callback import MeasureCallback
 from workbench.meta_schedule.runner import Runner
 from workbench.meta_schedule.task_scheduler import TaskScheduler
+from workbench.meta_schedule.task_scheduler.rivals import check_rivals
 
 if TYPE_CHECKING:  # pragma: no cover
     from workbench.meta_schedule.tune_context import TuneContext
@@ -55,7 +56,8 @@ def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
                measure_callbacks: Any = "default", task_scheduler: Any = "gradient",
                module_equality: str = "structural",
                post_optimization: bool | None = False, dashboard: Any = False,
-               rpc_config: Any = None) -> Database:
+               rpc_config: Any = None,
+               task_rivals: Sequence[Sequence[int]] | None = None) -> Database:
     """Tune ``tasks`` and return the database holding every record (see module docstring).
 
     ``runner="rpc"`` measures on a Dask cluster and ``builder="dask"`` compiles there, both
@@ -71,6 +73,11 @@ def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
     (:mod:`workbench.meta_schedule.post_optimization`; budget: option
     ``ms_post_opt_trials`` per task), measured and recorded like the search's trials.
 
+    ``task_rivals`` (Workbench; ``tune_relax`` passes it): per task, the indices of the tasks
+    that compute its layers another way (a convolution direct and Winograd); a task whose
+    best its rivals outrun is tuned only when no other task is left, and not confirmed
+    (:mod:`workbench.meta_schedule.task_scheduler.rivals`).
+
     Last (Workbench), each task's leading schedules are measured again until each has
     ``ms_confirm_rounds`` measurements (:mod:`workbench.meta_schedule.confirm`), so that the
     database's best is not just the luckiest single measurement; 0 turns this off."""
@@ -78,6 +85,7 @@ def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
         raise ValueError("tune_tasks: no tasks to tune")
     if len(tasks) != len(task_weights):
         raise ValueError(f"tune_tasks: {len(tasks)} tasks but {len(task_weights)} weights")
+    rivals = check_rivals(task_rivals, len(tasks)) if task_rivals is not None else None
     if max_trials_per_task is None:
         max_trials_per_task = max_trials_global
     num_cores = tasks[0].num_threads
@@ -92,9 +100,7 @@ def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
         cost_model = CostModel.create(cost_model, num_tuning_cores=num_cores)
     callbacks = normalize_callbacks(measure_callbacks)
     scheduler = TaskScheduler.create(task_scheduler)
-    kwargs = {}
-    if "work_dir" in inspect.signature(scheduler.tune).parameters:
-        kwargs["work_dir"] = work_dir
+    kwargs = _accepted(scheduler.tune, work_dir=work_dir, rivals=rivals)
     try:
         with _dashboard(callbacks, dashboard, max_trials_global,
                         max_trials_per_task) as callbacks:
@@ -112,6 +118,15 @@ def tune_tasks(*, tasks: Sequence["TuneContext"], task_weights: Sequence[float],
     finally:
         _stop_workers(owned)
     return database
+
+
+def _accepted(method: Any, **extras: Any) -> dict[str, Any]:
+    """The Workbench keywords (not None) that ``method`` takes: a user's scheduler written
+    to TVM's signature gets none of them."""
+    params = inspect.signature(method).parameters
+    open_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    return {k: v for k, v in extras.items()
+            if v is not None and (k in params or open_kwargs)}
 
 
 def _begin_phase(callbacks: list[MeasureCallback], phase: str) -> None:

@@ -8,6 +8,8 @@ each of its batches. For an alive task with history ``h`` (length ``m``, best ``
     grad = (alpha * g1 + (1 - alpha) * g2) * weight         # -1e9 without a valid result
 
 The task with the largest gradient is tuned next; ties across all tasks pick at random.
+Beyond TVM: a task its rival implementation outruns (:mod:`.rivals`) is left out while any
+other task is alive -- the build will not call it, whatever its gradient says.
 """
 from __future__ import annotations
 
@@ -65,6 +67,7 @@ class GradientBased(TaskScheduler):
         alive = [i for i, t in enumerate(self.tasks_) if not t.is_terminated]
         if not alive:
             return -1
+        alive = [i for i in alive if not self.task_outrun(i)] or alive
         grads = [self.task_gradient(i) for i in alive]
         if max(grads) == min(grads):
             task_id = alive[self._rand.randint(0, len(alive))]

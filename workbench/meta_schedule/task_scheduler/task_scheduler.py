@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 from workbench.meta_schedule.arg_info import ArgInfo
 from workbench.meta_schedule.measured_schedules import measured_schedules
 from workbench.meta_schedule.profiler import Profiler
+from workbench.meta_schedule.task_scheduler.rivals import check_rivals, outrun_by
 from workbench.meta_schedule.utils import estimate_tir_flops, median
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -183,7 +184,22 @@ class TaskScheduler(abc.ABC):
         self.remaining_tasks_ = 0
         self.logger = logging.getLogger(GLOBAL_LOGGER)
         self.check_outputs = True
+        self.rivals_: list[list[int]] = []
+        self._set_aside: set[int] = set()
         self._stopping = False  # joining what was measured while a run ends by an exception
+
+    def task_outrun(self, task_id: int) -> bool:
+        """Is the task outrun by its rivals (:mod:`.rivals`)? Logged once when it first is."""
+        ratio = outrun_by(self.tasks_, self.rivals_, task_id)
+        if ratio is not None and task_id not in self._set_aside:
+            self._set_aside.add(task_id)
+            names = ", ".join(f"#{j} ({self.tasks_[j].ctx.task_name!r})"
+                              for j in self.rivals_[task_id])
+            self.logger.info("Task #%d (%r) is set aside: its best runs %.2fx slower than "
+                             "its rival implementation %s; it is tuned only when no other "
+                             "task is left", task_id, self.tasks_[task_id].ctx.task_name,
+                             ratio, names)
+        return ratio is not None
 
     @abc.abstractmethod
     def next_task_id(self) -> int:
@@ -194,11 +210,16 @@ class TaskScheduler(abc.ABC):
              max_trials_global: int, max_trials_per_task: int, num_trials_per_iter: int,
              builder: "Builder", runner: "Runner",
              measure_callbacks: Sequence["MeasureCallback"], database: "Database | None",
-             cost_model: "CostModel | None", *, work_dir: str | None = None) -> None:
+             cost_model: "CostModel | None", *, work_dir: str | None = None,
+             rivals: Sequence[Sequence[int]] | None = None) -> None:
         """Tune ``tasks`` (see the module docstring). ``work_dir`` (Workbench) is where the
-        output references are kept (a temporary directory when None)."""
+        output references are kept (a temporary directory when None). ``rivals``
+        (Workbench): per task, the tasks computing its layers another way; a task they
+        outrun is tuned last (:mod:`.rivals`)."""
         if len(tasks) != len(task_weights):
             raise ValueError(f"tune: {len(tasks)} tasks but {len(task_weights)} weights")
+        self.rivals_ = check_rivals(rivals, len(tasks))
+        self._set_aside: set[int] = set()
         if max_trials_global < 0 or max_trials_per_task < 0 or num_trials_per_iter <= 0:
             raise ValueError("tune: trial counts must be non-negative and num_trials_per_iter "
                              "positive")
