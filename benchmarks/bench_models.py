@@ -374,13 +374,14 @@ def bench_model(name: str, args_ns: argparse.Namespace) -> list[str]:
         runner, outputs["tuned"] = workbench_runner("Workbench tuned (checked)", check.exe,
                                                     args)
         runners.append(runner)
+        ends = ", ".join(f"{'checked' if k == 'tuned' else k} {v:.2f} ms"
+                         for k, v in check.model_ms.items())
+        verdict = ("the untuned build is kept" if check.untuned_kept else
+                   "every record is used after all" if check.all_records_kept else "kept")
         notes.append(f"{name}: records checked in the model ({t_check:.0f} s): kernels "
                      f"untuned {check.untuned_us:.0f} us, tuned {check.tuned_us:.0f} us; "
                      f"{len(check.hidden)} of {len(check.table)} records lose there and are "
-                     f"not used (Workbench tuned (checked)); end to end "
-                     f"{check.model_ms['tuned']:.2f} ms against untuned "
-                     f"{check.model_ms['untuned']:.2f} ms: "
-                     f"{'the untuned build is kept' if check.untuned_kept else 'kept'}\n" +
+                     f"not used (Workbench tuned (checked)); end to end {ends}: {verdict}\n" +
                      check.table.to_string(float_format=lambda v: f"{v:.1f}"))
         impl = getattr(check.exe, "conv_implementations", None)
         if impl is not None and len(impl):

@@ -78,8 +78,11 @@ def test_a_record_that_loses_in_the_model_is_not_used(model):
                            mod, TARGET, inputs, rounds=1, func_name="forward")
     assert len(again.table) == 0 and again.hidden == []
     assert "records not used" in check._repr_html_()
-    assert set(check.model_ms) == {"untuned", "tuned"} and min(check.model_ms.values()) > 0
-    assert "whole model, end to end" in check._repr_html_()
+    # the record was dropped, so the build with every record was timed too, and lost
+    assert set(check.model_ms) == {"untuned", "tuned", "all records"}
+    assert min(check.model_ms.values()) > 0 and not check.all_records_kept
+    assert check.model_ms["all records"] > 2 * check.model_ms["tuned"]
+    assert "whole model, end to end (untuned" in check._repr_html_()
 
 
 @pytest.mark.parametrize("tuned_ms", [1.5, 1.01])
@@ -95,13 +98,33 @@ def test_a_tuned_build_slower_end_to_end_gives_way_to_the_untuned_one(model, mon
 
     def slower_tuned(builds, func_name, args, rounds, dev):  # noqa: ANN001, ANN202
         timed.append(sorted(builds))
-        return {"untuned": 1.0, "tuned": tuned_ms}
+        return {"untuned": 1.0, "tuned": tuned_ms, "all records": tuned_ms}
     monkeypatch.setattr(in_model, "_time_models", slower_tuned)
     check = check_in_model(db, mod, TARGET, inputs, rounds=1, func_name="forward")
-    assert timed == [["tuned", "untuned"]] and check.untuned_kept
+    assert timed == [["all records", "tuned", "untuned"]] and check.untuned_kept
+    assert not check.all_records_kept
     assert check.exe.kernel_names == relax.build(mod, TARGET).kernel_names
     assert "the untuned build is used" in check._repr_html_()
     x, w = inputs
+    out = relax.VirtualMachine(check.exe, wb.cpu())["forward"](wb.nd.array(x), wb.nd.array(w))
+    np.testing.assert_allclose(out.numpy(), np.maximum(x @ w, 0) + 1, rtol=1e-4, atol=1e-3)
+
+
+def test_records_a_profile_dropped_come_back_when_faster_end_to_end(model, monkeypatch):
+    """A record the per-kernel profile drops (here a naive kernel, on purpose) is used after
+    all when the build with every record runs fastest end to end (made so here: the timing
+    says so): the check returns that build, hides nothing and marks every row used."""
+    import workbench.meta_schedule.in_model as in_model
+    mod, inputs = model
+    db, names = _naive_records(mod)
+    monkeypatch.setattr(in_model, "_time_models", lambda builds, *a: {
+        "untuned": 1.0, "tuned": 1.0, "all records": 0.9})
+    check = check_in_model(db, mod, TARGET, inputs, rounds=1, func_name="forward")
+    assert check.all_records_kept and not check.untuned_kept and check.hidden == []
+    assert bool(check.table.loc[names[0], "Used"])
+    assert check.exe.kernel_names == compile_relax(db, mod, TARGET).kernel_names
+    assert "the all records build is used" in check._repr_html_()
+    x, w = inputs   # the naive kernel is slow, but right
     out = relax.VirtualMachine(check.exe, wb.cpu())["forward"](wb.nd.array(x), wb.nd.array(w))
     np.testing.assert_allclose(out.numpy(), np.maximum(x @ w, 0) + 1, rtol=1e-4, atol=1e-3)
 
