@@ -51,7 +51,8 @@ options.declared_in(
     "workbench.meta_schedule.confirm", "workbench.meta_schedule.cost_model.pretrained",
     "workbench.meta_schedule.database.json_database",
     "workbench.meta_schedule.post_optimization.post_opt",
-    "workbench.meta_schedule.runner.utils", "workbench.meta_schedule.task_budget")
+    "workbench.meta_schedule.runner.utils", "workbench.meta_schedule.task_budget",
+    "workbench.meta_schedule.task_scheduler.rivals")
 
 
 def __getattr__(name: str) -> object:
