@@ -380,8 +380,9 @@ def bench_model(name: str, args_ns: argparse.Namespace) -> list[str]:
                    "every record is used after all" if check.all_records_kept else "kept")
         notes.append(f"{name}: records checked in the model ({t_check:.0f} s): kernels "
                      f"untuned {check.untuned_us:.0f} us, tuned {check.tuned_us:.0f} us; "
-                     f"{len(check.hidden)} of {len(check.table)} records lose there and are "
-                     f"not used (Workbench tuned (checked)); end to end {ends}: {verdict}\n" +
+                     f"{len(check.profile_hidden)} of {len(check.table)} records lose in its "
+                     f"profile; end to end {ends}: {verdict} (Workbench tuned (checked): "
+                     f"{len(check.table) - len(check.hidden)} records used)\n" +
                      check.table.to_string(float_format=lambda v: f"{v:.1f}"))
         impl = getattr(check.exe, "conv_implementations", None)
         if impl is not None and len(impl):

@@ -66,7 +66,7 @@ def test_a_record_that_loses_in_the_model_is_not_used(model):
     # promised ~1 ns per call.
     assert row["Tuned (us)"] > 3 * row["Default (us)"], row
     assert row["Record vs model"] > 1e3 and row["Calls"] == 1
-    assert not row["Used"] and check.hidden == names
+    assert not row["Used"] and check.hidden == names == check.profile_hidden
     assert check.tuned_us > check.untuned_us
     # The executable it returns runs the default schedule again: as fast as untuned, right.
     x, w = inputs
@@ -121,6 +121,7 @@ def test_records_a_profile_dropped_come_back_when_faster_end_to_end(model, monke
         "untuned": 1.0, "tuned": 1.0, "all records": 0.9})
     check = check_in_model(db, mod, TARGET, inputs, rounds=1, func_name="forward")
     assert check.all_records_kept and not check.untuned_kept and check.hidden == []
+    assert check.profile_hidden == names     # what the profile alone said
     assert bool(check.table.loc[names[0], "Used"])
     assert check.exe.kernel_names == compile_relax(db, mod, TARGET).kernel_names
     assert "the all records build is used" in check._repr_html_()

@@ -98,7 +98,8 @@ class InModelCheck:
     the build with every record, milliseconds per call timed end to end in turns
     (``"tuned"``, ``"untuned"``, ``"all records"``); ``untuned_kept``: the untuned build was
     the fastest, so ``exe`` is it; ``all_records_kept``: the build with every record was, so
-    ``exe`` is that one, ``hidden`` is empty and every row is ``Used``."""
+    ``exe`` is that one, ``hidden`` is empty and every row is ``Used``; ``profile_hidden``:
+    the records the per-kernel profile dropped (``hidden`` before that last step)."""
 
     exe: Any
     table: pd.DataFrame
@@ -109,6 +110,7 @@ class InModelCheck:
     model_ms: dict[str, float] = field(default_factory=dict)
     untuned_kept: bool = False
     all_records_kept: bool = False
+    profile_hidden: list[str] = field(default_factory=list)
 
     def _repr_html_(self) -> str:
         head = (f"<p>kernels in the model: untuned {self.untuned_us:.0f} us, tuned "
@@ -278,6 +280,7 @@ def check_in_model(database: Database, mod: Any, target: str | Target,
     best = min(candidates, key=lambda k: (model_ms[k], k != "untuned"))
     untuned_kept = best == "untuned"
     all_kept = best == "all records"
+    profile_hidden = list(hidden)
     if untuned_kept:
         plain.conv_implementations = impl.assign(Used=impl["Rule"]) if len(impl) else impl
         exe = plain
@@ -295,7 +298,7 @@ def check_in_model(database: Database, mod: Any, target: str | Target,
                         tuned_us=statistics.median(totals["tuned"]),
                         implementations=pd.DataFrame(impl_rows),
                         model_ms=model_ms, untuned_kept=untuned_kept,
-                        all_records_kept=all_kept)
+                        all_records_kept=all_kept, profile_hidden=profile_hidden)
 
 
 def _time_models(builds: dict[str, Any], func_name: str, args: Sequence[Any], rounds: int,
